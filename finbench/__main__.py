@@ -1,0 +1,7 @@
+"""``python -m finbench``."""
+
+import sys
+
+from finbench.cli import main
+
+sys.exit(main())

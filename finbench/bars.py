@@ -1,0 +1,132 @@
+"""Sorted bar arrays with per-ticker offsets, and vectorised as-of look-ups on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+NS = 1_000_000_000
+
+
+def to_ns(values) -> np.ndarray:
+    """UTC instants (Series, Index, array of datetime64 or Timestamps) as int64 nanoseconds."""
+    if isinstance(values, pd.Series | pd.Index):
+        if isinstance(values.dtype, pd.DatetimeTZDtype):
+            values = values.dt.tz_convert("UTC") if isinstance(values, pd.Series) else (
+                values.tz_convert("UTC")
+            )
+            values = values.dt.tz_localize(None) if isinstance(values, pd.Series) else (
+                values.tz_localize(None)
+            )
+        return values.to_numpy(dtype="datetime64[ns]").astype("int64")
+    return np.asarray(values, dtype="datetime64[ns]").astype("int64")
+
+
+def ticker_bounds(tickers: np.ndarray) -> dict[str, tuple[int, int]]:
+    """``{ticker: (lo, hi)}`` slices of an array sorted by ticker."""
+    tickers = np.asarray(tickers, dtype=object).astype(str)
+    if len(tickers) == 0:
+        return {}
+    starts = np.flatnonzero(np.r_[True, tickers[1:] != tickers[:-1]])
+    ends = np.r_[starts[1:], len(tickers)]
+    return {tickers[s]: (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
+
+
+def search_by_ticker(
+    bounds: dict[str, tuple[int, int]],
+    keys: np.ndarray,
+    tickers: np.ndarray,
+    instants: np.ndarray,
+    *,
+    side: str,
+) -> np.ndarray:
+    """``searchsorted`` of each query within its ticker's sorted slice of ``keys``.
+
+    One numpy call per distinct ticker (never per query). Returns indices into ``keys``; a
+    ticker with no rows gets 0, and ``lo == hi`` marks an empty slice for the caller.
+    """
+    out = np.zeros(len(instants), dtype=np.int64)
+    tickers = np.asarray(tickers, dtype=object)
+    for ticker in pd.unique(tickers):
+        rows = np.flatnonzero(tickers == ticker)
+        lo, hi = bounds.get(ticker, (0, 0))
+        out[rows] = lo + np.searchsorted(keys[lo:hi], instants[rows], side=side)
+    return out
+
+
+def lows_of(bounds: dict[str, tuple[int, int]], tickers: np.ndarray) -> np.ndarray:
+    """First index of each query's ticker slice (0 for an unknown ticker)."""
+    lo = {t: b[0] for t, b in bounds.items()}
+    return np.array([lo.get(t, 0) for t in tickers], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class BarArrays:
+    """Bars of many tickers as flat arrays sorted by (ticker, ts).
+
+    ``bounds[ticker] = (lo, hi)`` is the slice of that ticker; ``avail = ts + bar length`` is
+    when a bar becomes known (SPEC §2).
+    """
+
+    ts: np.ndarray
+    avail: np.ndarray
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    volume: np.ndarray
+    bounds: dict[str, tuple[int, int]]
+    bar_ns: int
+
+    @classmethod
+    def from_frame(cls, bars: pd.DataFrame, *, bar_seconds: int) -> BarArrays:
+        """Build from a frame sorted by ticker then ts (as the store returns it)."""
+        tickers = bars["ticker"].to_numpy(dtype=object).astype(str)
+        ts = to_ns(bars["ts"])
+        if len(ts) > 1:
+            same = tickers[1:] == tickers[:-1]
+            if (same & (np.diff(ts) <= 0)).any() or (tickers[1:] < tickers[:-1]).any():
+                raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
+        bounds = ticker_bounds(tickers)
+        bar_ns = int(bar_seconds) * NS
+        return cls(
+            ts=ts,
+            avail=ts + bar_ns,
+            open=bars["open"].to_numpy(float) if "open" in bars else np.empty(0),
+            high=bars["high"].to_numpy(float),
+            low=bars["low"].to_numpy(float),
+            close=bars["close"].to_numpy(float) if "close" in bars else np.empty(0),
+            volume=bars["volume"].to_numpy(float) if "volume" in bars else np.empty(0),
+            bounds=bounds,
+            bar_ns=bar_ns,
+        )
+
+    @property
+    def mid(self) -> np.ndarray:
+        return (self.high + self.low) / 2.0
+
+    def search(self, tickers: np.ndarray, instants: np.ndarray, *, on: str, side: str) -> np.ndarray:
+        """Global ``searchsorted`` of each instant within its ticker's slice of ``ts``/``avail``.
+
+        Returns, per query, the insertion index into the flat arrays (``lo`` of the ticker for
+        an instant before its first bar; ``0`` for a ticker without bars).
+        """
+        keys = self.ts if on == "ts" else self.avail
+        return search_by_ticker(self.bounds, keys, tickers, instants, side=side)
+
+    def last_available(
+        self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Index of the last bar of each ticker available at or before each instant, else -1.
+
+        With ``not_before``, a bar whose availability is earlier than it does not count.
+        """
+        end = self.search(tickers, instants, on="avail", side="right")
+        lows = lows_of(self.bounds, tickers)
+        idx = end - 1
+        ok = idx >= lows
+        if not_before is not None and len(self.avail):
+            ok &= self.avail[np.clip(idx, 0, None)] >= not_before
+        return np.where(ok, idx, -1)

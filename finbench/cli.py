@@ -1,0 +1,116 @@
+"""The ``finbench`` command line: thin commands over the library API (SPEC §9)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from finbench.errors import FinbenchError
+
+
+def _data_ingest(args: argparse.Namespace) -> int:
+    from finbench.data.ingest import ingest_bars, ingest_headlines
+
+    if args.headlines:
+        summary = ingest_headlines(args.headlines, args.out, timezone=args.timezone)
+        print(f"ingested {summary['rows']} headlines into {args.out}")
+    if args.file:
+        summary = ingest_bars(
+            args.file, args.out, ticker=args.ticker, timezone=args.timezone,
+            bar_timestamp=args.bar_timestamp, bar_seconds=args.bar_seconds,
+        )
+        print(f"ingested {summary['rows']} bars of {', '.join(summary['tickers'])} into "
+              f"{args.out} ({len(summary['partitions'])} date partition(s))")
+    if not args.file and not args.headlines:
+        raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both")
+    from finbench.data.store import Store
+
+    print(f"snapshot sha256 {Store(args.out).snapshot_sha256}")
+    return 0
+
+
+def _data_validate(args: argparse.Namespace) -> int:
+    from finbench.data.store import Store
+
+    store = Store(args.store)
+    problems = store.verify()
+    for line in problems:
+        print(line, file=sys.stderr)
+    label = " (SYNTHETIC data)" if store.synthetic else ""
+    if problems:
+        print(f"{args.store}: {len(problems)} problem(s){label}", file=sys.stderr)
+        return 1
+    n_bars = len(store.dates("bars"))
+    print(f"{args.store}: valid{label}; {n_bars} bar dates, "
+          f"{len(store.dates('headlines'))} headline dates; snapshot {store.snapshot_sha256}")
+    return 0
+
+
+def _data_synth(args: argparse.Namespace) -> int:
+    from finbench.data.synth import write_sample
+
+    store = write_sample(args.out, seed=args.seed)
+    print(f"wrote SYNTHETIC sample store {args.out} (seed {args.seed}); "
+          f"snapshot {store.snapshot_sha256}")
+    return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from finbench.config import load_config
+    from finbench.pipeline import prepare_tasks_and_labels
+
+    config, _ = load_config(args.config)
+    prepared = prepare_tasks_and_labels(config)
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        prepared.tasks.to_parquet(out / "tasks.parquet", index=False)
+        prepared.labels.to_parquet(out / "labels.parquet", index=False)
+    print(json.dumps(prepared.summary(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="finbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="ingest, validate or generate market data").add_subparsers(
+        dest="data_command", required=True)
+    ingest = data.add_parser("ingest", help="validate a bars/headlines file and add it to a store")
+    ingest.add_argument("file", nargs="?", help="bars file (CSV or Parquet)")
+    ingest.add_argument("--out", required=True, help="store directory (created if absent)")
+    ingest.add_argument("--ticker", help="ticker of a single-ticker file without a ticker column")
+    ingest.add_argument("--timezone", help="zone of naive timestamps, e.g. America/New_York")
+    ingest.add_argument("--bar-timestamp", choices=("start", "end"), default="start")
+    ingest.add_argument("--bar-seconds", type=int, default=60)
+    ingest.add_argument("--headlines", help="headlines file (CSV, JSONL or Parquet)")
+    ingest.set_defaults(func=_data_ingest)
+    validate = data.add_parser("validate", help="re-hash and re-check a store")
+    validate.add_argument("store")
+    validate.set_defaults(func=_data_validate)
+    synth = data.add_parser("synth", help="write the synthetic sample store")
+    synth.add_argument("--out", required=True)
+    synth.add_argument("--seed", type=int, default=20250115)
+    synth.set_defaults(func=_data_synth)
+
+    tasks = sub.add_parser("tasks", help="expand a config into tasks and labels")
+    tasks.add_argument("config")
+    tasks.add_argument("--out", help="folder for tasks.parquet and labels.parquet")
+    tasks.set_defaults(func=_tasks)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except FinbenchError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Run configuration: TOML validated by pydantic with unknown keys rejected (SPEC §9)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from finbench.errors import ConfigError
+
+CONFIG_VERSION = 1
+DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
+_CLOCK = re.compile(r"^\d{2}:\d{2}(:\d{2})?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class DataConfig(_Strict):
+    store: Path
+
+
+class TasksConfig(_Strict):
+    tickers: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    start: dt.date
+    end: dt.date
+    horizons: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_HORIZONS))
+    target: str = "15:55"
+    timezone: str = "America/New_York"
+    calendar: str = "XNYS"
+    early_close: Literal["skip", "shift"] = "skip"
+    ref_window_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+
+    @field_validator("horizons")
+    @classmethod
+    def _clocks(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("at least one horizon is needed")
+        for name, text in value.items():
+            if not _CLOCK.match(text):
+                raise ValueError(f"horizon {name}: {text!r} is not HH:MM")
+        return value
+
+    @model_validator(mode="after")
+    def _order(self) -> TasksConfig:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        if len(set(self.tickers)) != len(self.tickers):
+            raise ValueError("tickers are listed more than once")
+        return self
+
+
+class ContextConfig(_Strict):
+    previous_sessions: Annotated[int, Field(ge=0, le=250)] = 5
+    headline_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
+    max_headlines: Annotated[int, Field(ge=0, le=500)] = 20
+
+
+class _ModelBase(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\- ]*$")]
+
+
+class CoinModel(_ModelBase):
+    kind: Literal["coin"]
+
+
+class BaseRateModel(_ModelBase):
+    kind: Literal["base_rate"]
+    variant: Literal["rolling", "frozen"] = "rolling"
+    window: Annotated[int, Field(ge=1)] = 60
+    min_count: Annotated[int, Field(ge=1)] = 20
+    train_start: dt.date | None = None
+    train_end: dt.date | None = None
+
+    @model_validator(mode="after")
+    def _frozen_window(self) -> BaseRateModel:
+        if self.variant == "frozen" and (self.train_start is None or self.train_end is None):
+            raise ValueError("variant 'frozen' needs train_start and train_end")
+        if self.variant == "rolling" and (self.train_start or self.train_end):
+            raise ValueError("train_start/train_end belong to variant 'frozen' only")
+        if self.train_start and self.train_end and self.train_end < self.train_start:
+            raise ValueError("train_end is before train_start")
+        return self
+
+
+class MomentumModel(_ModelBase):
+    kind: Literal["momentum"]
+    window: Annotated[int, Field(ge=1)] = 60
+    min_count: Annotated[int, Field(ge=1)] = 20
+    lookback_minutes: Annotated[int, Field(ge=1, le=390)] = 30
+
+
+class ClimatologyModel(_ModelBase):
+    kind: Literal["climatology"]
+    window: Annotated[int, Field(ge=1)] = 60
+    min_count: Annotated[int, Field(ge=1)] = 20
+
+
+class ReplayModel(_ModelBase):
+    kind: Literal["replay"]
+    path: Path
+
+
+class ScriptedModel(_ModelBase):
+    kind: Literal["scripted"]
+    answers: list[str] = Field(min_length=1)
+
+
+class OpenAIModel(_ModelBase):
+    kind: Literal["openai"]
+    model: Annotated[str, Field(min_length=1)]
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    structured: Literal["json_schema", "json_object", "text"] = "json_schema"
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    seed: int | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 8
+    requests_per_minute: Annotated[float, Field(gt=0)] | None = None
+    tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
+    price_input_per_1m: Annotated[float, Field(ge=0)] | None = None
+    price_output_per_1m: Annotated[float, Field(ge=0)] | None = None
+
+
+ModelConfig = Annotated[
+    CoinModel | BaseRateModel | MomentumModel | ClimatologyModel | ReplayModel | ScriptedModel
+    | OpenAIModel,
+    Field(discriminator="kind"),
+]
+BASELINE_KINDS = ("coin", "base_rate", "momentum", "climatology")
+
+
+class ScoresConfig(_Strict):
+    log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    composite: dict[str, float] | None = None
+
+
+class RunConfig(_Strict):
+    version: Literal[1] = CONFIG_VERSION
+    data: DataConfig
+    tasks: TasksConfig
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    models: list[ModelConfig] = Field(default_factory=list)
+    invalid_policy: str = "exclude"
+    scores: ScoresConfig = Field(default_factory=ScoresConfig)
+
+    @model_validator(mode="after")
+    def _models(self) -> RunConfig:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        policy = self.invalid_policy
+        if policy != "exclude":
+            if not policy.startswith("fallback:"):
+                raise ValueError(
+                    f"invalid_policy {policy!r} is not 'exclude' or 'fallback:<baseline name>'"
+                )
+            target = policy.split(":", 1)[1]
+            baselines = [m.name for m in self.models if m.kind in BASELINE_KINDS]
+            if target not in baselines:
+                raise ValueError(
+                    f"invalid_policy names {target!r}, which is not a baseline model of this "
+                    f"config (baselines: {', '.join(baselines) or 'none'})"
+                )
+        return self
+
+
+def load_config(path: str | Path) -> tuple[RunConfig, str]:
+    """Read and validate a TOML config; relative paths resolve against its folder.
+
+    Returns the config and the SHA-256 of the file's bytes.
+    """
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+    try:
+        raw = tomllib.loads(raw_bytes.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    try:
+        config = RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+    config = resolve_paths(config, path.parent)
+    return config, hashlib.sha256(raw_bytes).hexdigest()
+
+
+def resolve_paths(config: RunConfig, base: Path) -> RunConfig:
+    """Return ``config`` with the store and replay paths made absolute against ``base``."""
+    def absolute(p: Path) -> Path:
+        return p if p.is_absolute() else (base / p).resolve()
+
+    models = [
+        m.model_copy(update={"path": absolute(m.path)}) if isinstance(m, ReplayModel) else m
+        for m in config.models
+    ]
+    data = config.data.model_copy(update={"store": absolute(config.data.store)})
+    return config.model_copy(update={"data": data, "models": models})
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem: the dotted key, the rule, and the value given."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key {key!r}")
+        else:
+            given = err.get("input")
+            shown = "" if isinstance(given, dict | list) else f" (given {given!r})"
+            lines.append(f"key {key!r}: {err['msg']}{shown}")
+    return "; ".join(lines)

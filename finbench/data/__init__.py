@@ -1,0 +1,1 @@
+"""Market data: validated ingest, the Parquet store, and the synthetic sample."""

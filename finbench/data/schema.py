@@ -1,0 +1,279 @@
+"""Column names, vendor aliases and the validation rules of bars and headlines (SPEC §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from finbench.data.timestamps import parse_utc
+
+PRICE_COLUMNS = ("open", "high", "low", "close")
+BAR_ALIASES: dict[str, tuple[str, ...]] = {
+    "ticker": ("ticker", "symbol", "sym"),
+    "ts": ("ts", "timestamp", "time", "datetime", "date", "ts_event", "t", "window_start"),
+    "open": ("open", "o"),
+    "high": ("high", "h"),
+    "low": ("low", "l"),
+    "close": ("close", "c"),
+    "volume": ("volume", "v", "vol"),
+}
+HEADLINE_ALIASES: dict[str, tuple[str, ...]] = {
+    "id": ("id", "headline_id", "news_id"),
+    "published_at": ("published_at", "created_at", "published", "datetime", "timestamp", "time"),
+    "first_seen_at": ("first_seen_at", "first_seen", "seen_at"),
+    "tickers": ("tickers", "symbols", "ticker", "symbol"),
+    "headline": ("headline", "title"),
+    "source": ("source", "publisher", "author"),
+    "body": ("body", "summary", "content"),
+}
+HEADLINE_OPTIONAL = ("first_seen_at", "body")
+MAX_ROWS_NAMED = 5
+
+BARS_SCHEMA = pa.schema(
+    [
+        ("ticker", pa.string()),
+        ("ts", pa.timestamp("ns", tz="UTC")),
+        ("open", pa.float64()),
+        ("high", pa.float64()),
+        ("low", pa.float64()),
+        ("close", pa.float64()),
+        ("volume", pa.float64()),
+    ]
+)
+HEADLINES_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("published_at", pa.timestamp("ns", tz="UTC")),
+        ("first_seen_at", pa.timestamp("ns", tz="UTC")),
+        ("available_at", pa.timestamp("ns", tz="UTC")),
+        ("tickers", pa.list_(pa.string())),
+        ("headline", pa.string()),
+        ("source", pa.string()),
+        ("body", pa.string()),
+    ]
+)
+
+
+class Problems:
+    """Collects one message per broken rule, each naming the file, the rows and the rule."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.items: list[str] = []
+
+    def add(self, rule: str, mask: np.ndarray | None = None, detail=None) -> None:
+        """Record ``rule`` broken by the rows in ``mask`` (None: the file as a whole)."""
+        if mask is None:
+            self.items.append(f"{self.file}: rule '{rule}'")
+            return
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return
+        named = ", ".join(
+            f"row {r + 1}" + (f" ({detail(r)})" if detail else "") for r in rows[:MAX_ROWS_NAMED]
+        )
+        more = f" and {len(rows) - MAX_ROWS_NAMED} more" if len(rows) > MAX_ROWS_NAMED else ""
+        self.items.append(
+            f"{self.file}: rule '{rule}' broken in {len(rows)} row(s): {named}{more}"
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def map_columns(
+    columns: Sequence[str],
+    aliases: dict[str, tuple[str, ...]],
+    *,
+    optional: Sequence[str],
+    problems: Problems,
+) -> dict[str, str]:
+    """Map canonical names to the file's columns (case-insensitive); report missing/ambiguous."""
+    lower: dict[str, list[str]] = {}
+    for col in columns:
+        lower.setdefault(str(col).strip().lower(), []).append(col)
+    mapping: dict[str, str] = {}
+    for name, names in aliases.items():
+        found = [c for alias in names for c in lower.get(alias, [])]
+        if len(found) == 1:
+            mapping[name] = found[0]
+        elif len(found) > 1:
+            problems.add(f"one column for {name}: several match ({', '.join(map(str, found))})")
+        elif name not in optional:
+            problems.add(
+                f"a column for {name} is required (accepted names: {', '.join(names)}; "
+                f"columns found: {', '.join(map(str, columns))})"
+            )
+    return mapping
+
+
+def validate_bars(
+    raw: pd.DataFrame,
+    *,
+    file: str,
+    ticker: str | None,
+    timezone: str | None,
+    bar_timestamp: str,
+    bar_seconds: int,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Check every bar rule and return the canonical frame (sorted by ticker, ts) and problems.
+
+    The canonical frame is only meaningful when the problem list is empty.
+    """
+    problems = Problems(file)
+    if len(raw) == 0:
+        problems.add("file has at least one row")
+        return pd.DataFrame(), problems.items
+    optional = ("ticker",) if ticker else ()
+    mapping = map_columns(raw.columns, BAR_ALIASES, optional=optional, problems=problems)
+    if problems:
+        return pd.DataFrame(), problems.items
+    out = pd.DataFrame(index=raw.index)
+    if "ticker" in mapping:
+        tick = raw[mapping["ticker"]].astype("string").str.strip()
+        if ticker:
+            problems.add(
+                f"--ticker {ticker} matches the ticker column",
+                (tick != ticker).fillna(True).to_numpy(bool),
+                lambda r: f"ticker={tick.iloc[r]!r}",
+            )
+        problems.add("ticker is not empty", (tick.isna() | (tick == "")).to_numpy(bool))
+        out["ticker"] = tick
+    else:
+        out["ticker"] = ticker
+    parsed = parse_utc(raw[mapping["ts"]], timezone=timezone)
+    ts_text = raw[mapping["ts"]].astype("string")
+    problems.add(
+        "timestamp parses as a date-time", parsed.unparseable, lambda r: f"ts={ts_text.iloc[r]!r}"
+    )
+    problems.add(
+        "timestamp carries a zone (or pass --timezone TZ for naive timestamps)",
+        parsed.naive,
+        lambda r: f"ts={ts_text.iloc[r]!r}",
+    )
+    ts = parsed.values
+    if bar_timestamp == "end":
+        ts = ts - pd.Timedelta(seconds=bar_seconds)
+    out["ts"] = ts
+    for col in (*PRICE_COLUMNS, "volume"):
+        values = pd.to_numeric(raw[mapping[col]], errors="coerce").astype("float64")
+        bad = ~np.isfinite(values.to_numpy())
+        original = raw[mapping[col]]
+        problems.add(f"{col} is a finite number", bad, lambda r, o=original: f"{o.iloc[r]!r}")
+        out[col] = values
+    v = {c: out[c].to_numpy() for c in (*PRICE_COLUMNS, "volume")}
+    with np.errstate(invalid="ignore"):
+        positive = np.column_stack([v[c] > 0 for c in PRICE_COLUMNS]).all(axis=1)
+        finite = np.column_stack([np.isfinite(v[c]) for c in PRICE_COLUMNS]).all(axis=1)
+        problems.add("prices are > 0", finite & ~positive, lambda r: _prices(v, r))
+        problems.add("low <= high", finite & (v["low"] > v["high"]), lambda r: _prices(v, r))
+        for col in ("open", "close"):
+            outside = finite & (v["low"] <= v["high"]) & ((v[col] < v["low"]) | (v[col] > v["high"]))
+            problems.add(f"low <= {col} <= high", outside, lambda r: _prices(v, r))
+        problems.add(
+            "volume >= 0",
+            np.isfinite(v["volume"]) & (v["volume"] < 0),
+            lambda r: f"volume={v['volume'][r]}",
+        )
+    ok_ts = ~(parsed.unparseable | parsed.naive)
+    if ok_ts.any():
+        ns = ts[ok_ts].astype("int64").to_numpy()
+        step = bar_seconds * 1_000_000_000
+        unaligned = np.zeros(len(out), bool)
+        unaligned[ok_ts] = ns % step != 0
+        problems.add(
+            f"bar start lies on a multiple of {bar_seconds} s",
+            unaligned,
+            lambda r: f"start={ts.iloc[r].isoformat()}",
+        )
+        dup = out.loc[ok_ts].duplicated(["ticker", "ts"], keep=False)
+        dup_mask = np.zeros(len(out), bool)
+        dup_mask[ok_ts] = dup.to_numpy()
+        problems.add(
+            "one bar per (ticker, ts)",
+            dup_mask,
+            lambda r: f"{out['ticker'].iloc[r]} {ts.iloc[r].isoformat()}",
+        )
+    if problems:
+        return pd.DataFrame(), problems.items
+    out = out.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True)
+    out["ticker"] = out["ticker"].astype(str)
+    return out, []
+
+
+def _prices(v: dict[str, np.ndarray], r: int) -> str:
+    return ", ".join(f"{c}={v[c][r]}" for c in PRICE_COLUMNS)
+
+
+def validate_headlines(
+    raw: pd.DataFrame, *, file: str, timezone: str | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """Check every headline rule and return the canonical frame and the problems."""
+    problems = Problems(file)
+    if len(raw) == 0:
+        problems.add("file has at least one row")
+        return pd.DataFrame(), problems.items
+    mapping = map_columns(
+        raw.columns, HEADLINE_ALIASES, optional=HEADLINE_OPTIONAL, problems=problems
+    )
+    if problems:
+        return pd.DataFrame(), problems.items
+    out = pd.DataFrame(index=raw.index)
+    ids = raw[mapping["id"]].astype("string").str.strip()
+    problems.add("id is not empty", (ids.isna() | (ids == "")).to_numpy(bool))
+    problems.add(
+        "one headline per id",
+        ids.duplicated(keep=False).fillna(False).to_numpy(bool) & ids.notna().to_numpy(bool),
+        lambda r: f"id={ids.iloc[r]}",
+    )
+    out["id"] = ids
+    for col, required in (("published_at", True), ("first_seen_at", False)):
+        if col not in mapping:
+            out[col] = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+            continue
+        column = raw[mapping[col]]
+        parsed = parse_utc(column, timezone=timezone)
+        missing = column.isna().to_numpy()
+        if required:
+            problems.add(f"{col} is present", missing)
+        problems.add(
+            f"{col} parses as a date-time", parsed.unparseable & ~missing,
+            lambda r, c=column: f"{c.iloc[r]!r}",
+        )
+        problems.add(
+            f"{col} carries a zone (or pass --timezone TZ for naive timestamps)",
+            parsed.naive, lambda r, c=column: f"{c.iloc[r]!r}",
+        )
+        out[col] = parsed.values
+    tickers = raw[mapping["tickers"]].map(_ticker_list)
+    problems.add("tickers lists at least one symbol", (tickers.map(len) == 0).to_numpy(bool))
+    out["tickers"] = tickers
+    for col in ("headline", "source"):
+        text = raw[mapping[col]].astype("string").str.strip()
+        problems.add(f"{col} is not empty", (text.isna() | (text == "")).to_numpy(bool))
+        out[col] = text
+    out["body"] = raw[mapping["body"]].astype("string") if "body" in mapping else pd.NA
+    if problems:
+        return pd.DataFrame(), problems.items
+    seen = out["first_seen_at"].fillna(out["published_at"])
+    out["available_at"] = np.maximum(out["published_at"], seen)
+    out = out.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
+    return out[list(HEADLINES_SCHEMA.names)], []
+
+
+def _ticker_list(value) -> list[str]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            text = text.strip("[]").replace("'", "").replace('"', "")
+            parts = text.split(",")
+        else:
+            parts = text.replace(",", ";").split(";")
+    else:
+        parts = list(value)
+    return [str(p).strip() for p in parts if str(p).strip()]

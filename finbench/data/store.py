@@ -1,0 +1,297 @@
+"""The Parquet store: bars and headlines partitioned by local date, content-hashed (SPEC §2)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
+from finbench.errors import StoreError
+
+STORE_FORMAT = "finbench-store"
+STORE_VERSION = 1
+MANIFEST = "manifest.json"
+TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
+ROW_GROUP_ROWS = 128 * 1024
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def snapshot_hash(partitions: dict[str, str]) -> str:
+    """One hash for a whole store: SHA-256 over its sorted ``path sha`` lines."""
+    text = "".join(f"{path} {sha}\n" for path, sha in sorted(partitions.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Store:
+    """A directory of date-partitioned Parquet files with a manifest of their hashes.
+
+    Layout: ``bars/date=YYYY-MM-DD/part.parquet`` (sorted by ticker then ts; the date is the
+    local date of the bar start in the store's zone) and ``headlines/date=YYYY-MM-DD/part.parquet``
+    (by local date of availability), plus ``manifest.json``.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        manifest_path = self.path / MANIFEST
+        if not manifest_path.is_file():
+            raise StoreError(f"{self.path}: not a FinBench store (no {MANIFEST})")
+        try:
+            self.manifest = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{manifest_path}: not valid JSON ({exc})") from exc
+        if self.manifest.get("format") != STORE_FORMAT:
+            raise StoreError(f"{manifest_path}: format is not {STORE_FORMAT!r}")
+        if self.manifest.get("version") != STORE_VERSION:
+            raise StoreError(
+                f"{manifest_path}: version {self.manifest.get('version')!r} is not {STORE_VERSION}"
+            )
+
+    # -- creation -----------------------------------------------------------------------------
+    @classmethod
+    def open_or_create(
+        cls,
+        path: str | Path,
+        *,
+        bar_seconds: int = 60,
+        timezone: str = "America/New_York",
+        synthetic: bool = False,
+        description: str = "",
+    ) -> Store:
+        """Open the store at ``path``, creating an empty one with these settings if absent."""
+        path = Path(path)
+        if (path / MANIFEST).is_file():
+            store = cls(path)
+            if store.bar_seconds != bar_seconds:
+                raise StoreError(
+                    f"{path}: store holds {store.bar_seconds}-second bars, not {bar_seconds}"
+                )
+            return store
+        if path.exists() and any(path.iterdir()):
+            raise StoreError(f"{path}: exists, is not empty and is not a FinBench store")
+        path.mkdir(parents=True, exist_ok=True)
+        manifest = {
+            "format": STORE_FORMAT,
+            "version": STORE_VERSION,
+            "synthetic": synthetic,
+            "description": description,
+            "bar_seconds": bar_seconds,
+            "bar_timestamp": "start",
+            "timezone": timezone,
+            "sources": [],
+            "partitions": {},
+            "snapshot_sha256": snapshot_hash({}),
+        }
+        _write_json_atomic(path / MANIFEST, manifest)
+        return cls(path)
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def bar_seconds(self) -> int:
+        return int(self.manifest["bar_seconds"])
+
+    @property
+    def timezone(self) -> str:
+        return str(self.manifest["timezone"])
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.manifest.get("synthetic", False))
+
+    @property
+    def snapshot_sha256(self) -> str:
+        return str(self.manifest["snapshot_sha256"])
+
+    def dates(self, table: str) -> list[dt.date]:
+        """Local dates that have a partition of ``table``."""
+        prefix = f"{table}/date="
+        return sorted(
+            dt.date.fromisoformat(p[len(prefix):].split("/")[0])
+            for p in self.manifest["partitions"]
+            if p.startswith(prefix)
+        )
+
+    # -- writing --------------------------------------------------------------------------------
+    def add_bars(self, bars: pd.DataFrame, *, source: dict) -> list[str]:
+        """Add validated bars, replacing the same ticker-days; returns the partitions written."""
+        if bars.empty:
+            return []
+        local_date = bars["ts"].dt.tz_convert(self.timezone).dt.date
+        updates: dict[str, pd.DataFrame] = {}
+        for day, new in bars.groupby(local_date, sort=True):
+            rel = f"bars/date={day.isoformat()}/part.parquet"
+            old = self._read_partition(rel, "bars")
+            if old is not None:
+                old = old[~old["ticker"].isin(new["ticker"].unique())]
+                new = pd.concat([old, new], ignore_index=True)
+            updates[rel] = new.sort_values(["ticker", "ts"], kind="stable")
+        self._commit(updates, "bars", source)
+        return sorted(updates)
+
+    def add_headlines(self, headlines: pd.DataFrame, *, source: dict) -> list[str]:
+        """Add validated headlines, replacing any stored headline with the same id."""
+        if headlines.empty:
+            return []
+        ids = set(headlines["id"])
+        updates: dict[str, pd.DataFrame] = {}
+        for day in self.dates("headlines"):
+            rel = f"headlines/date={day.isoformat()}/part.parquet"
+            old = self._read_partition(rel, "headlines")
+            if old is not None and old["id"].isin(ids).any():
+                updates[rel] = old[~old["id"].isin(ids)]
+        local_date = headlines["available_at"].dt.tz_convert(self.timezone).dt.date
+        for day, new in headlines.groupby(local_date, sort=True):
+            rel = f"headlines/date={day.isoformat()}/part.parquet"
+            old = updates.get(rel)
+            if old is None:
+                old = self._read_partition(rel, "headlines")
+            frame = new if old is None else pd.concat([old, new], ignore_index=True)
+            updates[rel] = frame.sort_values(["available_at", "id"], kind="stable")
+        self._commit(updates, "headlines", source)
+        return sorted(updates)
+
+    def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
+        """Write every partition to a temporary file, then rename all, then the manifest."""
+        schema = TABLES[table]
+        staged: list[tuple[Path, Path]] = []
+        for rel, frame in updates.items():
+            final = self.path / rel
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = final.with_suffix(".parquet.tmp")
+            arrow = pa.Table.from_pandas(
+                frame.reset_index(drop=True)[schema.names], schema=schema, preserve_index=False
+            ).replace_schema_metadata(None)
+            pq.write_table(
+                arrow, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS,
+                write_statistics=True,
+            )
+            staged.append((tmp, final))
+        partitions = dict(self.manifest["partitions"])
+        for tmp, final in staged:
+            os.replace(tmp, final)
+            rel = final.relative_to(self.path).as_posix()
+            partitions[rel] = sha256_file(final)
+        for rel, frame in updates.items():
+            if frame.empty:
+                (self.path / rel).unlink()
+                partitions.pop(rel, None)
+        self.manifest["partitions"] = dict(sorted(partitions.items()))
+        self.manifest["snapshot_sha256"] = snapshot_hash(partitions)
+        self.manifest["sources"].append({"table": table, **source})
+        _write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
+        path = self.path / rel
+        if not path.is_file():
+            return None
+        return pq.read_table(path, schema=TABLES[table]).to_pandas()
+
+    # -- reading --------------------------------------------------------------------------------
+    def read_bars(
+        self,
+        *,
+        tickers: Iterable[str] | None = None,
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+        columns: list[str] | None = None,
+    ) -> pd.DataFrame:
+        """Bars of local dates ``[start, end]`` for ``tickers``, sorted by ticker then ts."""
+        cols = columns or list(BARS_SCHEMA.names)
+        for needed in ("ticker", "ts"):
+            if needed not in cols:
+                cols = [needed, *cols]
+        wanted = None if tickers is None else sorted(set(tickers))
+        parts = []
+        for day in self.dates("bars"):
+            if (start is not None and day < start) or (end is not None and day > end):
+                continue
+            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
+            filters = None if wanted is None else [("ticker", "in", wanted)]
+            parts.append(pq.read_table(path, columns=cols, filters=filters))
+        if not parts:
+            empty = pa.schema([BARS_SCHEMA.field(c) for c in cols]).empty_table()
+            return empty.to_pandas()
+        frame = pa.concat_tables(parts).to_pandas()
+        # Partitions are in date order and each is sorted by (ticker, ts): a stable sort on
+        # ticker alone gives (ticker, ts) order.
+        order = np.argsort(frame["ticker"].to_numpy(dtype=object).astype(str), kind="stable")
+        return frame.iloc[order].reset_index(drop=True)
+
+    def read_headlines(
+        self, *, start: dt.date | None = None, end: dt.date | None = None
+    ) -> pd.DataFrame:
+        """Headlines whose availability falls on local dates ``[start, end]``, by availability."""
+        parts = []
+        for day in self.dates("headlines"):
+            if (start is not None and day < start) or (end is not None and day > end):
+                continue
+            parts.append(pq.read_table(self.path / f"headlines/date={day.isoformat()}/part.parquet"))
+        if not parts:
+            return HEADLINES_SCHEMA.empty_table().to_pandas()
+        frame = pa.concat_tables(parts).to_pandas()
+        return frame.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
+
+    # -- checking -------------------------------------------------------------------------------
+    def verify(self) -> list[str]:
+        """Re-hash every partition and re-check its order and rules; returns the problems."""
+        from finbench.data.schema import validate_bars
+
+        problems: list[str] = []
+        on_disk = {
+            p.relative_to(self.path).as_posix()
+            for p in self.path.glob("*/date=*/*.parquet")
+        }
+        listed = set(self.manifest["partitions"])
+        for rel in sorted(on_disk - listed):
+            problems.append(f"{rel}: file is not listed in the manifest")
+        for rel in sorted(listed - on_disk):
+            problems.append(f"{rel}: listed in the manifest but missing")
+        for rel in sorted(listed & on_disk):
+            sha = sha256_file(self.path / rel)
+            if sha != self.manifest["partitions"][rel]:
+                problems.append(f"{rel}: content hash {sha[:12]} does not match the manifest")
+        if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
+            problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
+        for day in self.dates("bars"):
+            rel = f"bars/date={day.isoformat()}/part.parquet"
+            if rel not in on_disk:
+                continue
+            frame = pq.read_table(self.path / rel).to_pandas()
+            _, errs = validate_bars(
+                frame, file=rel, ticker=None, timezone=None,
+                bar_timestamp="start", bar_seconds=self.bar_seconds,
+            )
+            problems.extend(errs)
+            key = frame[["ticker", "ts"]]
+            if not key.equals(key.sort_values(["ticker", "ts"], kind="stable")):
+                problems.append(f"{rel}: rows are not sorted by ticker then ts")
+            local = frame["ts"].dt.tz_convert(self.timezone).dt.date
+            wrong = np.flatnonzero((local != day).to_numpy())
+            if len(wrong):
+                problems.append(
+                    f"{rel}: rule 'bar start falls on the partition date' broken in "
+                    f"{len(wrong)} row(s), first row {wrong[0] + 1}"
+                )
+        return problems
+
+
+def _write_json_atomic(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,81 @@
+"""Parse user timestamps into UTC once, at the edge, and say which rows could not be parsed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+_AWARE_SUFFIX = r"(?:Z|z|UTC|[+-]\d{2}(?::?\d{2})?)$"
+# Epoch integers: the unit is read from the magnitude (1e9 s, 1e12 ms, 1e15 us, 1e18 ns ~ 2001-2286).
+_EPOCH_UNITS = ((1e9, 1e10, "s"), (1e12, 1e13, "ms"), (1e15, 1e16, "us"), (1e18, 1e19, "ns"))
+
+
+class ParsedTimes:
+    """UTC timestamps plus masks of rows that broke a parsing rule."""
+
+    def __init__(self, values: pd.Series, unparseable: np.ndarray, naive: np.ndarray) -> None:
+        self.values = values
+        self.unparseable = unparseable
+        self.naive = naive
+
+
+def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
+    """Turn a column of timestamps (text, datetime64, or epoch integers) into UTC.
+
+    Naive values are localised with ``timezone`` when it is given and flagged otherwise;
+    aware values are converted to UTC whatever ``timezone`` says. Nothing is guessed: a value
+    that does not parse is flagged, never dropped.
+    """
+    n = len(raw)
+    missing = raw.isna().to_numpy()
+    if isinstance(raw.dtype, pd.DatetimeTZDtype):
+        return ParsedTimes(raw.dt.tz_convert("UTC"), missing, np.zeros(n, bool))
+    if pd.api.types.is_datetime64_dtype(raw.dtype):
+        return _localise(raw, missing, missing.copy(), timezone)
+    if pd.api.types.is_integer_dtype(raw.dtype) or pd.api.types.is_float_dtype(raw.dtype):
+        return _from_epoch(raw, missing)
+    text = raw.astype("string").str.strip()
+    aware = text.str.contains(_AWARE_SUFFIX, regex=True).fillna(False).to_numpy(bool)
+    out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+    bad = missing.copy()
+    if aware.any():
+        parsed = pd.to_datetime(text[aware], format="ISO8601", utc=True, errors="coerce")
+        out[aware] = parsed
+        bad[aware] |= parsed.isna().to_numpy()
+    naive_rows = ~aware & ~missing
+    naive_flag = np.zeros(n, bool)
+    if naive_rows.any():
+        parsed = pd.to_datetime(text[naive_rows], format="ISO8601", errors="coerce")
+        bad[naive_rows] |= parsed.isna().to_numpy()
+        sub = _localise(parsed, parsed.isna().to_numpy(), parsed.isna().to_numpy(), timezone)
+        out[naive_rows] = sub.values
+        bad[naive_rows] |= sub.unparseable
+        naive_flag[naive_rows] = sub.naive
+    return ParsedTimes(out, bad, naive_flag & ~bad)
+
+
+def _localise(
+    values: pd.Series, missing: np.ndarray, bad: np.ndarray, timezone: str | None
+) -> ParsedTimes:
+    n = len(values)
+    if timezone is None:
+        out = pd.Series(pd.NaT, index=values.index, dtype="datetime64[ns, UTC]")
+        return ParsedTimes(out, bad, ~missing)
+    naive = pd.to_datetime(values)
+    local = naive.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    unresolved = local.isna().to_numpy() & ~missing
+    return ParsedTimes(local.dt.tz_convert("UTC"), bad | unresolved, np.zeros(n, bool))
+
+
+def _from_epoch(raw: pd.Series, missing: np.ndarray) -> ParsedTimes:
+    values = raw.to_numpy(dtype="float64", na_value=np.nan)
+    out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+    bad = missing.copy()
+    matched = np.zeros(len(raw), bool)
+    for low, high, unit in _EPOCH_UNITS:
+        rows = (np.abs(values) >= low) & (np.abs(values) < high)
+        if rows.any():
+            out[rows] = pd.to_datetime(raw[rows].astype("int64"), unit=unit, utc=True)
+            matched |= rows
+    bad |= ~matched
+    return ParsedTimes(out, bad, np.zeros(len(raw), bool))

@@ -1,0 +1,273 @@
+"""The time gate: each task's context holds only what was available at its forecast instant.
+
+Contexts are index ranges into arrays sorted by (ticker, availability), found with one
+``searchsorted`` per ticker for all tasks at once (SPEC §4):
+
+- the ticker's bars of the session's local date so far (available = start + bar length <= T);
+- the last ``previous_sessions`` regular sessions as daily OHLCV summaries (a summary is
+  available when its last regular-session bar is);
+- headlines tagged with the ticker, available (``max(published_at, first_seen_at)``) in
+  ``(T - headline_hours, T]``, newest ``max_headlines`` of them, newest first.
+
+``max_input_time`` is the latest availability of anything in the context; a context with an
+item later than ``T`` raises :class:`LookaheadError`, whatever built it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from finbench.bars import NS, BarArrays, lows_of, search_by_ticker, ticker_bounds, to_ns
+from finbench.calendar import get_calendar
+from finbench.errors import LookaheadError
+
+DIGEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a forecaster may see for one task; every table is already gated."""
+
+    task_id: str
+    ticker: str
+    session: str
+    horizon: str
+    t_forecast: pd.Timestamp
+    t_target: pd.Timestamp
+    bars: pd.DataFrame
+    previous_sessions: pd.DataFrame
+    headlines: pd.DataFrame
+    max_input_time: pd.Timestamp | None
+
+
+def daily_summaries(
+    bars: BarArrays, *, calendar: str, timezone: str
+) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
+    """Regular-session OHLCV per (ticker, session), sorted by ticker then session."""
+    if len(bars.ts) == 0:
+        empty = pd.DataFrame(columns=["ticker", "session", "open", "high", "low", "close",
+                                      "volume", "session_open_ns", "available_ns"])
+        return empty, {}
+    tick = np.empty(len(bars.ts), dtype=object)
+    for t, (lo, hi) in bars.bounds.items():
+        tick[lo:hi] = t
+    ts = pd.to_datetime(bars.ts, utc=True)
+    local = pd.DatetimeIndex(ts.tz_convert(timezone).date.astype("datetime64[ns]"))
+    days = local.unique().sort_values()
+    cal = get_calendar(calendar, days[0], days[-1])
+    sessions = cal.sessions_in_range(days[0], days[-1])
+    opens = to_ns(cal.opens.loc[sessions].dt.tz_convert("UTC"))
+    closes = to_ns(cal.closes.loc[sessions].dt.tz_convert("UTC"))
+    pos = np.searchsorted(to_ns(sessions), to_ns(local))
+    pos_c = np.clip(pos, 0, max(len(sessions) - 1, 0))
+    is_session = (pos < len(sessions)) & (to_ns(sessions)[pos_c] == to_ns(local))
+    regular = is_session & (bars.ts >= opens[pos_c]) & (bars.ts < closes[pos_c])
+    frame = pd.DataFrame(
+        {
+            "ticker": tick[regular],
+            "session_open_ns": opens[pos_c][regular],
+            "open": bars.open[regular],
+            "high": bars.high[regular],
+            "low": bars.low[regular],
+            "close": bars.close[regular],
+            "volume": bars.volume[regular],
+            "available_ns": bars.avail[regular],
+        }
+    )
+    daily = (
+        frame.groupby(["ticker", "session_open_ns"], sort=True)
+        .agg(open=("open", "first"), high=("high", "max"), low=("low", "min"),
+             close=("close", "last"), volume=("volume", "sum"),
+             available_ns=("available_ns", "max"))
+        .reset_index()
+    )
+    daily["session"] = (
+        pd.to_datetime(daily["session_open_ns"], utc=True).dt.tz_convert(timezone).dt.strftime(
+            "%Y-%m-%d")
+    )
+    return daily, ticker_bounds(daily["ticker"].to_numpy())
+
+
+def explode_headlines(headlines: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
+    """One row per (ticker, headline), sorted by ticker, availability, id."""
+    if headlines.empty:
+        cols = ["ticker", "available_ns", "id", "published_at", "available_at", "headline",
+                "source"]
+        return pd.DataFrame(columns=cols), {}
+    rows = headlines.explode("tickers").rename(columns={"tickers": "ticker"})
+    rows = rows[rows["ticker"].notna()]
+    rows["available_ns"] = to_ns(rows["available_at"])
+    rows = rows.sort_values(["ticker", "available_ns", "id"], kind="stable").reset_index(drop=True)
+    keep = ["ticker", "available_ns", "id", "published_at", "available_at", "headline", "source"]
+    rows = rows[keep]
+    return rows, ticker_bounds(rows["ticker"].to_numpy())
+
+
+class ContextIndex:
+    """Gated contexts of many tasks as index ranges; build once, materialise on demand."""
+
+    def __init__(
+        self,
+        tasks: pd.DataFrame,
+        bars: BarArrays,
+        headlines: pd.DataFrame,
+        *,
+        previous_sessions: int,
+        headline_hours: float,
+        max_headlines: int,
+        calendar: str = "XNYS",
+        timezone: str = "America/New_York",
+    ) -> None:
+        self.tasks = tasks.reset_index(drop=True)
+        self.bars = bars
+        self.timezone = timezone
+        n = len(self.tasks)
+        tick = self.tasks["ticker"].to_numpy(dtype=object)
+        self.t_fc = to_ns(self.tasks["t_forecast"])
+        day_start = to_ns(
+            pd.to_datetime(self.tasks["session"]).dt.tz_localize(timezone).dt.tz_convert("UTC")
+        )
+        self.bar_lo = search_by_ticker(bars.bounds, bars.ts, tick, day_start, side="left")
+        self.bar_hi = search_by_ticker(bars.bounds, bars.avail, tick, self.t_fc, side="right")
+        self.bar_hi = np.maximum(self.bar_hi, self.bar_lo)
+
+        self.daily, dbounds = daily_summaries(bars, calendar=calendar, timezone=timezone)
+        d_keys = self.daily["session_open_ns"].to_numpy(np.int64)
+        d_avail = self.daily["available_ns"].to_numpy(np.int64)
+        open_ns = to_ns(self.tasks["session_open"])
+        self.sum_hi = search_by_ticker(dbounds, d_keys, tick, open_ns, side="left")
+        self.sum_lo = np.maximum(lows_of(dbounds, tick), self.sum_hi - previous_sessions)
+        self.sum_lo = np.minimum(self.sum_lo, self.sum_hi)
+
+        self.news, hbounds = explode_headlines(headlines)
+        h_avail = self.news["available_ns"].to_numpy(np.int64)
+        span = int(round(headline_hours * 3600 * NS))
+        self.hl_hi = search_by_ticker(hbounds, h_avail, tick, self.t_fc, side="right")
+        self.hl_lo = search_by_ticker(hbounds, h_avail, tick, self.t_fc - span, side="right")
+        self.hl_lo = np.minimum(np.maximum(self.hl_lo, self.hl_hi - max_headlines), self.hl_hi)
+
+        self._h_avail = h_avail
+        self._d_avail = d_avail
+        self._d_cols = [
+            np.ascontiguousarray(self.daily[c].to_numpy())
+            for c in ("session_open_ns", "open", "high", "low", "close", "volume", "available_ns")
+        ]
+        self._h_id = self.news["id"].astype(str).tolist()
+        self._h_text = self.news["headline"].astype(str).tolist()
+        self._task_ids = self.tasks["task_id"].astype(str).tolist()
+        latest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        has = self.bar_hi > self.bar_lo
+        latest[has] = np.maximum(latest[has], bars.avail[self.bar_hi[has] - 1])
+        has = self.sum_hi > self.sum_lo
+        if has.any():
+            # Summaries are in session order, each available before the next session opens.
+            latest[has] = np.maximum(latest[has], d_avail[self.sum_hi[has] - 1])
+        has = self.hl_hi > self.hl_lo
+        latest[has] = np.maximum(latest[has], h_avail[self.hl_hi[has] - 1])
+        self.max_input_ns = latest
+        self.check()
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def max_input_time(self) -> pd.Series:
+        """Latest availability in each context (NaT for an empty context)."""
+        empty = self.max_input_ns == np.iinfo(np.int64).min
+        out = pd.Series(pd.to_datetime(np.where(empty, 0, self.max_input_ns), utc=True))
+        out[empty] = pd.NaT
+        return out.astype("datetime64[ns, UTC]")
+
+    def check(self) -> None:
+        """Raise :class:`LookaheadError` naming the first item available after its horizon."""
+        late = np.flatnonzero(self.max_input_ns > self.t_fc)
+        if len(late):
+            i = int(late[0])
+            raise LookaheadError(self._describe_late(i) + f" ({len(late)} task(s) affected)")
+
+    def _describe_late(self, i: int) -> str:
+        task = self.tasks.iloc[i]
+        horizon = _iso(self.t_fc[i])
+        where = f"{task['task_id']}"
+        b = np.arange(self.bar_lo[i], self.bar_hi[i])
+        late_b = b[self.bars.avail[b] > self.t_fc[i]]
+        if len(late_b):
+            j = late_b[0]
+            return (f"bar {task['ticker']} {_iso(self.bars.ts[j])} available "
+                    f"{_iso(self.bars.avail[j])} is after the horizon {horizon} ({where})")
+        h = np.arange(self.hl_lo[i], self.hl_hi[i])
+        late_h = h[self._h_avail[h] > self.t_fc[i]]
+        if len(late_h):
+            j = late_h[0]
+            return (f"headline {self.news['id'].iat[j]} available {_iso(self._h_avail[j])} "
+                    f"is after the horizon {horizon} ({where})")
+        d = np.arange(self.sum_lo[i], self.sum_hi[i])
+        j = d[self._d_avail[d] > self.t_fc[i]][0]
+        return (f"daily summary {task['ticker']} {self.daily['session'].iat[j]} available "
+                f"{_iso(self._d_avail[j])} is after the horizon {horizon} ({where})")
+
+    # -- per-task views ---------------------------------------------------------------------
+    def context(self, i: int) -> Context:
+        """The gated context of task ``i`` as small frames (for prompts and inspection)."""
+        task = self.tasks.iloc[i]
+        b = slice(self.bar_lo[i], self.bar_hi[i])
+        bars = pd.DataFrame(
+            {
+                "ts": pd.to_datetime(self.bars.ts[b], utc=True),
+                "available_at": pd.to_datetime(self.bars.avail[b], utc=True),
+                "open": self.bars.open[b], "high": self.bars.high[b], "low": self.bars.low[b],
+                "close": self.bars.close[b], "volume": self.bars.volume[b],
+            }
+        )
+        summaries = self.daily.iloc[self.sum_lo[i]:self.sum_hi[i]].reset_index(drop=True)
+        news = self.news.iloc[self.hl_lo[i]:self.hl_hi[i]].iloc[::-1].reset_index(drop=True)
+        t = pd.Timestamp(self.t_fc[i], tz="UTC")
+        for kind, avail, label in (
+            ("bar", bars["available_at"], bars["ts"].astype(str)),
+            ("headline", news["available_at"], news["id"]),
+            ("daily summary", pd.to_datetime(summaries["available_ns"], utc=True),
+             summaries["session"]),
+        ):
+            over = np.flatnonzero((avail > t).to_numpy())
+            if len(over):
+                j = over[0]
+                raise LookaheadError(
+                    f"{kind} {label.iat[j]} available {avail.iat[j].isoformat()} is after the "
+                    f"horizon {t.isoformat()} ({task['task_id']})"
+                )
+        latest = None if self.max_input_ns[i] == np.iinfo(np.int64).min else pd.Timestamp(
+            self.max_input_ns[i], tz="UTC")
+        return Context(
+            task_id=task["task_id"], ticker=task["ticker"], session=task["session"],
+            horizon=task["horizon"], t_forecast=t, t_target=pd.Timestamp(task["t_target"]),
+            bars=bars, previous_sessions=summaries.drop(columns=["session_open_ns"]),
+            headlines=news, max_input_time=latest,
+        )
+
+    def digest(self, i: int) -> str:
+        """SHA-256 over the exact content of context ``i`` (a receipt the audit re-derives)."""
+        h = hashlib.sha256()
+        h.update(f"finbench-context-v{DIGEST_VERSION}|{self._task_ids[i]}|"
+                 f"{self.t_fc[i]}|".encode())
+        b = slice(self.bar_lo[i], self.bar_hi[i])
+        for arr in (self.bars.ts, self.bars.open, self.bars.high, self.bars.low,
+                    self.bars.close, self.bars.volume):
+            h.update(np.ascontiguousarray(arr[b]).tobytes())
+        d = slice(self.sum_lo[i], self.sum_hi[i])
+        for arr in self._d_cols:
+            h.update(arr[d].tobytes())
+        for j in range(self.hl_hi[i] - 1, self.hl_lo[i] - 1, -1):
+            h.update(f"|{self._h_id[j]}|{self._h_avail[j]}|{self._h_text[j]}".encode())
+        return h.hexdigest()
+
+    def digests(self) -> list[str]:
+        """Digests of every task, in task order."""
+        return [self.digest(i) for i in range(len(self))]
+
+
+def _iso(ns: int) -> str:
+    return pd.Timestamp(int(ns), tz="UTC").isoformat()

@@ -1,0 +1,67 @@
+"""Labels: reference and target mids, log return and direction, vectorised (SPEC §5).
+
+``P_ref`` is the mid ``(high + low) / 2`` of the last bar whose availability time (bar start +
+bar length) lies in ``[t_forecast - w, t_forecast]``; ``P_target`` likewise at ``t_target``.
+With 1-minute bars and ``w = 30 s`` the reference at 12:30 is the bar that *started* 12:29.
+``r = ln(P_target / P_ref)`` and ``y = 1 if r > 0 else 0``: a tie (r = 0) counts as y = 0.
+A task without either price is unscorable, with the reason in ``status``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finbench.bars import NS, BarArrays, to_ns
+
+OK = "ok"
+NO_REFERENCE = "no_reference_price"
+NO_TARGET = "no_target_price"
+STATUSES = (OK, NO_REFERENCE, NO_TARGET)
+LABEL_COLUMNS = ["task_id", "p_ref", "p_target", "r", "y", "status", "ref_bar_ts",
+                 "target_bar_ts", "label_known_at"]
+
+
+def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int = 30) -> pd.DataFrame:
+    """One label row per task, in task order (see module docstring for the rules)."""
+    tickers = tasks["ticker"].to_numpy(dtype=object)
+    t_fc = to_ns(tasks["t_forecast"])
+    t_tg = to_ns(tasks["t_target"])
+    w = int(window_seconds) * NS
+    ref = bars.last_available(tickers, t_fc, not_before=t_fc - w)
+    tgt = bars.last_available(tickers, t_tg, not_before=t_tg - w)
+    mid = bars.mid
+    p_ref = np.where(ref >= 0, mid[np.clip(ref, 0, None)] if len(mid) else np.nan, np.nan)
+    p_tgt = np.where(tgt >= 0, mid[np.clip(tgt, 0, None)] if len(mid) else np.nan, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.log(p_tgt / p_ref)
+    status = np.where(ref < 0, NO_REFERENCE, np.where(tgt < 0, NO_TARGET, OK))
+    scorable = status == OK
+    y = pd.array(np.where(scorable, (r > 0).astype("int8"), 0), dtype="Int8")
+    y[~scorable] = pd.NA
+    ts = bars.ts if len(bars.ts) else np.zeros(1, np.int64)
+    return pd.DataFrame(
+        {
+            "task_id": tasks["task_id"].to_numpy(),
+            "p_ref": p_ref,
+            "p_target": p_tgt,
+            "r": np.where(scorable, r, np.nan),
+            "y": y,
+            "status": status,
+            "ref_bar_ts": _stamps(np.where(ref >= 0, ts[np.clip(ref, 0, None)], 0), ref >= 0),
+            "target_bar_ts": _stamps(np.where(tgt >= 0, ts[np.clip(tgt, 0, None)], 0), tgt >= 0),
+            "label_known_at": tasks["t_target"].to_numpy(),
+        }
+    )
+
+
+def _stamps(ns: np.ndarray, present: np.ndarray) -> pd.Series:
+    out = pd.Series(pd.to_datetime(ns, utc=True)).astype("datetime64[ns, UTC]")
+    out[~present] = pd.NaT
+    return out
+
+
+def status_counts(labels: pd.DataFrame) -> dict[str, int]:
+    """Tasks per label status, every status listed (zero included)."""
+    counts = labels["status"].value_counts()
+    return {s: int(counts.get(s, 0)) for s in STATUSES}

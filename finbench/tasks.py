@@ -1,0 +1,58 @@
+"""Tasks: (ticker, session, horizon) with UTC forecast and target instants (SPEC §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from finbench.calendar import session_grid
+from finbench.config import TasksConfig
+
+
+def task_id(ticker: str, session: str, horizon: str) -> str:
+    """The stable text id ``{ticker}|{YYYY-MM-DD}|{horizon}``."""
+    return f"{ticker}|{session}|{horizon}"
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """The tasks of a run and the (ticker, session, horizon) triples left out, by reason."""
+
+    tasks: pd.DataFrame
+    excluded: pd.DataFrame
+
+    def excluded_counts(self) -> dict[str, int]:
+        return self.excluded["reason"].value_counts().sort_index().to_dict()
+
+
+def build_tasks(spec: TasksConfig, *, start=None, end=None) -> TaskSet:
+    """Expand tickers × sessions in ``[start, end]`` × horizons into tasks.
+
+    ``start``/``end`` default to the spec's; the baselines call this with an earlier start to
+    get the history their windows need. Columns: ``task_id, ticker, session`` (``YYYY-MM-DD``),
+    ``horizon, t_forecast, t_target, session_open, session_close``; sorted by session, horizon
+    order as configured, then ticker.
+    """
+    grid = session_grid(
+        start or spec.start,
+        end or spec.end,
+        horizons=spec.horizons,
+        target=spec.target,
+        timezone=spec.timezone,
+        calendar=spec.calendar,
+        early_close=spec.early_close,
+    ).table
+    columns = ["task_id", "ticker", "session", "horizon", "t_forecast", "t_target",
+               "session_open", "session_close"]
+    if grid.empty:
+        empty = pd.DataFrame(columns=columns)
+        return TaskSet(empty, pd.DataFrame(columns=["task_id", "reason"]))
+    grid = grid.rename(columns={"open": "session_open", "close": "session_close"})
+    grid["session"] = grid["session"].dt.strftime("%Y-%m-%d")
+    rows = grid.merge(pd.DataFrame({"ticker": spec.tickers}), how="cross")
+    rows["task_id"] = rows["ticker"] + "|" + rows["session"] + "|" + rows["horizon"]
+    asked = rows["excluded"] == ""
+    tasks = rows.loc[asked, columns].reset_index(drop=True)
+    excluded = rows.loc[~asked, ["task_id", "excluded"]].rename(columns={"excluded": "reason"})
+    return TaskSet(tasks, excluded.reset_index(drop=True))

@@ -1,0 +1,30 @@
+"""Small builders shared by tests: tiny bar files written by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+HEADER = "ticker,ts,open,high,low,close,volume\n"
+
+
+def bar_rows(ticker: str, stamps_and_hl: list[tuple[str, float, float]]) -> str:
+    """CSV lines for bars given as (ts, high, low); open/close = low, volume 100."""
+    return "".join(f"{ticker},{ts},{lo},{hi},{lo},{lo},100\n" for ts, hi, lo in stamps_and_hl)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def store_files(store: Path) -> dict[str, bytes]:
+    """Every file of a store with its bytes (to prove a failed ingest wrote nothing)."""
+    if not store.exists():
+        return {}
+    return {p.relative_to(store).as_posix(): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+
+
+def utc(text: str) -> pd.Timestamp:
+    return pd.Timestamp(text, tz="UTC")
