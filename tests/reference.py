@@ -43,11 +43,14 @@ def naive_context(task, bars, headlines, daily, *, bar_seconds=60, previous=5, h
     delta = pd.Timedelta(seconds=bar_seconds)
     t = task.t_forecast
     own = bars[bars["ticker"] == task.ticker]
-    local_date = own["ts"].dt.tz_convert(timezone).dt.strftime("%Y-%m-%d")
+    if "local_date" in own:  # precomputed by a caller looping over many tasks
+        local_date = own["local_date"]
+    else:
+        local_date = own["ts"].dt.tz_convert(timezone).dt.strftime("%Y-%m-%d")
     so_far = own[(local_date == task.session) & (own["ts"] + delta <= t)]
     days = daily[(daily["ticker"] == task.ticker) & (daily["session"] < task.session)]
     days = days.tail(previous) if previous else days.iloc[0:0]
-    mine = headlines[headlines["tickers"].map(lambda ts: task.ticker in list(ts))]
+    mine = headlines[headlines["tickers"].map(lambda ts: task.ticker in list(ts)).astype(bool)]
     span = pd.Timedelta(hours=hours)
     news = mine[(mine["available_at"] <= t) & (mine["available_at"] > t - span)]
     news = news.sort_values(["available_at", "id"]).tail(k).iloc[::-1] if k else news.iloc[0:0]

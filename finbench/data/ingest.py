@@ -30,7 +30,7 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
         if suffix in (".jsonl", ".ndjson", ".jsonl.gz"):
             if path.stat().st_size == 0:
                 return pd.DataFrame()
-            return pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+            return pd.read_json(path, lines=True, dtype=False)
     except (ValueError, json.JSONDecodeError, OSError) as exc:
         raise DataError(f"{path}: cannot be read as {suffix} ({exc})") from exc
     except pd.errors.EmptyDataError:

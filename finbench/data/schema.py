@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.bars import to_ns
 from finbench.data.timestamps import parse_utc
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
@@ -180,7 +181,7 @@ def validate_bars(
         )
     ok_ts = ~(parsed.unparseable | parsed.naive)
     if ok_ts.any():
-        ns = ts[ok_ts].astype("int64").to_numpy()
+        ns = to_ns(ts[ok_ts])
         step = bar_seconds * 1_000_000_000
         unaligned = np.zeros(len(out), bool)
         unaligned[ok_ts] = ns % step != 0

@@ -262,17 +262,24 @@ class Store:
             problems.append(f"{rel}: file is not listed in the manifest")
         for rel in sorted(listed - on_disk):
             problems.append(f"{rel}: listed in the manifest but missing")
+        damaged = set()
         for rel in sorted(listed & on_disk):
             sha = sha256_file(self.path / rel)
             if sha != self.manifest["partitions"][rel]:
                 problems.append(f"{rel}: content hash {sha[:12]} does not match the manifest")
+                damaged.add(rel)
         if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
             problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
         for day in self.dates("bars"):
             rel = f"bars/date={day.isoformat()}/part.parquet"
             if rel not in on_disk:
                 continue
-            frame = pq.read_table(self.path / rel).to_pandas()
+            try:
+                frame = pq.read_table(self.path / rel).to_pandas()
+            except (pa.ArrowInvalid, OSError) as exc:
+                if rel not in damaged:
+                    problems.append(f"{rel}: not a readable Parquet file ({exc})")
+                continue
             _, errs = validate_bars(
                 frame, file=rel, ticker=None, timezone=None,
                 bar_timestamp="start", bar_seconds=self.bar_seconds,

@@ -14,7 +14,7 @@ class ParsedTimes:
     """UTC timestamps plus masks of rows that broke a parsing rule."""
 
     def __init__(self, values: pd.Series, unparseable: np.ndarray, naive: np.ndarray) -> None:
-        self.values = values
+        self.values = values.astype("datetime64[ns, UTC]")
         self.unparseable = unparseable
         self.naive = naive
 

@@ -1,0 +1,149 @@
+"""The time gate against a naive loop, a property test, and the planted leak canaries."""
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from finbench.bars import BarArrays
+from finbench.calendar import get_calendar
+from finbench.config import TasksConfig
+from finbench.data.store import Store
+from finbench.data.synth import CANARY_MARK
+from finbench.errors import LookaheadError
+from finbench.gate import ContextIndex
+from finbench.labels import compute_labels
+from finbench.tasks import build_tasks
+from tests.reference import naive_context, naive_daily, naive_labels
+
+TICKERS = ["AAPL", "MSFT", "NVDA"]
+
+
+@pytest.fixture(scope="module")
+def sample(sample_store):
+    store = Store(sample_store)
+    spec = TasksConfig(tickers=TICKERS, start="2024-09-20", end="2025-01-15")
+    tasks = build_tasks(spec).tasks
+    frame = store.read_bars()
+    news = store.read_headlines()
+    bars = BarArrays.from_frame(frame, bar_seconds=60)
+    index = ContextIndex(tasks, bars, news, previous_sessions=5, headline_hours=24,
+                         max_headlines=20)
+    return tasks, frame, news, bars, index
+
+
+def test_vectorised_labels_equal_the_naive_loop_on_every_sample_task(sample):
+    tasks, frame, _, bars, _ = sample
+    fast = compute_labels(tasks, bars)
+    slow = naive_labels(tasks, frame)
+    assert len(fast) == len(tasks) > 600
+    assert list(fast["status"]) == list(slow["status"])
+    ok = fast["status"] == "ok"
+    np.testing.assert_array_equal(fast.loc[ok, "r"].to_numpy(), slow.loc[ok, "r"].to_numpy(float))
+    assert list(fast.loc[ok, "y"]) == list(slow.loc[ok, "y"].astype(int))
+    assert (fast["status"] == "no_reference_price").sum() > 0  # sample: 09:29 bar sometimes absent
+
+
+def test_vectorised_contexts_equal_the_naive_loop_on_every_sample_task(sample):
+    tasks, frame, news, _, index = sample
+    daily = naive_daily(frame, get_calendar("XNYS", pd.Timestamp("2024-09-01"),
+                                            pd.Timestamp("2025-01-20")))
+    by_ticker = {t: frame[frame["ticker"] == t].copy() for t in TICKERS}
+    for part in by_ticker.values():
+        part["local_date"] = part["ts"].dt.tz_convert("America/New_York").dt.strftime("%Y-%m-%d")
+    news_of = {t: news[news["tickers"].map(lambda ts, t=t: t in list(ts))] for t in TICKERS}
+    mit = index.max_input_time
+    for i, task in enumerate(tasks.itertuples()):
+        want = naive_context(task, by_ticker[task.ticker], news_of[task.ticker], daily)
+        got = index.context(i)
+        assert list(got.bars["ts"]) == want["bars"], task.task_id
+        assert list(got.previous_sessions["session"]) == want["sessions"], task.task_id
+        assert list(got.headlines["id"]) == want["headlines"], task.task_id
+        assert mit.iat[i] == want["max_input_time"], task.task_id
+    summary = index.daily.set_index(["ticker", "session"]).sort_index()
+    ref = daily.set_index(["ticker", "session"]).sort_index()
+    pd.testing.assert_frame_equal(summary[ref.columns], ref, check_dtype=False)
+
+
+def test_no_canary_reaches_a_context_before_it_is_available(sample):
+    tasks, _, news, _, index = sample
+    canaries = news[news["headline"].str.contains(CANARY_MARK)]
+    assert len(canaries) >= 240 and canaries["first_seen_at"].notna().sum() >= 6
+    seen = 0
+    for i in range(len(index)):
+        ctx = index.context(i)
+        hits = ctx.headlines[ctx.headlines["headline"].str.contains(CANARY_MARK)]
+        assert (hits["available_at"] <= ctx.t_forecast).all()
+        assert not hits["id"].str.contains(ctx.session).any(), ctx.task_id  # own day's canary
+        seen += len(hits)
+    assert seen > 0  # the previous evening's canaries are legitimately visible next morning
+
+
+def test_max_input_time_is_never_after_the_horizon(sample):
+    tasks, _, _, _, index = sample
+    assert (index.max_input_time <= tasks["t_forecast"]).all()
+
+
+def test_a_planted_future_item_raises_lookahead_error(sample):
+    tasks, _, news, bars, _ = sample
+    index = ContextIndex(tasks.head(3), bars, news, previous_sessions=2, headline_hours=24,
+                         max_headlines=5)
+    index.hl_hi[0] += 1  # let the next (later) headline slip in, as a bug would
+    index.max_input_ns[0] = max(index.max_input_ns[0], index._h_avail[index.hl_hi[0] - 1])
+    with pytest.raises(LookaheadError, match=r"headline .* available .* is after the horizon"):
+        index.check()
+    with pytest.raises(LookaheadError, match=tasks["task_id"].iat[0].replace("|", r"\|")):
+        index.context(0)
+
+
+# -- property test -----------------------------------------------------------------------------
+DAY0 = pd.Timestamp("2025-01-13 09:00", tz="UTC")  # Mon; sessions 13-15 Jan 2025
+
+
+@st.composite
+def market(draw):
+    minutes = draw(st.lists(st.integers(0, 3 * 24 * 60 - 1), min_size=0, max_size=60, unique=True))
+    news = draw(st.lists(st.tuples(st.integers(0, 3 * 24 * 3600), st.integers(0, 2 * 3600),
+                                   st.booleans()), max_size=15))
+    horizon = draw(st.sampled_from(["04:30", "09:30", "10:07", "12:30", "15:30"]))
+    k = draw(st.integers(0, 6))
+    hours = draw(st.sampled_from([0.5, 3.0, 24.0]))
+    previous = draw(st.integers(0, 2))
+    return minutes, news, horizon, k, hours, previous
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(market())
+def test_property_context_holds_exactly_the_available_items(data):
+    minutes, news_spec, horizon, k, hours, previous = data
+    ts = sorted(DAY0 + pd.Timedelta(minutes=m) for m in minutes)
+    frame = pd.DataFrame({"ticker": "AAPL", "ts": pd.DatetimeIndex(ts, tz="UTC"),
+                          "open": 10.0, "high": 11.0, "low": 9.0, "close": 10.0, "volume": 1.0})
+    news = pd.DataFrame([
+        {"id": f"n{j}", "published_at": DAY0 + pd.Timedelta(seconds=s),
+         "first_seen_at": (DAY0 + pd.Timedelta(seconds=s + lag)) if late else pd.NaT,
+         "tickers": ["AAPL"], "headline": f"h{j}", "source": "t"}
+        for j, (s, lag, late) in enumerate(news_spec)
+    ], columns=["id", "published_at", "first_seen_at", "tickers", "headline", "source"])
+    news["published_at"] = pd.to_datetime(news["published_at"], utc=True)
+    news["first_seen_at"] = pd.to_datetime(news["first_seen_at"], utc=True)
+    news["available_at"] = news[["published_at", "first_seen_at"]].max(axis=1)
+    spec = TasksConfig(tickers=["AAPL"], start=dt.date(2025, 1, 13), end=dt.date(2025, 1, 15),
+                       horizons={"H": horizon})
+    tasks = build_tasks(spec).tasks
+    bars = BarArrays.from_frame(frame, bar_seconds=60)
+    index = ContextIndex(tasks, bars, news, previous_sessions=previous, headline_hours=hours,
+                         max_headlines=k)
+    daily = index.daily.copy()
+    for i, task in enumerate(tasks.itertuples()):
+        ctx = index.context(i)
+        assert (ctx.bars["available_at"] <= task.t_forecast).all()
+        assert (ctx.headlines["available_at"] <= task.t_forecast).all()
+        want = naive_context(task, frame, news, daily, previous=previous, hours=hours, k=k)
+        assert list(ctx.bars["ts"]) == want["bars"]
+        assert list(ctx.headlines["id"]) == want["headlines"]
+        assert list(ctx.previous_sessions["session"]) == want["sessions"]
+        assert ctx.max_input_time == want["max_input_time"]

@@ -1,0 +1,166 @@
+"""One test per validation rule: the message names file, row and rule; the store is untouched."""
+
+import pandas as pd
+import pytest
+
+from finbench.data.ingest import ingest_bars, ingest_headlines
+from finbench.data.store import Store
+from finbench.errors import DataError
+from tests.helpers import HEADER, store_files, write
+
+GOOD = (
+    "AAPL,2025-01-15T14:29:00Z,100,101,99,100.5,10\n"
+    "AAPL,2025-01-15T14:30:00Z,100.5,101,100,100.8,12\n"
+)
+
+
+@pytest.fixture
+def store(tmp_path):
+    f = write(tmp_path / "seed.csv", HEADER + GOOD)
+    ingest_bars(f, tmp_path / "store")
+    return tmp_path / "store"
+
+
+def rejects(tmp_path, store, body, rule, row=None, header=HEADER, **kw):
+    before = store_files(store)
+    f = write(tmp_path / "bad.csv", header + body)
+    with pytest.raises(DataError) as info:
+        ingest_bars(f, store, **kw)
+    message = str(info.value)
+    assert "bad.csv" in message and rule in message and "nothing was written" in message
+    if row is not None:
+        assert f"row {row}" in message
+    assert store_files(store) == before
+    return message
+
+
+def test_duplicate_ticker_ts(tmp_path, store):
+    rejects(tmp_path, store, GOOD + "AAPL,2025-01-15T14:30:00Z,100,101,99,100,1\n",
+            "one bar per (ticker, ts)", row=3)
+
+
+def test_high_below_low(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:00Z,100,99,101,100,1\n", "low <= high", row=1)
+
+
+def test_close_outside_range(tmp_path, store):
+    rejects(tmp_path, store, GOOD + "AAPL,2025-01-15T14:31:00Z,100,101,99,105,1\n",
+            "low <= close <= high", row=3)
+
+
+def test_open_outside_range(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:00Z,98,101,99,100,1\n",
+            "low <= open <= high", row=1)
+
+
+def test_price_not_positive(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:00Z,0,0,0,0,1\n", "prices are > 0", row=1)
+
+
+def test_negative_volume(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:00Z,100,101,99,100,-5\n", "volume >= 0",
+            row=1)
+
+
+def test_nan_price(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:00Z,100,NaN,99,100,1\n",
+            "high is a finite number", row=1)
+
+
+def test_naive_timestamp_without_timezone(tmp_path, store):
+    msg = rejects(tmp_path, store, "AAPL,2025-01-15 09:31:00,100,101,99,100,1\n",
+                  "timestamp carries a zone", row=1)
+    assert "--timezone" in msg
+
+
+def test_unparseable_timestamp(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,yesterday,100,101,99,100,1\n", "timestamp parses", row=1)
+
+
+def test_unmappable_columns(tmp_path, store):
+    msg = rejects(tmp_path, store, "AAPL,1,2\n", "a column for ts is required",
+                  header="ticker,when,price\n")
+    assert "accepted names" in msg
+
+
+def test_empty_file(tmp_path, store):
+    rejects(tmp_path, store, "", "file has at least one row", header="")
+
+
+def test_unaligned_bar_start(tmp_path, store):
+    rejects(tmp_path, store, "AAPL,2025-01-15T14:31:30Z,100,101,99,100,1\n",
+            "multiple of 60 s", row=1)
+
+
+def test_every_broken_rule_is_reported_at_once(tmp_path, store):
+    msg = rejects(tmp_path, store,
+                  "AAPL,2025-01-15T14:31:00Z,100,99,101,100,1\n"
+                  "AAPL,2025-01-15T14:32:00Z,100,101,99,100,-1\n", "low <= high")
+    assert "volume >= 0" in msg and "row 2" in msg
+
+
+def test_unsorted_input_is_sorted_not_rejected(tmp_path):
+    body = ("MSFT,2025-01-15T14:31:00Z,10,11,9,10,1\n"
+            "AAPL,2025-01-15T14:31:00Z,100,101,99,100,1\n"
+            "AAPL,2025-01-15T14:30:00Z,100,101,99,100,1\n")
+    ingest_bars(write(tmp_path / "u.csv", HEADER + body), tmp_path / "s")
+    bars = Store(tmp_path / "s").read_bars()
+    assert list(bars["ticker"]) == ["AAPL", "AAPL", "MSFT"]
+    assert list(bars["ts"].dt.strftime("%H:%M")) == ["14:30", "14:31", "14:31"]
+
+
+def test_vendor_column_names_and_ticker_flag(tmp_path):
+    body = "Datetime,Open,High,Low,Close,Volume\n2025-01-15 09:30:00-05:00,1,2,1,1.5,3\n"
+    ingest_bars(write(tmp_path / "y.csv", body), tmp_path / "s", ticker="NVDA")
+    bars = Store(tmp_path / "s").read_bars()
+    assert bars["ts"].iloc[0] == pd.Timestamp("2025-01-15 14:30", tz="UTC")
+    assert bars["ticker"].iloc[0] == "NVDA" and bars["close"].iloc[0] == 1.5
+
+
+def test_reingest_replaces_the_same_ticker_days_never_duplicates(tmp_path, store):
+    f = write(tmp_path / "again.csv", HEADER + "AAPL,2025-01-15T14:29:00Z,100,102,99,101,10\n")
+    ingest_bars(f, store)
+    ingest_bars(f, store)
+    bars = Store(store).read_bars()
+    assert len(bars) == 1 and bars["high"].iloc[0] == 102  # the day was replaced
+    assert Store(store).verify() == []
+
+
+def test_parquet_bars_are_read(tmp_path):
+    frame = pd.DataFrame({"symbol": ["AAPL"], "timestamp": [pd.Timestamp("2025-01-15 14:30Z")],
+                          "open": [1.0], "high": [1.0], "low": [1.0], "close": [1.0],
+                          "volume": [0]})
+    frame.to_parquet(tmp_path / "b.parquet")
+    ingest_bars(tmp_path / "b.parquet", tmp_path / "s")
+    assert len(Store(tmp_path / "s").read_bars()) == 1
+
+
+def test_headline_without_timestamp(tmp_path, store):
+    before = store_files(store)
+    f = write(tmp_path / "news.csv", "id,published_at,tickers,headline,source\n"
+              "1,2025-01-15T14:00:00Z,AAPL,ok,wire\n2,,AAPL;MSFT,no time,wire\n")
+    with pytest.raises(DataError, match=r"news.csv: rule 'published_at is present' broken in "
+                                        r"1 row\(s\): row 2"):
+        ingest_headlines(f, store)
+    assert store_files(store) == before
+
+
+def test_headlines_jsonl_lists_and_availability(tmp_path, store):
+    f = write(tmp_path / "news.jsonl",
+              '{"id": "a", "published_at": "2025-01-15T14:00:00Z", "tickers": ["AAPL", "MSFT"],'
+              ' "headline": "h", "source": "wire", "first_seen_at": "2025-01-15T15:00:00Z"}\n'
+              '{"id": "b", "published_at": "2025-01-15T14:05:00Z", "tickers": "NVDA;AMD",'
+              ' "headline": "g", "source": "wire"}\n')
+    ingest_headlines(f, store)
+    news = Store(store).read_headlines().set_index("id")
+    assert list(news.loc["a", "tickers"]) == ["AAPL", "MSFT"]
+    assert list(news.loc["b", "tickers"]) == ["NVDA", "AMD"]
+    assert news.loc["a", "available_at"] == pd.Timestamp("2025-01-15 15:00", tz="UTC")
+    assert news.loc["b", "available_at"] == pd.Timestamp("2025-01-15 14:05", tz="UTC")
+
+
+def test_validate_detects_a_tampered_partition(store):
+    part = next(store.glob("bars/date=*/part.parquet"))
+    part.write_bytes(part.read_bytes()[:-3] + b"xyz")
+    problems = Store(store).verify()
+    assert any("does not match the manifest" in p for p in problems)
