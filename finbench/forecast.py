@@ -1,0 +1,82 @@
+"""The forecast answer schema (SPEC §6) and parsing of raw answers into validated records."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
+
+FORECAST_VERSION = 1
+Number = StrictFloat | StrictInt
+
+
+class ForecastAnswer(BaseModel):
+    """What a forecaster must answer: ``p_up`` in [0, 1] and an 80% interval ``[lower, upper]``
+    of the log return, in log-return units; ``rationale`` is kept and never scored."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    p_up: Annotated[Number, Field(ge=0.0, le=1.0)]
+    lower: Number
+    upper: Number
+    rationale: str | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ForecastAnswer:
+        if not self.lower <= self.upper:
+            raise ValueError(f"lower {self.lower} is above upper {self.upper}")
+        return self
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """A raw answer after validation; the raw text is always kept."""
+
+    valid: bool
+    error: str | None
+    raw: str
+    p_up: float = math.nan
+    lower: float = math.nan
+    upper: float = math.nan
+    rationale: str | None = None
+
+
+def parse_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
+    """Validate a raw answer (JSON text or a mapping); never raises for a bad answer."""
+    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
+    if isinstance(raw, str):
+        try:
+            payload = json.loads(raw, parse_constant=_constant)
+        except ValueError as exc:
+            return ParsedAnswer(False, f"not_json: {exc}", text)
+    else:
+        payload = raw
+    if not isinstance(payload, dict):
+        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
+                            text)
+    try:
+        answer = ForecastAnswer.model_validate(payload)
+    except ValidationError as exc:
+        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    return ParsedAnswer(True, None, text, float(answer.p_up), float(answer.lower),
+                        float(answer.upper), answer.rationale)
+
+
+def _constant(name: str) -> float:
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[name]
+
+
+def _reasons(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "answer"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{field}: extra field not allowed")
+        elif err["type"] == "missing":
+            parts.append(f"{field}: missing")
+        else:
+            parts.append(f"{field}: {err['msg']} (given {err.get('input')!r})")
+    return "; ".join(parts)

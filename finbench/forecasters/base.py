@@ -1,0 +1,105 @@
+"""The forecaster base class: ``forecast`` times, validates and stamps around ``_answer``."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from finbench.forecast import ParsedAnswer, parse_answer
+
+FORECAST_COLUMNS = [
+    "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
+    "max_input_time", "context_max_input_time", "history_max_input_time", "input_sha256",
+    "history_count", "detail", "latency", "tokens",
+]
+
+
+@dataclass
+class Inputs:
+    """What a batch of tasks gives a forecaster: tasks, their gated contexts, and the label
+    history known to baselines (``history`` rows carry ``label_known_at``)."""
+
+    tasks: pd.DataFrame
+    contexts: object  # finbench.gate.ContextIndex
+    history: pd.DataFrame
+    bars: object  # finbench.bars.BarArrays
+
+
+class Forecaster(ABC):
+    """Answers a batch of tasks. Subclasses implement ``_answer``, returning one raw answer
+    (JSON text or a mapping) per task plus optional per-task columns; ``forecast`` validates
+    every answer with the strict schema and stamps receipts."""
+
+    kind: str = ""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.name = config.name
+
+    def forecast(self, inputs: Inputs) -> pd.DataFrame:
+        start = time.perf_counter()
+        answers, extra = self._answer(inputs)
+        elapsed = time.perf_counter() - start
+        n = len(inputs.tasks)
+        if len(answers) != n:
+            raise RuntimeError(f"{self.name}: {len(answers)} answers for {n} tasks")
+        parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
+        ctx = inputs.contexts
+        ctx_time = ctx.max_input_time
+        hist_time = extra.pop("history_max_input_time", pd.Series(pd.NaT, index=range(n)))
+        hist_time = pd.Series(pd.to_datetime(hist_time, utc=True)).reset_index(drop=True)
+        overall = pd.concat([ctx_time, hist_time], axis=1).max(axis=1)
+        frame = pd.DataFrame(
+            {
+                "task_id": inputs.tasks["task_id"].to_numpy(),
+                "model": self.name,
+                "kind": self.kind,
+                "p_up": [p.p_up for p in parsed],
+                "lower": [p.lower for p in parsed],
+                "upper": [p.upper for p in parsed],
+                "valid": [p.valid for p in parsed],
+                "error": [p.error for p in parsed],
+                "raw": [p.raw for p in parsed],
+                "rationale": [p.rationale for p in parsed],
+                "max_input_time": overall.astype("datetime64[ns, UTC]"),
+                "context_max_input_time": ctx_time.astype("datetime64[ns, UTC]"),
+                "history_max_input_time": hist_time.astype("datetime64[ns, UTC]"),
+                "input_sha256": ctx.digests(),
+                "history_count": extra.pop("history_count", np.full(n, -1)),
+                "detail": extra.pop("detail", [None] * n),
+                "latency": elapsed / max(n, 1),
+                "tokens": pd.array([pd.NA] * n, dtype="Int64"),
+            }
+        )
+        return frame[FORECAST_COLUMNS]
+
+    @abstractmethod
+    def _answer(self, inputs: Inputs) -> tuple[list, dict]:
+        """Return (raw answers, extra per-task columns)."""
+
+
+registry: dict[str, type[Forecaster]] = {}
+
+
+def register(kind: str):
+    def wrap(cls: type[Forecaster]) -> type[Forecaster]:
+        cls.kind = kind
+        registry[kind] = cls
+        return cls
+
+    return wrap
+
+
+def build_forecaster(config) -> Forecaster:
+    """The forecaster for a model config, by its ``kind``."""
+    import finbench.forecasters.baselines  # noqa: F401 - registers kinds
+    import finbench.forecasters.replay  # noqa: F401
+    import finbench.forecasters.scripted  # noqa: F401
+
+    if config.kind not in registry:
+        raise KeyError(config.kind)
+    return registry[config.kind](config)

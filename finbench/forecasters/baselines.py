@@ -1,0 +1,266 @@
+"""Time-valid baselines, vectorised over all tasks (SPEC §7).
+
+A label becomes known at its ``t_target``; a baseline forecasting at ``t_forecast`` uses only
+labels of the same ticker and horizon with ``label_known_at < t_forecast`` (so a 15:55 label
+of day d is used from day d+1 on). "The last ``window`` sessions" means the last ``window``
+resolved (scorable) labels of that series.
+
+- ``coin``: ``p_up = 0.5``.
+- ``base_rate`` (rolling): mean of ``y`` over the window; fewer than ``min_count`` labels → 0.5.
+  ``frozen``: the rate over the declared training sessions (which must end before the
+  evaluation starts), never updated.
+- ``momentum``: ``s`` = sign of the log mid return over the last ``lookback_minutes`` of the
+  session's gated bars; ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
+  ``n < min_count`` (or no sign, when a bar is missing) it falls back to the rolling base rate.
+- ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of
+  past ``r`` over the window (linear interpolation).
+
+Every baseline carries the climatology interval of its own window (``frozen``: of its training
+window); with fewer than ``min_count`` past returns the interval is undefined and the forecast
+is recorded invalid with reason ``insufficient_history``. Each row records the count used
+(``history_count``), the probability's provenance (``detail``) and the latest label time used.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from finbench.bars import NS, to_ns
+from finbench.errors import ConfigError
+from finbench.forecast import ParsedAnswer
+from finbench.forecasters.base import Forecaster, Inputs, register
+
+DEFAULT_WINDOW = 60
+DEFAULT_MIN_COUNT = 20
+QUANTILES = (0.1, 0.9)
+
+
+class History:
+    """Resolved labels per (ticker, horizon) series, ordered by the time they became known."""
+
+    def __init__(self, history: pd.DataFrame) -> None:
+        ok = history[history["status"] == "ok"].copy()
+        ok["known_ns"] = to_ns(ok["label_known_at"])
+        ok = ok.sort_values(["ticker", "horizon", "known_ns"], kind="stable")
+        self.groups = {key: g for key, g in ok.groupby(["ticker", "horizon"], sort=False)}
+
+    def positions(self, tasks: pd.DataFrame) -> dict:
+        """Per series: (task rows, k = labels known strictly before each t_forecast)."""
+        out = {}
+        t_fc = to_ns(tasks["t_forecast"])
+        for key, rows in tasks.groupby(["ticker", "horizon"], sort=False).indices.items():
+            g = self.groups.get(key)
+            known = g["known_ns"].to_numpy() if g is not None else np.empty(0, np.int64)
+            out[key] = (rows, np.searchsorted(known, t_fc[rows], side="left"), g)
+        return out
+
+
+def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: int):
+    """(p, count, latest label time used in ns or -1) per task."""
+    n = len(tasks)
+    p, count, last = np.full(n, 0.5), np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    for rows, k, g in history.positions(tasks).values():
+        if g is None:
+            continue
+        y = g["y"].to_numpy(float)
+        cum = np.r_[0.0, np.cumsum(y)]
+        lo = np.maximum(k - window, 0)
+        c = k - lo
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = (cum[k] - cum[lo]) / c
+        enough = c >= min_count
+        p[rows] = np.where(enough, rate, 0.5)
+        count[rows] = c
+        known = g["known_ns"].to_numpy()
+        last[rows] = np.where(k > 0, known[np.maximum(k - 1, 0)], -1)
+    return p, count, last
+
+
+def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
+    """Empirical 10% / 90% quantiles of the past ``window`` returns per task (NaN if none)."""
+    n = len(tasks)
+    lower, upper = np.full(n, np.nan), np.full(n, np.nan)
+    for rows, k, g in history.positions(tasks).values():
+        if g is None:
+            continue
+        r = pd.Series(g["r"].to_numpy(float))
+        roll = r.rolling(window, min_periods=1)
+        q_lo = np.r_[np.nan, roll.quantile(QUANTILES[0], interpolation="linear").to_numpy()]
+        q_hi = np.r_[np.nan, roll.quantile(QUANTILES[1], interpolation="linear").to_numpy()]
+        lower[rows], upper[rows] = q_lo[k], q_hi[k]
+    return lower, upper
+
+
+def momentum_sign(inputs: Inputs, tasks: pd.DataFrame, minutes: int) -> np.ndarray:
+    """Sign (−1, 0, +1) of the log mid return over the last ``minutes`` of the session's gated
+    bars; NaN when either end has no bar of the session."""
+    bars = inputs.bars
+    tick = tasks["ticker"].to_numpy(dtype=object)
+    t = to_ns(tasks["t_forecast"])
+    day_start = to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize("America/New_York")
+                      .dt.tz_convert("UTC"))
+    # Only bars of the session's local day that are available by t count (the gated bars).
+    now = bars.last_available(tick, t, not_before=day_start + bars.bar_ns)
+    then = bars.last_available(tick, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
+    mid = bars.mid
+    ok = (now >= 0) & (then >= 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)]) if len(mid) else now * 0.0
+    return np.where(ok, np.sign(ret), np.nan)
+
+
+class _Baseline(Forecaster):
+    def _window(self) -> tuple[int, int]:
+        return (getattr(self.config, "window", DEFAULT_WINDOW),
+                getattr(self.config, "min_count", DEFAULT_MIN_COUNT))
+
+    def _interval(self, history: History, tasks: pd.DataFrame):
+        window, min_count = self._window()
+        lower, upper = rolling_quantiles(history, tasks, window)
+        _, count, last = rolling_rate(history, tasks, window, min_count)
+        return lower, upper, count, last
+
+    def _history(self, inputs: Inputs) -> pd.DataFrame:
+        return inputs.history
+
+    def _answer(self, inputs: Inputs) -> tuple[list, dict]:
+        history = History(self._history(inputs))
+        tasks = inputs.tasks
+        p, details, p_last = self._probability(history, inputs)
+        lower, upper, count, last = self._interval(history, tasks)
+        _, min_count = self._window()
+        answers = []
+        for i in range(len(tasks)):
+            if count[i] < min_count:
+                answers.append(ParsedAnswer(
+                    False, f"insufficient_history: {count[i]} past returns < min_count "
+                    f"{min_count} for the climatology interval", ""))
+            else:
+                answers.append({"p_up": float(p[i]), "lower": float(lower[i]),
+                                "upper": float(upper[i])})
+        latest = np.maximum(last, p_last)
+        hist_time = pd.to_datetime(np.where(latest >= 0, latest, 0), utc=True).to_series(
+            index=range(len(tasks)))
+        hist_time[latest < 0] = pd.NaT
+        extra = {
+            "history_count": count,
+            "detail": [json.dumps(d, sort_keys=True) for d in details],
+            "history_max_input_time": hist_time,
+        }
+        return answers, extra
+
+    def _probability(self, history: History, inputs: Inputs):
+        raise NotImplementedError
+
+
+@register("coin")
+class Coin(_Baseline):
+    def _probability(self, history, inputs):
+        n = len(inputs.tasks)
+        return np.full(n, 0.5), [{"p": "constant 0.5"}] * n, np.full(n, -1, np.int64)
+
+
+@register("base_rate")
+class BaseRate(_Baseline):
+    def _probability(self, history, inputs):
+        window, min_count = self._window()
+        if self.config.variant == "frozen":
+            return self._frozen(history, inputs)
+        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
+        details = [{"rate_count": int(c), "p": float(v), "fallback": bool(c < min_count)}
+                   for c, v in zip(count, p, strict=True)]
+        return p, details, last
+
+    def _training(self, history: History) -> pd.DataFrame:
+        start, end = str(self.config.train_start), str(self.config.train_end)
+        rows = [g[(g["session"] >= start) & (g["session"] <= end)] for g in history.groups.values()]
+        return pd.concat(rows) if rows else pd.DataFrame(columns=["ticker", "horizon", "y"])
+
+    def _frozen(self, history: History, inputs: Inputs):
+        first_eval = inputs.tasks["session"].min()
+        if str(self.config.train_end) >= first_eval:
+            raise ConfigError(
+                f"models.{self.name}: train_end {self.config.train_end} is not before the first "
+                f"evaluated session {first_eval}; a frozen rate must exist before evaluation")
+        train = self._training(history)
+        stats = train.groupby(["ticker", "horizon"])["y"].agg(["sum", "count"])
+        _, min_count = self._window()
+        keys = list(zip(inputs.tasks["ticker"], inputs.tasks["horizon"], strict=True))
+        p, details = [], []
+        for key in keys:
+            s, c = stats.loc[key] if key in stats.index else (0.0, 0)
+            rate = float(s) / c if c >= min_count else 0.5
+            p.append(rate)
+            details.append({"rate_count": int(c), "p": rate, "fallback": bool(c < min_count),
+                            "train": [str(self.config.train_start), str(self.config.train_end)]})
+        last = train["known_ns"].max() if len(train) else -1
+        return np.array(p), details, np.full(len(keys), last, np.int64)
+
+    def _interval(self, history: History, tasks: pd.DataFrame):
+        if self.config.variant != "frozen":
+            return super()._interval(history, tasks)
+        train = self._training(history)
+        qs = train.groupby(["ticker", "horizon"])["r"].quantile(list(QUANTILES)).unstack()
+        n = len(tasks)
+        lower, upper, count = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, np.int64)
+        counts = train.groupby(["ticker", "horizon"])["r"].count()
+        for i, key in enumerate(zip(tasks["ticker"], tasks["horizon"], strict=True)):
+            if key in qs.index:
+                lower[i], upper[i] = qs.loc[key, QUANTILES[0]], qs.loc[key, QUANTILES[1]]
+                count[i] = counts.loc[key]
+        last = train["known_ns"].max() if len(train) else -1
+        return lower, upper, count, np.full(n, last, np.int64)
+
+
+@register("momentum")
+class Momentum(_Baseline):
+    def _history(self, inputs: Inputs) -> pd.DataFrame:
+        frame = inputs.history.copy()
+        frame["momentum_sign"] = momentum_sign(inputs, frame, self.config.lookback_minutes)
+        return frame
+
+    def _probability(self, history, inputs):
+        tasks = inputs.tasks
+        window, min_count = self._window()
+        base_p, base_c, last = rolling_rate(history, tasks, window, min_count)
+        sign = momentum_sign(inputs, tasks, self.config.lookback_minutes)
+        n = len(tasks)
+        p = base_p.copy()
+        n_s, up_s = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        for rows, k, g in history.positions(tasks).values():
+            if g is None:
+                continue
+            s_hist = g["momentum_sign"].to_numpy(float)
+            y = g["y"].to_numpy(float)
+            lo = np.maximum(k - window, 0)
+            for v in (-1.0, 0.0, 1.0):
+                match = s_hist == v
+                cn = np.r_[0, np.cumsum(match)]
+                cu = np.r_[0, np.cumsum(match & (y == 1))]
+                sel = sign[rows] == v
+                n_s[rows[sel]] = (cn[k] - cn[lo])[sel]
+                up_s[rows[sel]] = (cu[k] - cu[lo])[sel]
+        use = ~np.isnan(sign) & (n_s >= min_count)
+        p[use] = (up_s[use] + 1.0) / (n_s[use] + 2.0)
+        details = [
+            {"sign": None if np.isnan(s) else int(s), "sign_count": int(c), "sign_up": int(u),
+             "p": float(q), "fallback": None if ok else "base_rate", "rate_count": int(bc)}
+            for s, c, u, q, ok, bc in zip(sign, n_s, up_s, p, use, base_c, strict=True)
+        ]
+        return p, details, last
+
+
+@register("climatology")
+class Climatology(BaseRate):
+    def _probability(self, history, inputs):
+        window, min_count = self._window()
+        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
+        details = [{"rate_count": int(c), "p": float(v), "fallback": bool(c < min_count)}
+                   for c, v in zip(count, p, strict=True)]
+        return p, details, last
+
+    def _interval(self, history, tasks):
+        return _Baseline._interval(self, history, tasks)

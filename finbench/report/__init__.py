@@ -1,0 +1,1 @@
+"""Reports built from score tables only."""

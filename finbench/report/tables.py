@@ -1,0 +1,50 @@
+"""The Table-1-shaped summary (Model, N, Acc., BS, BSS per baseline, Cov@80, Winkler@80, valid)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def _fmt(value, digits=3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undef"
+    return f"{value:.{digits}f}"
+
+
+def summary_frame(scores: pd.DataFrame, *, baselines: list[str], slice_kind: str = "overall",
+                  interval_reference: str | None = None) -> pd.DataFrame:
+    """Display columns for one slice kind, formatted as text."""
+    part = scores[scores["slice_kind"] == slice_kind]
+    rows = []
+    for rec in part.to_dict("records"):
+        row = {}
+        if slice_kind != "overall":
+            row[slice_kind.capitalize()] = rec["slice"]
+        row.update({"Model": rec["model"], "N": rec["n"], "Acc.": _fmt(rec["accuracy"], 2),
+                    "BS": _fmt(rec["brier"])})
+        for b in baselines:
+            row[f"BSS_{b}"] = _fmt(rec[f"bss_{b}"])
+        row["Cov@80"] = _fmt(rec["coverage"], 2)
+        row["Winkler@80"] = _fmt(rec["winkler"], 4)
+        if interval_reference:
+            row[f"WSS_{interval_reference}"] = _fmt(rec[f"wss_{interval_reference}"])
+        row["Valid"] = f"{rec['n_valid']}/{rec['n_tasks']}"
+        if "composite_secondary" in rec:
+            row["Comp.(secondary)"] = _fmt(rec["composite_secondary"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render_text(frame: pd.DataFrame) -> str:
+    """A plain fixed-width table."""
+    if frame.empty:
+        return "(no rows)"
+    cols = list(frame.columns)
+    width = {c: max(len(c), *(len(str(v)) for v in frame[c])) for c in cols}
+    lines = ["  ".join(c.ljust(width[c]) for c in cols)]
+    lines.append("  ".join("-" * width[c] for c in cols))
+    for rec in frame.itertuples(index=False):
+        lines.append("  ".join(str(v).ljust(width[c]) for c, v in zip(cols, rec, strict=True)))
+    return "\n".join(lines)

@@ -1,0 +1,218 @@
+"""One run: tasks -> labels -> forecasters -> journal -> forecasts -> scores (SPEC §9)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import finbench
+from finbench.config import BASELINE_KINDS, RunConfig, load_config
+from finbench.errors import RunError
+from finbench.forecasters.base import FORECAST_COLUMNS, Inputs, build_forecaster
+from finbench.journal import Journal
+from finbench.pipeline import Prepared, prepare_tasks_and_labels
+from finbench.report.tables import render_text, summary_frame
+from finbench.scoring.aggregate import aggregate, row_scores
+
+CHUNK = 1000
+MANIFEST = "manifest.json"
+
+
+def baseline_names(config: RunConfig) -> list[str]:
+    return [m.name for m in config.models if m.kind in BASELINE_KINDS]
+
+
+def interval_reference(config: RunConfig) -> str | None:
+    names = [m.name for m in config.models if m.kind == "climatology"]
+    return names[0] if names else None
+
+
+def skip_reason(model) -> str | None:
+    """Why a configured model cannot run here (None when it can)."""
+    if model.kind == "openai":
+        if not os.environ.get(model.api_key_env):
+            return f"environment variable {model.api_key_env} is not set"
+        return "the openai forecaster is not part of this version yet (issue 4)"
+    return None
+
+
+def history_frame(prepared: Prepared) -> pd.DataFrame:
+    """Every task (history and evaluation) with its label: what baselines learn from."""
+    tasks = pd.concat([prepared.history_tasks, prepared.tasks], ignore_index=True)
+    labels = pd.concat([prepared.history_labels, prepared.labels], ignore_index=True)
+    return tasks.merge(labels, on="task_id", how="left", validate="one_to_one")
+
+
+def run(config_path: str | Path, out: str | Path | None = None, *, echo=print) -> Path:
+    """Run (or resume) the config into ``out``; returns the run directory."""
+    config, config_sha = load_config(config_path)
+    if not config.models:
+        raise RunError(f"{config_path}: no [[models]] configured")
+    out = Path(out) if out else Path("results") / Path(config_path).stem
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = out / MANIFEST
+    started = _now()
+    if manifest_path.is_file():
+        old = json.loads(manifest_path.read_text())
+        if old.get("config_sha256") != config_sha:
+            raise RunError(f"{out}: holds a run of a different config "
+                           f"({old.get('config_sha256', '?')[:12]}); use another --out")
+        started = old.get("started_at", started)
+    prepared = prepare_tasks_and_labels(config)
+    label = "SYNTHETIC " if prepared.store.synthetic else ""
+    echo(f"{label}data {config.data.store} (snapshot {prepared.store.snapshot_sha256[:12]}): "
+         f"{len(prepared.tasks)} tasks, excluded {prepared.summary()['excluded'] or 'none'}, "
+         f"labels {prepared.summary()['labels']}")
+    prepared.tasks.to_parquet(out / "tasks.parquet", index=False)
+    prepared.labels.to_parquet(out / "labels.parquet", index=False)
+    manifest = _manifest(config, config_sha, prepared, started)
+    _write_json(manifest_path, manifest)
+
+    journal = Journal(out)
+    done = journal.done()
+    history = history_frame(prepared)
+    skipped = {}
+    for model in config.models:
+        reason = skip_reason(model)
+        if reason:
+            skipped[model.name] = reason
+            echo(f"skip {model.name}: {reason}")
+            continue
+        todo = prepared.tasks[[(t, model.name) not in done for t in prepared.tasks["task_id"]]]
+        if todo.empty:
+            echo(f"{model.name}: all {len(prepared.tasks)} forecasts already in the journal")
+            continue
+        forecaster = build_forecaster(model)
+        _forecast_in_chunks(forecaster, todo.reset_index(drop=True), prepared, history, journal,
+                            echo)
+    forecasts = journal.frame()
+    names = [m.name for m in config.models if m.name not in skipped]
+    forecasts = _ordered(forecasts, prepared.tasks, names)
+    forecasts.to_parquet(out / "forecasts.parquet", index=False)
+    manifest.update(skipped_models=skipped, finished_at=_now())
+    _write_json(manifest_path, manifest)
+    scores = score_run(out)
+    echo(render_summary(scores, config, names))
+    return out
+
+
+def _forecast_in_chunks(forecaster, todo, prepared, history, journal, echo) -> None:
+    total, start = len(todo), time.perf_counter()
+    done = valid = 0
+    for lo in range(0, total, CHUNK):
+        chunk = todo.iloc[lo:lo + CHUNK].reset_index(drop=True)
+        inputs = Inputs(tasks=chunk, contexts=prepared.contexts(chunk), history=history,
+                        bars=prepared.bars)
+        rows = forecaster.forecast(inputs)
+        journal.append(rows)
+        done += len(rows)
+        valid += int(rows["valid"].sum())
+        elapsed = time.perf_counter() - start
+        eta = elapsed / done * (total - done)
+        echo(f"{forecaster.name}: {done}/{total} forecasts, valid {valid}/{done}, "
+             f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
+
+
+def _ordered(forecasts: pd.DataFrame, tasks: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    order = {t: i for i, t in enumerate(tasks["task_id"])}
+    rank = {m: i for i, m in enumerate(names)}
+    frame = forecasts[forecasts["model"].isin(rank) & forecasts["task_id"].isin(order)].copy()
+    frame["_m"] = frame["model"].map(rank)
+    frame["_t"] = frame["task_id"].map(order)
+    frame = frame.sort_values(["_m", "_t"]).drop(columns=["_m", "_t"])
+    return frame[FORECAST_COLUMNS].reset_index(drop=True)
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    manifest = json.loads((Path(run_dir) / MANIFEST).read_text())
+    return RunConfig.model_validate(manifest["config"])
+
+
+def score_run(run_dir: str | Path) -> pd.DataFrame:
+    """Recompute every score from the stored forecasts, labels and tasks alone."""
+    run_dir = Path(run_dir)
+    missing = [f for f in (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
+               if not (run_dir / f).is_file()]
+    if missing:
+        raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)})")
+    config = load_run_config(run_dir)
+    manifest = json.loads((run_dir / MANIFEST).read_text())
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    labels = pd.read_parquet(run_dir / "labels.parquet")
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    skipped = manifest.get("skipped_models", {})
+    names = [m.name for m in config.models if m.name not in skipped]
+    baselines = [b for b in baseline_names(config) if b not in skipped]
+    rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
+                      clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
+    scores = aggregate(rows, models=names, baselines=baselines,
+                       interval_reference=interval_reference(config),
+                       composite=config.scores.composite,
+                       horizon_order=list(config.tasks.horizons))
+    scores.to_parquet(run_dir / "scores.parquet", index=False)
+    scores.to_csv(run_dir / "scores.csv", index=False, float_format="%.12g")
+    return scores
+
+
+def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:
+    baselines = [b for b in baseline_names(config) if b in names]
+    ref = interval_reference(config)
+    parts = []
+    for kind, title in (("horizon", "By horizon"), ("overall", "All horizons")):
+        frame = summary_frame(scores, baselines=baselines, slice_kind=kind,
+                              interval_reference=ref)
+        parts.append(f"{title}:\n{render_text(frame)}")
+    note = ("BS and Winkler: lower is better; BSS/WSS = 1 - S_model/S_baseline on paired rows; "
+            "'undef' = zero reference score or no paired rows.")
+    return "\n\n".join(parts) + "\n" + note
+
+
+def _manifest(config: RunConfig, config_sha: str, prepared: Prepared, started: str) -> dict:
+    return {
+        "format": "finbench-run",
+        "version": 1,
+        "package_version": finbench.__version__,
+        "git_revision": _git_revision(),
+        "python": sys.version.split()[0],
+        "config_sha256": config_sha,
+        "config": json.loads(config.model_dump_json()),
+        "data": {
+            "store": str(config.data.store),
+            "snapshot_sha256": prepared.store.snapshot_sha256,
+            "partitions_sha256": hashlib.sha256(
+                json.dumps(prepared.store.manifest["partitions"], sort_keys=True).encode()
+            ).hexdigest(),
+            "synthetic": prepared.store.synthetic,
+            "description": prepared.store.manifest.get("description", ""),
+        },
+        "models": [json.loads(m.model_dump_json()) for m in config.models],
+        "tasks": prepared.summary(),
+        "started_at": started,
+    }
+
+
+def _git_revision() -> str | None:
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
