@@ -72,6 +72,35 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from finbench.run import run
+
+    out = run(args.config, args.out)
+    print(f"run directory: {out}")
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    from finbench.run import score_run
+
+    scores = score_run(args.run)
+    print(f"{args.run}: {len(scores)} score rows written to scores.parquet and scores.csv")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from finbench.audit import audit_run
+
+    problems = audit_run(args.run)
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
+        return 1
+    print(f"{args.run}: audit passed (time gate, context hashes, labels, data snapshot)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="finbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("config")
     tasks.add_argument("--out", help="folder for tasks.parquet and labels.parquet")
     tasks.set_defaults(func=_tasks)
+
+    run = sub.add_parser("run", help="forecasts, labels and scores for a config (resumable)")
+    run.add_argument("config")
+    run.add_argument("--out", help="run directory (default results/<config name>)")
+    run.set_defaults(func=_run)
+    score = sub.add_parser("score", help="recompute scores from a run's stored tables")
+    score.add_argument("run")
+    score.set_defaults(func=_score)
+    audit = sub.add_parser("audit", help="re-derive receipts; non-zero exit on any violation")
+    audit.add_argument("run")
+    audit.set_defaults(func=_audit)
     return parser
 
 

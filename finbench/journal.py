@@ -28,6 +28,7 @@ class Journal:
         """Append rows and fsync, so a kill after this returns loses none of them."""
         if rows.empty:
             return
+        self._drop_torn_tail()
         lines = []
         for rec in rows[FORECAST_COLUMNS].to_dict("records"):
             lines.append(json.dumps({k: _plain(v) for k, v in rec.items()}, sort_keys=True))
@@ -35,6 +36,17 @@ class Journal:
             fh.write("\n".join(lines) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+    def _drop_torn_tail(self) -> None:
+        """Cut an unfinished last line (a kill mid-write) so the next append starts clean."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return
+            data = fh.seek(0) or fh.read()
+            fh.truncate(data.rfind(b"\n") + 1)
 
     def _records(self) -> list[dict]:
         if not self.path.is_file():

@@ -1,0 +1,69 @@
+"""Audit a run: re-derive every context receipt from the store and check the time gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from finbench.pipeline import prepare_tasks_and_labels
+from finbench.run import MANIFEST, load_run_config
+
+
+def audit_run(run_dir: str | Path) -> list[str]:
+    """Violations found (empty list: the run passes). Each names the row and the rule."""
+    run_dir = Path(run_dir)
+    config = load_run_config(run_dir)
+    manifest = json.loads((run_dir / MANIFEST).read_text())
+    problems: list[str] = []
+    prepared = prepare_tasks_and_labels(config)
+    want = manifest["data"]["snapshot_sha256"]
+    if prepared.store.snapshot_sha256 != want:
+        problems.append(f"store {config.data.store}: snapshot {prepared.store.snapshot_sha256[:12]}"
+                        f" is not the run's {want[:12]}")
+    problems += [f"store: {p}" for p in prepared.store.verify()]
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    labels = pd.read_parquet(run_dir / "labels.parquet")
+    if list(tasks["task_id"]) != list(prepared.tasks["task_id"]):
+        problems.append("tasks.parquet: task list differs from the one the config gives")
+        return problems
+    fresh = prepared.labels.set_index("task_id")
+    stored = labels.set_index("task_id")
+    for tid in stored.index[(stored["status"] != fresh["status"]) |
+                            ~np.isclose(stored["r"], fresh["r"], rtol=0, atol=0, equal_nan=True)]:
+        problems.append(f"labels.parquet task {tid}: label differs from the store's")
+    contexts = prepared.contexts()
+    derived = pd.DataFrame({
+        "task_id": prepared.tasks["task_id"],
+        "t_forecast": prepared.tasks["t_forecast"],
+        "ctx_time": contexts.max_input_time,
+        "ctx_sha": contexts.digests(),
+    })
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    rows = forecasts.reset_index().merge(derived, on="task_id", how="left")
+    for rec in rows.itertuples():
+        where = f"forecasts.parquet row {rec.index + 1} ({rec.task_id}, {rec.model})"
+        if pd.isna(rec.t_forecast):
+            problems.append(f"{where}: task is not part of this run")
+            continue
+        if not pd.isna(rec.max_input_time) and rec.max_input_time > rec.t_forecast:
+            problems.append(f"{where}: max_input_time {rec.max_input_time.isoformat()} is after "
+                            f"the horizon {rec.t_forecast.isoformat()}")
+        if not _same_time(rec.context_max_input_time, rec.ctx_time):
+            problems.append(f"{where}: context max_input_time {rec.context_max_input_time} does "
+                            f"not match the re-derived {rec.ctx_time}")
+        if not pd.isna(rec.history_max_input_time) and rec.history_max_input_time >= rec.t_forecast:
+            problems.append(f"{where}: uses a label known at {rec.history_max_input_time} , not "
+                            f"before the horizon {rec.t_forecast}")
+        if rec.input_sha256 != rec.ctx_sha:
+            problems.append(f"{where}: input_sha256 {str(rec.input_sha256)[:12]} does not match "
+                            f"the re-derived {rec.ctx_sha[:12]}")
+    return problems
+
+
+def _same_time(a, b) -> bool:
+    if pd.isna(a) and pd.isna(b):
+        return True
+    return (not pd.isna(a)) and (not pd.isna(b)) and pd.Timestamp(a) == pd.Timestamp(b)

@@ -1,0 +1,192 @@
+"""End to end on the synthetic sample: run, resume, score byte-identical, audit, config errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.config import load_config
+from finbench.errors import ConfigError
+from finbench.journal import Journal
+from finbench.run import run, score_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFIG = """
+invalid_policy = "exclude"
+[data]
+store = "{store}"
+[tasks]
+tickers = ["AAPL", "MSFT", "NVDA"]
+start = "2025-01-13"
+end = "2025-01-15"
+[[models]]
+name = "coin"
+kind = "coin"
+[[models]]
+name = "base_rate"
+kind = "base_rate"
+[[models]]
+name = "momentum"
+kind = "momentum"
+[[models]]
+name = "climatology"
+kind = "climatology"
+[[models]]
+name = "frozen"
+kind = "base_rate"
+variant = "frozen"
+train_start = "2024-10-01"
+train_end = "2024-12-31"
+[[models]]
+name = "scripted"
+kind = "scripted"
+answers = ['{{"p_up": 0.7, "lower": -0.01, "upper": 0.01}}', '{{"p_up": 1.3, "lower": 0, "upper": 1}}', 'not json']
+[[models]]
+name = "replayed"
+kind = "replay"
+path = "replay.csv"
+[[models]]
+name = "llm"
+kind = "openai"
+model = "gpt-4o-mini"
+api_key_env = "FINBENCH_TEST_NO_SUCH_KEY"
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, sample_store):
+    base = tmp_path_factory.mktemp("run")
+    (base / "replay.csv").write_text(
+        "ticker,session,horizon,p_up,lower,upper\n"
+        "AAPL,2025-01-15,MORNING,0.55,-0.01,0.012\n"
+        "MSFT,2025-01-15,MIDDAY,0.4,0.02,-0.02\n"
+        "ZZZZ,2025-01-15,MIDDAY,0.4,-0.02,0.02\n")
+    cfg = base / "cfg.toml"
+    cfg.write_text(CONFIG.format(store=sample_store))
+    out = run(cfg, base / "out", echo=lambda *_: None)
+    return out
+
+
+def test_run_writes_every_table_with_one_row_per_task_and_model(run_dir):
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    assert len(tasks) == 3 * 3 * 3
+    assert forecasts.groupby("model").size().to_dict() == {
+        m: 27 for m in ("coin", "base_rate", "momentum", "climatology", "frozen", "scripted",
+                        "replayed")}
+    assert not forecasts.duplicated(["task_id", "model"]).any()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["skipped_models"] == {
+        "llm": "environment variable FINBENCH_TEST_NO_SUCH_KEY is not set"}
+    assert manifest["data"]["synthetic"] is True and len(manifest["config_sha256"]) == 64
+    for name in ("labels.parquet", "scores.parquet", "scores.csv"):
+        assert (run_dir / name).is_file()
+
+
+def test_invalid_answers_are_kept_with_reasons_and_counted(run_dir):
+    f = pd.read_parquet(run_dir / "forecasts.parquet")
+    scripted = f[f["model"] == "scripted"]
+    assert scripted["valid"].sum() == 9
+    assert scripted["error"].str.startswith("schema: p_up").sum() == 9
+    assert (scripted["error"].str.startswith("not_json")).sum() == 9
+    assert (scripted.loc[~scripted["valid"], "raw"] != "").all()
+    replayed = f[f["model"] == "replayed"].set_index("task_id")
+    assert replayed.loc["AAPL|2025-01-15|MORNING", "valid"]
+    assert "lower 0.02 is above upper -0.02" in replayed.loc["MSFT|2025-01-15|MIDDAY", "error"]
+    assert (replayed["error"].fillna("").str.startswith("missing")).sum() == 25
+    scores = pd.read_parquet(run_dir / "scores.parquet")
+    row = scores[(scores["model"] == "scripted") & (scores["slice_kind"] == "overall")].iloc[0]
+    assert row["n_tasks"] == 27 and row["n_valid"] == 9
+    assert row["validity"] == pytest.approx(1 / 3)
+    assert row["n"] + row["n_no_reference_price"] >= 9 - row["n_unscorable"]
+    assert row["bss_coin_n"] == row["n"]  # paired only on the rows scripted scored
+
+
+def test_baseline_rows_record_history_used_before_the_horizon(run_dir):
+    f = pd.read_parquet(run_dir / "forecasts.parquet")
+    tasks = pd.read_parquet(run_dir / "tasks.parquet").set_index("task_id")
+    base = f[f["model"] == "base_rate"].set_index("task_id")
+    t_fc = tasks.loc[base.index, "t_forecast"]
+    assert (base["history_max_input_time"] < t_fc).all()
+    assert (base["max_input_time"] <= t_fc).all()
+    assert (base["history_count"] == 60).all()
+    detail = json.loads(base["detail"].iloc[0])
+    assert detail["rate_count"] == 60 and 0 < detail["p"] < 1
+
+
+def test_score_recomputes_byte_identical_tables(run_dir):
+    before = {n: (run_dir / n).read_bytes() for n in ("scores.parquet", "scores.csv")}
+    score_run(run_dir)
+    assert before == {n: (run_dir / n).read_bytes() for n in ("scores.parquet", "scores.csv")}
+
+
+def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
+    assert audit_run(run_dir) == []
+    bad = tmp_path / "bad"
+    import shutil
+
+    shutil.copytree(run_dir, bad)
+    f = pd.read_parquet(bad / "forecasts.parquet")
+    t = pd.read_parquet(bad / "tasks.parquet").set_index("task_id")
+    row = f.index[f["model"] == "momentum"][4]
+    late = t.loc[f.at[row, "task_id"], "t_forecast"] + pd.Timedelta(minutes=1)
+    f.at[row, "max_input_time"] = late
+    f.at[row, "context_max_input_time"] = late
+    f.to_parquet(bad / "forecasts.parquet", index=False)
+    problems = audit_run(bad)
+    assert any(f"row {row + 1} " in p and "after the horizon" in p for p in problems)
+    cli = subprocess.run([sys.executable, "-m", "finbench", "audit", str(bad)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1 and f"row {row + 1} " in cli.stderr
+
+
+def test_interrupted_run_resumes_without_recomputing(run_dir, tmp_path):
+    import shutil
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run_dir, resumed)
+    journal = resumed / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    kept = lines[: len(lines) // 2]
+    marked = json.loads(kept[0])
+    marked["latency"] = 12345.0  # a sentinel: a recomputed row would not carry it
+    kept[0] = json.dumps(marked, sort_keys=True) + "\n"
+    journal.write_text("".join(kept) + lines[len(lines) // 2][:20])  # and a torn line
+    (resumed / "forecasts.parquet").unlink()
+    cfg = run_dir.parent / "cfg.toml"
+    run(cfg, resumed, echo=lambda *_: None)
+    f = pd.read_parquet(resumed / "forecasts.parquet")
+    assert len(f) == 7 * 27 and not f.duplicated(["task_id", "model"]).any()
+    row = f[(f["task_id"] == marked["task_id"]) & (f["model"] == marked["model"])].iloc[0]
+    assert row["latency"] == 12345.0
+    assert Journal(resumed).frame().shape[0] == 7 * 27
+    original = pd.read_parquet(run_dir / "scores.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(resumed / "scores.parquet"), original)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[tasks]\ntickers=['A']\nstart='2025-01-15'\nend='2025-01-15'\nfoo=1\n", "unknown key 'tasks.foo'"),
+    ("[tasks]\ntickers=['A']\nstart='2025-01-15'\nend='2025-01-15'\nearly_close='later'\n",
+     "key 'tasks.early_close'"),
+    ("[tasks]\ntickers=['A']\nstart='2025-01-15'\nend='2025-01-15'\n[[models]]\nname='m'\n"
+     "kind='oracle'\n", "models.0"),
+    ("invalid_policy='fallback:nope'\n[tasks]\ntickers=['A']\nstart='2025-01-15'\n"
+     "end='2025-01-15'\n", "not a baseline model"),
+])
+def test_config_errors_name_the_key(tmp_path, text, message):
+    cfg = tmp_path / "c.toml"
+    head, sep, rest = text.partition("[tasks]")  # top-level keys must precede the tables
+    cfg.write_text(head + "[data]\nstore='x'\n" + sep + rest)
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        load_config(cfg)
+
+
+def test_pilot_config_parses_and_points_at_the_sample():
+    config, _ = load_config(ROOT / "configs" / "pilot.toml")
+    assert config.data.store == (ROOT / "data" / "sample").resolve()
+    assert [m.kind for m in config.models][:4] == ["coin", "base_rate", "momentum", "climatology"]

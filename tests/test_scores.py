@@ -1,0 +1,132 @@
+"""Scoring rules: hand-computed fixtures (arithmetic in the test) and property tests."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finbench.scoring import brier_loss, coverage_score, log_loss, skill, winkler_loss
+from finbench.scoring.aggregate import aggregate, row_scores
+
+
+def test_frozen_reference_versus_in_sample_rate():
+    y = np.r_[np.ones(30), np.zeros(70)]
+    frozen = brier_loss(y, np.full(100, 0.20)).mean()
+    in_sample = brier_loss(y, np.full(100, 0.30)).mean()  # descriptive only, not a baseline
+    assert frozen == pytest.approx((30 * 0.8**2 + 70 * 0.2**2) / 100) == pytest.approx(0.22)
+    assert in_sample == pytest.approx((30 * 0.7**2 + 70 * 0.3**2) / 100) == pytest.approx(0.21)
+
+
+@pytest.mark.parametrize(("p", "brier", "skill_vs_1pct"), [
+    (0.00, 0.0100, -0.0101), (0.01, 0.0099, 0.0), (0.10, 0.0180, -0.8182), (0.50, 0.2500, -24.2525),
+])
+def test_rare_event_constants(p, brier, skill_vs_1pct):
+    y = np.r_[1.0, np.zeros(99)]
+    # 0.01: (0.99**2 + 99 * 0.01**2) / 100 = (0.9801 + 0.0099) / 100 = 0.0099
+    got = brier_loss(y, np.full(100, p)).mean()
+    ref = brier_loss(y, np.full(100, 0.01)).mean()
+    assert got == pytest.approx(brier, abs=5e-5)
+    assert skill(got, ref) == pytest.approx(skill_vs_1pct, abs=5e-5)
+
+
+def test_zero_reference_loss_gives_undefined_skill():
+    y = np.zeros(20)  # a window without a positive
+    ref = brier_loss(y, np.zeros(20)).mean()
+    assert ref == 0.0
+    assert skill(brier_loss(y, np.full(20, 0.1)).mean(), ref) is None
+
+
+@pytest.mark.parametrize(("r", "expected"), [
+    (-0.02, 0.02 + 10 * 0.01),  # below: width + (2/0.2)(L - r)
+    (0.0, 0.02),                # inside: width only
+    (0.01, 0.02),               # on the upper edge: inside
+    (0.03, 0.02 + 10 * 0.02),   # above: width + (2/0.2)(r - U)
+])
+def test_winkler_fixtures(r, expected):
+    assert winkler_loss([r], [-0.01], [0.01], alpha=0.2)[0] == pytest.approx(expected)
+    assert coverage_score([r], [-0.01], [0.01])[0] == (1.0 if -0.01 <= r <= 0.01 else 0.0)
+
+
+def test_log_loss_of_a_half_is_ln2_on_either_outcome():
+    assert log_loss([0, 1], [0.5, 0.5]) == pytest.approx([0.693147, 0.693147], abs=1e-6)
+    assert log_loss([1], [0.0])[0] == pytest.approx(-math.log(1e-6))  # the declared clip
+
+
+def test_bad_inputs_are_rejected_with_the_argument_named():
+    with pytest.raises(ValueError, match="prob"):
+        brier_loss([1], [1.2])
+    with pytest.raises(ValueError, match="obs"):
+        brier_loss([2], [0.5])
+    with pytest.raises(ValueError, match="lower > upper"):
+        winkler_loss([0.0], [0.1], [0.0])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(0.02, 0.98))
+def test_expected_scores_are_lowest_at_the_true_probability(q):
+    grid = np.linspace(0.001, 0.999, 999)
+    for rule in (brier_loss, log_loss):
+        expected = q * rule(np.ones_like(grid), grid) + (1 - q) * rule(np.zeros_like(grid), grid)
+        assert abs(grid[np.argmin(expected)] - q) <= 0.0011
+
+
+def _rows(n, seed):
+    rng = np.random.default_rng(seed)
+    tasks = pd.DataFrame({"task_id": [f"T{i}|2025-01-15|H{i % 3}" for i in range(n)],
+                          "ticker": [f"T{i % 4}" for i in range(n)], "session": "2025-01-15",
+                          "horizon": [f"H{i % 3}" for i in range(n)]})
+    r = rng.normal(0, 0.01, n)
+    labels = pd.DataFrame({"task_id": tasks["task_id"], "r": r, "y": (r > 0).astype(int),
+                           "status": "ok"})
+    forecasts = []
+    for model in ("a", "b"):
+        lo = rng.normal(-0.01, 0.003, n)
+        forecasts.append(pd.DataFrame({
+            "task_id": tasks["task_id"], "model": model, "p_up": rng.uniform(0, 1, n),
+            "lower": lo, "upper": lo + rng.uniform(0, 0.03, n), "valid": rng.random(n) > 0.1}))
+    return pd.concat(forecasts, ignore_index=True), labels, tasks
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(5, 60), st.integers(0, 10_000))
+def test_aggregates_equal_row_means_and_ignore_row_order(n, seed):
+    forecasts, labels, tasks = _rows(n, seed)
+    kw = {"models": ["a", "b"], "baselines": ["b"], "interval_reference": "b"}
+    rows = row_scores(forecasts, labels, tasks)
+    table = aggregate(rows, **kw)
+    shuffled = aggregate(row_scores(forecasts.sample(frac=1, random_state=seed), labels,
+                                    tasks.sample(frac=1, random_state=seed + 1)), **kw)
+    pd.testing.assert_frame_equal(table, shuffled, rtol=1e-12)
+    a = rows[(rows["model"] == "a") & rows["scored"]]
+    overall = table[(table["model"] == "a") & (table["slice_kind"] == "overall")].iloc[0]
+    assert overall["brier"] == pytest.approx(((a["p_up"] - a["y"]) ** 2).mean())
+    assert overall["n"] == len(a) == forecasts[(forecasts["model"] == "a")]["valid"].sum()
+
+
+def test_paired_skill_excludes_only_the_rows_a_model_left_invalid():
+    forecasts, labels, tasks = _rows(30, 1)
+    forecasts["valid"] = True
+    forecasts.loc[(forecasts["model"] == "a") & (forecasts.index < 5), "valid"] = False
+    table = aggregate(row_scores(forecasts, labels, tasks), models=["a", "b"], baselines=["b"],
+                      interval_reference=None)
+    overall = table[table["slice_kind"] == "overall"].set_index("model")
+    assert overall.loc["a", "n"] == 25 and overall.loc["a", "bss_b_n"] == 25
+    assert overall.loc["b", "n"] == 30 and overall.loc["b", "bss_b_n"] == 30
+    assert overall.loc["a", "n_valid"] == 25 and overall.loc["a", "validity"] == pytest.approx(25 / 30)
+    rows = row_scores(forecasts, labels, tasks)
+    paired = rows[(rows["model"] == "b") & rows["task_id"].isin(
+        rows[(rows["model"] == "a") & rows["scored"]]["task_id"])]
+    assert overall.loc["a", "bss_b_ref"] == pytest.approx(paired["brier"].mean())
+
+
+def test_fallback_policy_scores_the_baseline_answer_in_place_of_an_invalid_one():
+    forecasts, labels, tasks = _rows(10, 2)
+    forecasts["valid"] = True
+    forecasts.loc[0, "valid"] = False  # model a, first task
+    rows = row_scores(forecasts, labels, tasks, invalid_policy="fallback:b")
+    first = rows[(rows["model"] == "a") & (rows["task_id"] == tasks["task_id"][0])].iloc[0]
+    b_first = forecasts[(forecasts["model"] == "b")].iloc[0]
+    assert first["fallback_used"] and first["scored"] and first["p_up"] == b_first["p_up"]
