@@ -24,6 +24,16 @@ def to_ns(values) -> np.ndarray:
     return np.asarray(values, dtype="datetime64[ns]").astype("int64")
 
 
+def lexical_codes(tickers) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes whose order is the tickers' text order, and the sorted names."""
+    cat = pd.Categorical(tickers)
+    names = np.asarray(cat.categories, dtype=object)
+    order = np.argsort(names.astype(str), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[cat.codes], names[order]
+
+
 def ticker_bounds(tickers: np.ndarray) -> dict[str, tuple[int, int]]:
     """``{ticker: (lo, hi)}`` slices of an array sorted by ticker."""
     tickers = np.asarray(tickers, dtype=object).astype(str)
@@ -48,9 +58,11 @@ def search_by_ticker(
     ticker with no rows gets 0, and ``lo == hi`` marks an empty slice for the caller.
     """
     out = np.zeros(len(instants), dtype=np.int64)
-    tickers = np.asarray(tickers, dtype=object)
-    for ticker in pd.unique(tickers):
-        rows = np.flatnonzero(tickers == ticker)
+    codes, uniques = pd.factorize(np.asarray(tickers, dtype=object))
+    order = np.argsort(codes, kind="stable")
+    cuts = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    for j, ticker in enumerate(uniques):
+        rows = order[cuts[j]:cuts[j + 1]]
         lo, hi = bounds.get(ticker, (0, 0))
         out[rows] = lo + np.searchsorted(keys[lo:hi], instants[rows], side=side)
     return out
@@ -83,25 +95,32 @@ class BarArrays:
     @classmethod
     def from_frame(cls, bars: pd.DataFrame, *, bar_seconds: int) -> BarArrays:
         """Build from a frame sorted by ticker then ts (as the store returns it)."""
-        tickers = bars["ticker"].to_numpy(dtype=object).astype(str)
-        ts = to_ns(bars["ts"])
-        if len(ts) > 1:
-            same = tickers[1:] == tickers[:-1]
-            if (same & (np.diff(ts) <= 0)).any() or (tickers[1:] < tickers[:-1]).any():
-                raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
-        bounds = ticker_bounds(tickers)
-        bar_ns = int(bar_seconds) * NS
-        return cls(
-            ts=ts,
-            avail=ts + bar_ns,
-            open=bars["open"].to_numpy(float) if "open" in bars else np.empty(0),
-            high=bars["high"].to_numpy(float),
-            low=bars["low"].to_numpy(float),
-            close=bars["close"].to_numpy(float) if "close" in bars else np.empty(0),
-            volume=bars["volume"].to_numpy(float) if "volume" in bars else np.empty(0),
-            bounds=bounds,
-            bar_ns=bar_ns,
+        codes, names = lexical_codes(bars["ticker"])
+        empty = np.full(len(bars), np.nan)
+        return cls.from_columns(
+            codes=codes, names=names, ts=to_ns(bars["ts"]), bar_seconds=bar_seconds,
+            **{c: bars[c].to_numpy(float) if c in bars else empty
+               for c in ("open", "high", "low", "close", "volume")},
         )
+
+    @classmethod
+    def from_columns(cls, *, codes: np.ndarray, names: np.ndarray, ts: np.ndarray,
+                     bar_seconds: int, **columns: np.ndarray) -> BarArrays:
+        """Build from numpy columns already sorted by (code, ts); ``names[code]`` is the ticker
+        and codes follow the tickers' text order."""
+        if len(ts) > 1:
+            same = codes[1:] == codes[:-1]
+            if (same & (np.diff(ts) <= 0)).any() or (codes[1:] < codes[:-1]).any():
+                raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
+        bounds = {}
+        if len(codes):
+            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            ends = np.r_[starts[1:], len(codes)]
+            bounds = {str(names[codes[s]]): (int(s), int(e))
+                      for s, e in zip(starts, ends, strict=True)}
+        bar_ns = int(bar_seconds) * NS
+        return cls(ts=ts, avail=ts + bar_ns, bounds=bounds, bar_ns=bar_ns,
+                   **{k: np.asarray(v, dtype=float) for k, v in columns.items()})
 
     @property
     def mid(self) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -18,11 +19,11 @@ SHIFT_GAP = pd.Timedelta(minutes=5)
 
 def parse_clock(text: str, *, what: str) -> dt.time:
     """Parse ``HH:MM`` (or ``HH:MM:SS``) local clock text; ``what`` names the setting in errors."""
-    for fmt in ("%H:%M", "%H:%M:%S"):
+    if isinstance(text, str) and len(text) in (5, 8):
         try:
-            return dt.datetime.strptime(text, fmt).time()
-        except (TypeError, ValueError):
-            continue
+            return dt.time.fromisoformat(text)
+        except ValueError:
+            pass
     raise CalendarError(f"{what}: {text!r} is not a clock time HH:MM or HH:MM:SS")
 
 
@@ -38,6 +39,12 @@ def parse_session_date(value: str | dt.date, *, what: str) -> pd.Timestamp:
 
 
 def get_calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> xcals.ExchangeCalendar:
+    """An exchange calendar pinned to ``[start, end]`` (padded a week each side)."""
+    return _calendar(name, pd.Timestamp(start), pd.Timestamp(end))
+
+
+@functools.lru_cache(maxsize=32)
+def _calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> xcals.ExchangeCalendar:
     """An exchange calendar pinned to ``[start, end]`` (padded a week each side) so its bounds
     never move with the wall clock."""
     pad = pd.Timedelta(days=7)

@@ -47,47 +47,50 @@ class Context:
 def daily_summaries(
     bars: BarArrays, *, calendar: str, timezone: str
 ) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
-    """Regular-session OHLCV per (ticker, session), sorted by ticker then session."""
+    """Regular-session OHLCV per (ticker, session), sorted by ticker then session.
+
+    Each bar is placed in a session by a ``searchsorted`` of its start on the session opens;
+    it is regular when it starts before that session's close.
+    """
+    columns = ["ticker", "session", "open", "high", "low", "close", "volume",
+               "session_open_ns", "available_ns"]
     if len(bars.ts) == 0:
-        empty = pd.DataFrame(columns=["ticker", "session", "open", "high", "low", "close",
-                                      "volume", "session_open_ns", "available_ns"])
-        return empty, {}
-    tick = np.empty(len(bars.ts), dtype=object)
-    for t, (lo, hi) in bars.bounds.items():
-        tick[lo:hi] = t
-    ts = pd.to_datetime(bars.ts, utc=True)
-    local = pd.DatetimeIndex(ts.tz_convert(timezone).date.astype("datetime64[ns]"))
-    days = local.unique().sort_values()
-    cal = get_calendar(calendar, days[0], days[-1])
-    sessions = cal.sessions_in_range(days[0], days[-1])
+        return pd.DataFrame(columns=columns), {}
+    first = pd.Timestamp(int(bars.ts.min()), tz="UTC").tz_convert(timezone).tz_localize(None)
+    last = pd.Timestamp(int(bars.ts.max()), tz="UTC").tz_convert(timezone).tz_localize(None)
+    cal = get_calendar(calendar, first.normalize(), last.normalize())
+    sessions = cal.sessions_in_range(first.normalize(), last.normalize())
+    if len(sessions) == 0:
+        return pd.DataFrame(columns=columns), {}
     opens = to_ns(cal.opens.loc[sessions].dt.tz_convert("UTC"))
     closes = to_ns(cal.closes.loc[sessions].dt.tz_convert("UTC"))
-    pos = np.searchsorted(to_ns(sessions), to_ns(local))
-    pos_c = np.clip(pos, 0, max(len(sessions) - 1, 0))
-    is_session = (pos < len(sessions)) & (to_ns(sessions)[pos_c] == to_ns(local))
-    regular = is_session & (bars.ts >= opens[pos_c]) & (bars.ts < closes[pos_c])
-    frame = pd.DataFrame(
+    pos = np.searchsorted(opens, bars.ts, side="right") - 1
+    regular = (pos >= 0) & (bars.ts < closes[np.maximum(pos, 0)])
+    names = sorted(bars.bounds, key=lambda t: bars.bounds[t][0])
+    code = np.empty(len(bars.ts), dtype=np.int64)
+    for i, t in enumerate(names):
+        lo, hi = bars.bounds[t]
+        code[lo:hi] = i
+    idx = np.flatnonzero(regular)
+    if len(idx) == 0:
+        return pd.DataFrame(columns=columns), {}
+    key = code[idx] * len(sessions) + pos[idx]  # non-decreasing: bars sorted by ticker, ts
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    first_i, last_i = idx[starts], idx[ends - 1]
+    group_key = key[starts]
+    daily = pd.DataFrame(
         {
-            "ticker": tick[regular],
-            "session_open_ns": opens[pos_c][regular],
-            "open": bars.open[regular],
-            "high": bars.high[regular],
-            "low": bars.low[regular],
-            "close": bars.close[regular],
-            "volume": bars.volume[regular],
-            "available_ns": bars.avail[regular],
+            "ticker": np.asarray(names, dtype=object)[group_key // len(sessions)],
+            "session": sessions.strftime("%Y-%m-%d")[group_key % len(sessions)],
+            "open": bars.open[first_i],
+            "high": np.maximum.reduceat(bars.high[idx], starts),
+            "low": np.minimum.reduceat(bars.low[idx], starts),
+            "close": bars.close[last_i],
+            "volume": np.add.reduceat(bars.volume[idx], starts),
+            "session_open_ns": opens[group_key % len(sessions)],
+            "available_ns": bars.avail[last_i],
         }
-    )
-    daily = (
-        frame.groupby(["ticker", "session_open_ns"], sort=True)
-        .agg(open=("open", "first"), high=("high", "max"), low=("low", "min"),
-             close=("close", "last"), volume=("volume", "sum"),
-             available_ns=("available_ns", "max"))
-        .reset_index()
-    )
-    daily["session"] = (
-        pd.to_datetime(daily["session_open_ns"], utc=True).dt.tz_convert(timezone).dt.strftime(
-            "%Y-%m-%d")
     )
     return daily, ticker_bounds(daily["ticker"].to_numpy())
 

@@ -73,11 +73,8 @@ def prepare_tasks_and_labels(config: RunConfig) -> Prepared:
     first = history_start(config)
     history = build_tasks(spec, start=first, end=spec.end).tasks
     history = history[~history["task_id"].isin(taskset.tasks["task_id"])].reset_index(drop=True)
-    frame = store.read_bars(
-        tickers=spec.tickers, start=first - dt.timedelta(days=1), end=spec.end,
-        columns=["ticker", "ts", "open", "high", "low", "close", "volume"],
-    )
-    bars = BarArrays.from_frame(frame, bar_seconds=store.bar_seconds)
+    bars = store.read_bar_arrays(tickers=spec.tickers, start=first - dt.timedelta(days=1),
+                                 end=spec.end)
     lookback = dt.timedelta(hours=config.context.headline_hours + 24)
     headlines = store.read_headlines(start=first - lookback, end=spec.end)
     headlines = headlines[headlines["tickers"].map(lambda ts: any(t in spec.tickers for t in ts))]

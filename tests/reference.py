@@ -19,7 +19,7 @@ def naive_labels(tasks: pd.DataFrame, bars: pd.DataFrame, *, bar_seconds=60, win
         own = bars[bars["ticker"] == task.ticker]
         avail = own["ts"] + delta
 
-        def price(t):
+        def price(t, own=own, avail=avail):
             hit = own[(avail >= t - w) & (avail <= t)]
             if hit.empty:
                 return None

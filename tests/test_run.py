@@ -45,7 +45,11 @@ train_end = "2024-12-31"
 [[models]]
 name = "scripted"
 kind = "scripted"
-answers = ['{{"p_up": 0.7, "lower": -0.01, "upper": 0.01}}', '{{"p_up": 1.3, "lower": 0, "upper": 1}}', 'not json']
+answers = [
+  '{{"p_up": 0.7, "lower": -0.01, "upper": 0.01}}',
+  '{{"p_up": 1.3, "lower": 0, "upper": 1}}',
+  'not json',
+]
 [[models]]
 name = "replayed"
 kind = "replay"

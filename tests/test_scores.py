@@ -115,7 +115,8 @@ def test_paired_skill_excludes_only_the_rows_a_model_left_invalid():
     overall = table[table["slice_kind"] == "overall"].set_index("model")
     assert overall.loc["a", "n"] == 25 and overall.loc["a", "bss_b_n"] == 25
     assert overall.loc["b", "n"] == 30 and overall.loc["b", "bss_b_n"] == 30
-    assert overall.loc["a", "n_valid"] == 25 and overall.loc["a", "validity"] == pytest.approx(25 / 30)
+    assert overall.loc["a", "n_valid"] == 25
+    assert overall.loc["a", "validity"] == pytest.approx(25 / 30)
     rows = row_scores(forecasts, labels, tasks)
     paired = rows[(rows["model"] == "b") & rows["task_id"].isin(
         rows[(rows["model"] == "a") & rows["scored"]]["task_id"])]

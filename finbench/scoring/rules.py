@@ -22,7 +22,8 @@ ALPHA = 0.2
 def _array(name: str, values) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: every value must be finite (row {int(np.flatnonzero(~np.isfinite(arr))[0])})")
+        first = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name}: every value must be finite (row {first})")
     return arr
 
 
