@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finbench.forecasters.prompt import messages_sha256, render_messages
 from finbench.pipeline import prepare_tasks_and_labels
 from finbench.run import MANIFEST, load_run_config
 
@@ -42,7 +43,14 @@ def audit_run(run_dir: str | Path) -> list[str]:
         "ctx_sha": contexts.digests(),
     })
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    if (forecasts["kind"] == "openai").any():  # LLM rows hash their rendered prompt
+        prompts = [messages_sha256(render_messages(contexts.context(i)))
+                   for i in range(len(contexts))]
+        derived["prompt_sha"] = prompts
+    else:
+        derived["prompt_sha"] = None
     rows = forecasts.reset_index().merge(derived, on="task_id", how="left")
+    rows["ctx_sha"] = rows["ctx_sha"].where(rows["kind"] != "openai", rows["prompt_sha"])
     for rec in rows.itertuples():
         where = f"forecasts.parquet row {rec.index + 1} ({rec.task_id}, {rec.model})"
         if pd.isna(rec.t_forecast):

@@ -75,8 +75,8 @@ def _tasks(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from finbench.run import run
 
-    out = run(args.config, args.out)
-    print(f"run directory: {out}")
+    out = run(args.config, args.out, dry_run=args.dry_run)
+    print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
     return 0
 
 
@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="forecasts, labels and scores for a config (resumable)")
     run.add_argument("config")
     run.add_argument("--out", help="run directory (default results/<config name>)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print LLM calls, estimated tokens and cost; make no request")
     run.set_defaults(func=_run)
     score = sub.add_parser("score", help="recompute scores from a run's stored tables")
     score.add_argument("run")

@@ -116,6 +116,7 @@ class OpenAIModel(_ModelBase):
     kind: Literal["openai"]
     model: Annotated[str, Field(min_length=1)]
     base_url: str | None = None
+    base_url_env: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     structured: Literal["json_schema", "json_object", "text"] = "json_schema"
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
@@ -126,6 +127,14 @@ class OpenAIModel(_ModelBase):
     tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
     price_input_per_1m: Annotated[float, Field(ge=0)] | None = None
     price_output_per_1m: Annotated[float, Field(ge=0)] | None = None
+    timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+
+    @model_validator(mode="after")
+    def _one_url(self) -> OpenAIModel:
+        if self.base_url and self.base_url_env:
+            raise ValueError("give base_url or base_url_env, not both")
+        return self
 
 
 ModelConfig = Annotated[

@@ -28,14 +28,20 @@ class Journal:
         """Append rows and fsync, so a kill after this returns loses none of them."""
         if rows.empty:
             return
+        self.append_records(rows[FORECAST_COLUMNS].to_dict("records"))
+
+    def append_records(self, records: list[dict], *, sync: bool = True) -> None:
+        """Append plain dict rows (one JSON line each) and flush them to the OS at once."""
+        if not records:
+            return
         self._drop_torn_tail()
-        lines = []
-        for rec in rows[FORECAST_COLUMNS].to_dict("records"):
-            lines.append(json.dumps({k: _plain(v) for k, v in rec.items()}, sort_keys=True))
+        lines = [json.dumps({k: _plain(rec.get(k)) for k in FORECAST_COLUMNS}, sort_keys=True)
+                 for rec in records]
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
 
     def _drop_torn_tail(self) -> None:
         """Cut an unfinished last line (a kill mid-write) so the next append starts clean."""

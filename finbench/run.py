@@ -39,8 +39,9 @@ def skip_reason(model) -> str | None:
     """Why a configured model cannot run here (None when it can)."""
     if model.kind == "openai":
         if not os.environ.get(model.api_key_env):
-            return f"environment variable {model.api_key_env} is not set"
-        return "the openai forecaster is not part of this version yet (issue 4)"
+            return f"API key variable {model.api_key_env} is not set"
+        if model.base_url_env and not os.environ.get(model.base_url_env):
+            return f"endpoint variable {model.base_url_env} is not set"
     return None
 
 
@@ -51,8 +52,12 @@ def history_frame(prepared: Prepared) -> pd.DataFrame:
     return tasks.merge(labels, on="task_id", how="left", validate="one_to_one")
 
 
-def run(config_path: str | Path, out: str | Path | None = None, *, echo=print) -> Path:
-    """Run (or resume) the config into ``out``; returns the run directory."""
+def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
+        dry_run: bool = False) -> Path:
+    """Run (or resume) the config into ``out``; returns the run directory.
+
+    ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
+    and stops before any request."""
     config, config_sha = load_config(config_path)
     if not config.models:
         raise RunError(f"{config_path}: no [[models]] configured")
@@ -87,12 +92,27 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print) -
             echo(f"skip {model.name}: {reason}")
             continue
         todo = prepared.tasks[[(t, model.name) not in done for t in prepared.tasks["task_id"]]]
+        todo = todo.reset_index(drop=True)
+        forecaster = build_forecaster(model)
+        if dry_run:
+            if forecaster.streaming:
+                est = forecaster.estimate(Inputs(todo, prepared.contexts(todo), history,
+                                                 prepared.bars))
+                cost = "unknown (no prices configured)" if est["cost"] is None else (
+                    f"${est['cost']:.4f}")
+                echo(f"dry run {model.name}: {est['calls']} calls, ~{est['tokens_in']} input "
+                     f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
+            continue
         if todo.empty:
             echo(f"{model.name}: all {len(prepared.tasks)} forecasts already in the journal")
             continue
-        forecaster = build_forecaster(model)
-        _forecast_in_chunks(forecaster, todo.reset_index(drop=True), prepared, history, journal,
-                            echo)
+        if forecaster.streaming:
+            forecaster.run_stream(Inputs(todo, prepared.contexts(todo), history, prepared.bars),
+                                  journal, echo)
+        else:
+            _forecast_in_chunks(forecaster, todo, prepared, history, journal, echo)
+    if dry_run:
+        return out
     forecasts = journal.frame()
     names = [m.name for m in config.models if m.name not in skipped]
     forecasts = _ordered(forecasts, prepared.tasks, names)

@@ -86,7 +86,7 @@ def test_run_writes_every_table_with_one_row_per_task_and_model(run_dir):
     assert not forecasts.duplicated(["task_id", "model"]).any()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["skipped_models"] == {
-        "llm": "environment variable FINBENCH_TEST_NO_SUCH_KEY is not set"}
+        "llm": "API key variable FINBENCH_TEST_NO_SUCH_KEY is not set"}
     assert manifest["data"]["synthetic"] is True and len(manifest["config_sha256"]) == 64
     for name in ("labels.parquet", "scores.parquet", "scores.csv"):
         assert (run_dir / name).is_file()

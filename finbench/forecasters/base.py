@@ -35,6 +35,7 @@ class Forecaster(ABC):
     every answer with the strict schema and stamps receipts."""
 
     kind: str = ""
+    streaming = False  # True: answers are journalled one by one via ``run_stream``
 
     def __init__(self, config) -> None:
         self.config = config
@@ -82,6 +83,21 @@ class Forecaster(ABC):
         """Return (raw answers, extra per-task columns)."""
 
 
+def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,
+                context_max_input_time, history_max_input_time, input_sha256: str,
+                history_count: int = -1, detail: str | None = None, latency: float = 0.0,
+                tokens: int | None = None) -> dict:
+    """One forecast row as a plain dict (the journal's unit)."""
+    return {
+        "task_id": task_id, "model": model, "kind": kind, "p_up": parsed.p_up,
+        "lower": parsed.lower, "upper": parsed.upper, "valid": parsed.valid,
+        "error": parsed.error, "raw": parsed.raw, "rationale": parsed.rationale,
+        "max_input_time": max_input_time, "context_max_input_time": context_max_input_time,
+        "history_max_input_time": history_max_input_time, "input_sha256": input_sha256,
+        "history_count": history_count, "detail": detail, "latency": latency, "tokens": tokens,
+    }
+
+
 registry: dict[str, type[Forecaster]] = {}
 
 
@@ -97,6 +113,7 @@ def register(kind: str):
 def build_forecaster(config) -> Forecaster:
     """The forecaster for a model config, by its ``kind``."""
     import finbench.forecasters.baselines  # noqa: F401 - registers kinds
+    import finbench.forecasters.llm  # noqa: F401
     import finbench.forecasters.replay  # noqa: F401
     import finbench.forecasters.scripted  # noqa: F401
 

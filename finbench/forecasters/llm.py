@@ -1,0 +1,281 @@
+"""LLM forecasters over the official ``openai`` client (OpenAI or any compatible server).
+
+Calls run on asyncio with a per-model concurrency limit and request/token rate limits; the
+client retries 408/409/429/5xx and connection errors with jittered exponential backoff that
+honours ``Retry-After`` (bounded by ``max_retries``), each attempt bounded by ``timeout``. A call
+that still fails is recorded invalid with its reason. Answers are cached (SQLite) by provider,
+model, parameters and prompt hash, and journalled one by one as they arrive.
+
+The API key is read from the environment variable the config names, at call time; it is
+never written anywhere, and any error text that might echo it is scrubbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+
+import pandas as pd
+
+from finbench.forecast import ForecastAnswer, ParsedAnswer, parse_answer
+from finbench.forecasters.base import Forecaster, Inputs, make_record, register
+from finbench.forecasters.cache import ResponseCache, request_key
+from finbench.forecasters.prompt import (
+    TEMPLATE_VERSION,
+    estimate_tokens,
+    messages_sha256,
+    render_messages,
+)
+
+DEFAULT_OUTPUT_TOKENS = 200
+CONNECTIONS_PER_CLIENT = 8
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def response_schema() -> dict:
+    """The strict JSON schema sent with ``structured = "json_schema"``."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "p_up": {"type": "number", "minimum": 0, "maximum": 1},
+            "lower": {"type": "number"},
+            "upper": {"type": "number"},
+            "rationale": {"type": ["string", "null"]},
+        },
+        "required": ["p_up", "lower", "upper", "rationale"],
+        "additionalProperties": False,
+    }
+    assert set(schema["properties"]) == set(ForecastAnswer.model_fields)
+    return {"type": "json_schema",
+            "json_schema": {"name": "forecast", "strict": True, "schema": schema}}
+
+
+def interpret(response: dict, structured: str) -> ParsedAnswer:
+    """Turn a stored response (content, refusal, finish_reason) into a validated answer."""
+    content = response.get("content") or ""
+    if response.get("refusal"):
+        return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])
+    if response.get("finish_reason") == "length":
+        return ParsedAnswer(False, "truncated: finish_reason=length", content)
+    if not content.strip():
+        return ParsedAnswer(False, "empty: no content in the answer", content)
+    text = content
+    if structured == "text":
+        match = _JSON_OBJECT.search(content)
+        if not match:
+            return ParsedAnswer(False, "not_json: no JSON object in the text", content)
+        text = match.group(0)
+    payload = text
+    try:
+        obj = json.loads(text, parse_constant=lambda c: {"NaN": float("nan"),
+                                                         "Infinity": float("inf"),
+                                                         "-Infinity": float("-inf")}[c])
+        if isinstance(obj, dict) and obj.get("rationale", "") is None:
+            obj.pop("rationale")  # strict schemas make the optional field required-nullable
+            payload = obj
+    except ValueError:
+        pass
+    parsed = parse_answer(payload)
+    return ParsedAnswer(parsed.valid, parsed.error, content, parsed.p_up, parsed.lower,
+                        parsed.upper, parsed.rationale)
+
+
+class RateLimiter:
+    """Spaces request starts to ``rpm`` and estimated tokens to ``tpm`` per minute."""
+
+    def __init__(self, rpm: float | None, tpm: float | None) -> None:
+        self.rpm, self.tpm = rpm, tpm
+        self._next_request = 0.0
+        self._next_tokens = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, tokens: int) -> None:
+        if not self.rpm and not self.tpm:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next_request if self.rpm else now,
+                        self._next_tokens if self.tpm else now)
+            if self.rpm:
+                self._next_request = start + 60.0 / self.rpm
+            if self.tpm:
+                self._next_tokens = start + 60.0 * tokens / self.tpm
+        delay = start - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+@register("openai")
+class OpenAIForecaster(Forecaster):
+    streaming = True
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.base_url = config.base_url or (
+            os.environ.get(config.base_url_env) if config.base_url_env else None)
+
+    # -- planning ------------------------------------------------------------------------
+    def params(self) -> dict:
+        c = self.config
+        return {"temperature": c.temperature, "seed": c.seed, "max_tokens": c.max_tokens,
+                "structured": c.structured, "template": TEMPLATE_VERSION}
+
+    def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
+        """Messages and their hash for every task (rendered from the gated contexts)."""
+        out = []
+        for i in range(len(inputs.tasks)):
+            messages = render_messages(inputs.contexts.context(i))
+            out.append((messages, messages_sha256(messages)))
+        return out
+
+    def estimate(self, inputs: Inputs) -> dict:
+        """Calls, estimated tokens and cost for a dry run (no request is made)."""
+        tokens_in = sum(estimate_tokens(m) for m, _ in self.plan(inputs))
+        calls = len(inputs.tasks)
+        tokens_out = calls * (self.config.max_tokens or DEFAULT_OUTPUT_TOKENS)
+        cost = None
+        if self.config.price_input_per_1m is not None and self.config.price_output_per_1m is not None:
+            cost = (tokens_in * self.config.price_input_per_1m
+                    + tokens_out * self.config.price_output_per_1m) / 1e6
+        return {"calls": calls, "tokens_in": tokens_in, "tokens_out": tokens_out, "cost": cost}
+
+    # -- running -------------------------------------------------------------------------
+    def _answer(self, inputs: Inputs) -> tuple[list, dict]:  # pragma: no cover - streaming
+        raise NotImplementedError("the openai forecaster streams: use run_stream")
+
+    def run_stream(self, inputs: Inputs, journal, echo=print, cache: ResponseCache | None = None):
+        """Answer every task, journalling each row the moment its answer arrives."""
+        plan = self.plan(inputs)
+        own_cache = cache is None
+        cache = cache or ResponseCache()
+        try:
+            return asyncio.run(self._run_all(inputs, plan, journal, echo, cache))
+        finally:
+            if own_cache:
+                cache.close()
+
+    async def _run_all(self, inputs, plan, journal, echo, cache) -> dict:
+        from openai import AsyncOpenAI
+
+        key = os.environ.get(self.config.api_key_env, "")
+        # httpcore scans every pooled connection on each request; a few clients with small
+        # pools keep that scan short at high concurrency.
+        n_clients = max(1, -(-self.config.concurrency // CONNECTIONS_PER_CLIENT))
+        clients = [AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.config.timeout,
+                               max_retries=self.config.max_retries) for _ in range(n_clients)]
+        ctx_time = inputs.contexts.max_input_time
+        semaphore = asyncio.Semaphore(self.config.concurrency)
+        limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
+        stats = {"done": 0, "valid": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
+                 "requests": 0, "start": time.perf_counter(), "last_echo": 0.0}
+        total = len(plan)
+
+        async def one(i: int) -> None:
+            messages, sha = plan[i]
+            rkey = request_key(base_url=self.base_url or "openai", model=self.config.model,
+                               params=self.params(), messages_sha256=sha)
+            started = time.perf_counter()
+            response = cache.get(rkey)
+            from_cache = response is not None
+            if from_cache:
+                stats["cached"] += 1
+            else:
+                async with semaphore:
+                    await limiter.acquire(estimate_tokens(messages))
+                    stats["requests"] += 1
+                    response = await self._call(clients[i % n_clients], messages, key)
+                if "transport_error" not in response:
+                    cache.put(rkey, response)
+            latency = time.perf_counter() - started
+            parsed = (ParsedAnswer(False, response["transport_error"], "")
+                      if "transport_error" in response
+                      else interpret(response, self.config.structured))
+            usage = response.get("usage") or {}
+            tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+            stats["tokens_in"] += usage.get("prompt_tokens") or 0
+            stats["tokens_out"] += usage.get("completion_tokens") or 0
+            detail = {"template": TEMPLATE_VERSION, "finish_reason": response.get("finish_reason"),
+                      "cached": from_cache,
+                      "prompt_tokens": usage.get("prompt_tokens"),
+                      "completion_tokens": usage.get("completion_tokens")}
+            record = make_record(
+                task_id=inputs.tasks["task_id"].iat[i], model=self.name, kind=self.kind,
+                parsed=parsed, max_input_time=ctx_time.iat[i],
+                context_max_input_time=ctx_time.iat[i], history_max_input_time=pd.NaT,
+                input_sha256=sha, detail=json.dumps(detail, sort_keys=True), latency=latency,
+                tokens=tokens or None)
+            journal.append_records([record], sync=False)
+            stats["done"] += 1
+            stats["valid"] += int(parsed.valid)
+            self._progress(stats, total, echo)
+
+        try:
+            await asyncio.gather(*(one(i) for i in range(total)))
+        finally:
+            for client in clients:
+                await client.close()
+        self._progress(stats, total, echo, final=True)
+        return stats
+
+    async def _call(self, client, messages: list[dict], key: str) -> dict:
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        c = self.config
+        kwargs: dict = {"model": c.model, "messages": messages}
+        if c.temperature is not None:
+            kwargs["temperature"] = c.temperature
+        if c.seed is not None:
+            kwargs["seed"] = c.seed
+        if c.max_tokens is not None:
+            kwargs["max_tokens"] = c.max_tokens
+        if c.structured == "json_schema":
+            kwargs["response_format"] = response_schema()
+        elif c.structured == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        try:
+            # The client's own POST (its retries, backoff, timeouts and errors) with the body
+            # as plain JSON: the typed ``create`` re-walks every message field, ~2 ms a call.
+            resp = await client.post("/chat/completions", cast_to=ChatCompletion, body=kwargs)
+        except openai.APITimeoutError:
+            return {"transport_error": f"timeout: no answer within {c.timeout:g} s "
+                                       f"after {c.max_retries} retries"}
+        except openai.APIConnectionError as exc:
+            return {"transport_error": _scrub(f"connection: {exc}", key)}
+        except openai.APIStatusError as exc:
+            return {"transport_error": _scrub(f"http_{exc.status_code}: {exc.message}", key)}
+        if not resp.choices:
+            return {"transport_error": "api_error: response without choices"}
+        choice = resp.choices[0]
+        usage = resp.usage.model_dump() if resp.usage else {}
+        return {"content": choice.message.content, "refusal": getattr(choice.message, "refusal",
+                                                                      None),
+                "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model}
+
+    def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not final and now - stats["last_echo"] < 1.0 and stats["done"] < total:
+            return
+        stats["last_echo"] = now
+        elapsed = now - stats["start"]
+        done = stats["done"]
+        eta = elapsed / done * (total - done) if done else float("nan")
+        cost = ""
+        c = self.config
+        if c.price_input_per_1m is not None and c.price_output_per_1m is not None:
+            dollars = (stats["tokens_in"] * c.price_input_per_1m
+                       + stats["tokens_out"] * c.price_output_per_1m) / 1e6
+            cost = f", cost ${dollars:.4f}"
+        share = stats["valid"] / done if done else 0.0
+        echo(f"{self.name}: {done}/{total} calls, valid {share:.0%}, tokens "
+             f"{stats['tokens_in']}+{stats['tokens_out']}{cost}, cached {stats['cached']}, "
+             f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
+        sys.stdout.flush()
+
+
+def _scrub(text: str, key: str) -> str:
+    return text.replace(key, "***") if key else text

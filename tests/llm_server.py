@@ -1,0 +1,126 @@
+"""A real HTTP server on 127.0.0.1 that speaks ``/v1/chat/completions`` for tests.
+
+The request's ``model`` names a scripted behaviour; the server counts requests per
+(model, prompt) so tests can assert retries happened, and no more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VALID = {"p_up": 0.6, "lower": -0.01, "upper": 0.012, "rationale": None}
+CONTENT = {
+    "valid": json.dumps(VALID),
+    "p13": json.dumps({**VALID, "p_up": 1.3}),
+    "inverted": json.dumps({**VALID, "lower": 0.02, "upper": -0.02}),
+    "nan": '{"p_up": NaN, "lower": -0.01, "upper": 0.01, "rationale": null}',
+    "extra": json.dumps({**VALID, "confidence": "high"}),
+    "notjson": "I think the stock will probably go up a little today.",
+    "prose": 'Sure! Here is my forecast: {"p_up": 0.55, "lower": -0.02, "upper": 0.02} Good luck.',
+}
+
+
+class ChatServer:
+    def __init__(self, delay: float = 0.0, hang_seconds: float = 3.0) -> None:
+        self.counts: Counter = Counter()
+        self.delay = delay
+        self.hang_seconds = hang_seconds
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length))
+                server.handle(self, body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        model = body["model"]
+        # The same canonical hash FinBench stores as input_sha256, so tests can match rows.
+        payload = json.dumps({"template": "finbench-prompt-v1", "messages": body["messages"]},
+                             sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        prompt = hashlib.sha256(payload.encode()).hexdigest()
+        with self.lock:
+            self.counts[(model, prompt)] += 1
+            attempt = self.counts[(model, prompt)]
+            self.requests.append({"model": model, "prompt": prompt,
+                                  "auth": h.headers.get("authorization", ""),
+                                  "response_format": body.get("response_format")})
+        if self.delay:
+            time.sleep(self.delay)
+        if model == "hang":
+            time.sleep(self.hang_seconds)
+            return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
+        if model == "drop":
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return None
+        if model == "ratelimit" and attempt == 1:
+            return self._reply(h, 429, {"error": {"message": "slow down", "type": "rate"}},
+                               {"Retry-After": "1"})
+        if model == "flaky500" and attempt <= 2:
+            return self._reply(h, 500, {"error": {"message": "boom", "type": "server"}})
+        if model == "refusal":
+            return self._reply(h, 200, self._completion(model, None, refusal="I can't help."))
+        if model == "length":
+            return self._reply(h, 200, self._completion(model, '{"p_up": 0.6, "low',
+                                                        finish="length"))
+        content = CONTENT.get(model, CONTENT["valid"])
+        return self._reply(h, 200, self._completion(model, content))
+
+    @staticmethod
+    def _completion(model, content, *, refusal=None, finish="stop") -> dict:
+        return {
+            "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content,
+                                     "refusal": refusal}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        }
+
+    @staticmethod
+    def _reply(h, status: int, payload: dict, headers: dict | None = None) -> None:
+        try:
+            ChatServer._send(h, status, payload, headers)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test, or a killed run)
+
+    @staticmethod
+    def _send(h, status: int, payload: dict, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)

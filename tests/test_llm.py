@@ -1,0 +1,203 @@
+"""LLM forecasters through the real openai client against a loopback server."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.data.synth import CANARY_MARK
+from finbench.forecasters.prompt import render_messages
+from finbench.run import run
+from tests.llm_server import ChatServer
+
+KEY = "sk-finbench-test-DISTINCTIVE-8c1f"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def server():
+    s = ChatServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("FINBENCH_TEST_KEY", KEY)
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def config(tmp_path, sample_store, base_url, models, *, start="2025-01-15", end="2025-01-15",
+           tickers=("AAPL",), extra=""):
+    blocks = []
+    for name, model in models:
+        blocks.append(f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "{model}"\n'
+                      f'base_url = "{base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+                      f'timeout = 0.5\nmax_retries = 2\n{extra}')
+    text = (f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = {list(tickers)!r}\n'
+            f'start = "{start}"\nend = "{end}"\n[[models]]\nname = "coin"\nkind = "coin"\n'
+            + "\n".join(blocks))
+    path = tmp_path / "cfg.toml"
+    path.write_text(text.replace("'", '"'))
+    return path
+
+
+BEHAVIOURS = [  # (model, valid, error fragment, requests per call)
+    ("valid", True, None, 1),
+    ("p13", False, "p_up", 1),
+    ("inverted", False, "lower 0.02 is above upper -0.02", 1),
+    ("nan", False, "finite", 1),
+    ("extra", False, "confidence: extra field", 1),
+    ("notjson", False, "not_json", 1),
+    ("refusal", False, "refusal: I can't help.", 1),
+    ("length", False, "truncated: finish_reason=length", 1),
+    ("ratelimit", True, None, 2),
+    ("flaky500", True, None, 3),
+    ("hang", False, "timeout", 3),
+    ("drop", False, "connection", 3),
+]
+
+
+def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_store, server):
+    cfg = config(tmp_path, sample_store, server.base_url, [(m, m) for m, *_ in BEHAVIOURS])
+    t0 = time.monotonic()
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    elapsed = time.monotonic() - t0
+    f = pd.read_parquet(out / "forecasts.parquet")
+    for model, valid, fragment, per_call in BEHAVIOURS:
+        rows = f[f["model"] == model]
+        assert len(rows) == 3, model
+        assert rows["valid"].all() == valid and (~rows["valid"]).all() == (not valid), model
+        if fragment:
+            assert rows["error"].str.contains(fragment, regex=False).all(), (model, rows["error"])
+        if model in ("notjson", "nan", "extra", "length"):
+            assert (rows["raw"] != "").all(), model  # raw text kept
+        counts = [c for (m, _), c in server.counts.items() if m == model]
+        assert sorted(counts) == [per_call] * 3, (model, counts)
+    assert elapsed < 30
+    valid = f[f["model"] == "valid"].iloc[0]
+    assert valid["p_up"] == 0.6 and valid["tokens"] == 120
+    assert json.loads(valid["detail"])["template"] == "finbench-prompt-v1"
+    fmt = [r["response_format"] for r in server.requests if r["model"] == "valid"][0]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+
+
+def test_text_mode_extracts_the_json_object(tmp_path, sample_store, server):
+    cfg = config(tmp_path, sample_store, server.base_url, [("prose", "prose")],
+                 extra='structured = "text"\n')
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    f = pd.read_parquet(out / "forecasts.parquet")
+    rows = f[f["model"] == "prose"]
+    assert rows["valid"].all() and (rows["p_up"] == 0.55).all()
+    assert all(r["response_format"] is None for r in server.requests)
+
+
+def test_cache_makes_a_second_run_free_and_audit_rederives_prompts(tmp_path, sample_store,
+                                                                   server):
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")])
+    run(cfg, tmp_path / "a", echo=lambda *_: None)
+    before = server.total
+    assert before == 3
+    run(cfg, tmp_path / "b", echo=lambda *_: None)
+    assert server.total == before  # zero requests
+    from finbench.audit import audit_run
+
+    assert audit_run(tmp_path / "b") == []
+
+
+def test_missing_key_skips_the_model_and_the_run_goes_on(tmp_path, sample_store, server,
+                                                         monkeypatch):
+    monkeypatch.delenv("FINBENCH_TEST_KEY")
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")])
+    lines = []
+    out = run(cfg, tmp_path / "out", echo=lines.append)
+    assert any("skip m: API key variable FINBENCH_TEST_KEY is not set" in x for x in lines)
+    assert set(pd.read_parquet(out / "forecasts.parquet")["model"]) == {"coin"}
+    assert server.total == 0
+
+
+def test_key_is_written_nowhere(tmp_path, sample_store, server):
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid"), ("d", "drop")])
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    assert any(KEY in r["auth"] for r in server.requests)  # it was sent...
+    for root in (out, tmp_path / "cache"):
+        for path in Path(root).rglob("*"):
+            if path.is_file():
+                assert KEY.encode() not in path.read_bytes(), path  # ...and never stored
+
+
+def test_dry_run_prints_calls_tokens_and_cost_and_makes_no_request(tmp_path, sample_store,
+                                                                   server):
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")],
+                 extra="price_input_per_1m = 0.15\nprice_output_per_1m = 0.6\n")
+    lines = []
+    run(cfg, tmp_path / "out", echo=lines.append, dry_run=True)
+    line = next(x for x in lines if x.startswith("dry run m:"))
+    assert "3 calls" in line and "estimated cost $" in line
+    assert server.total == 0
+
+
+def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
+    slow = ChatServer(delay=0.15)
+    try:
+        cfg = config(tmp_path, sample_store, slow.base_url, [("m", "valid")],
+                     start="2025-01-13", end="2025-01-15", tickers=("AAPL", "MSFT", "NVDA"),
+                     extra="concurrency = 2\n")
+        out = tmp_path / "out"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                                 str(out)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        journal = out / "journal.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if journal.is_file() and sum(
+                    1 for x in journal.read_text().splitlines() if '"model": "m"' in x) >= 6:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        finished = [json.loads(x) for x in journal.read_text().splitlines()
+                    if x.endswith("}") and '"model": "m"' in x]
+        assert 6 <= len(finished) < 27
+        run(cfg, out, echo=lambda *_: None)
+        f = pd.read_parquet(out / "forecasts.parquet")
+        assert len(f[f["model"] == "m"]) == 27 and not f.duplicated(["task_id", "model"]).any()
+        for rec in finished:  # no finished call was requested a second time
+            assert slow.counts[("valid", rec["input_sha256"])] == 1, rec["task_id"]
+        assert set(f.loc[f["model"] == "m", "input_sha256"]) == {
+            p for (mdl, p) in slow.counts if mdl == "valid"}
+        assert slow.total <= 27 + 2  # only the calls in flight at the kill were repeated
+    finally:
+        slow.close()
+
+
+def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
+    from finbench.bars import BarArrays  # noqa: F401 - imported for side-effect free check
+    from finbench.config import TasksConfig
+    from finbench.data.store import Store
+    from finbench.gate import ContextIndex
+    from finbench.tasks import build_tasks
+
+    store = Store(sample_store)
+    tasks = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",
+                                    end="2025-01-15")).tasks
+    news = store.read_headlines()
+    canaries = news[news["headline"].str.contains(CANARY_MARK)]
+    index = ContextIndex(tasks, store.read_bar_arrays(), news, previous_sessions=5,
+                         headline_hours=24, max_headlines=20)
+    seen = 0
+    for i in range(len(index)):
+        ctx = index.context(i)
+        text = "\n".join(m["content"] for m in render_messages(ctx))
+        late = canaries[canaries["available_at"] > ctx.t_forecast]
+        for headline in late["headline"]:
+            assert json.dumps(headline)[1:-1] not in text, ctx.task_id
+        seen += text.count(CANARY_MARK)
+    assert seen > 0
