@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test pilot sample lint bench clean
+.PHONY: venv test pilot sample lint bench paper clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,19 @@ test: $(STAMP)
 
 pilot: $(STAMP)
 	$(BIN)/finbench run configs/pilot.toml --out results/pilot
+	$(BIN)/finbench report results/pilot
+
+paper: pilot
+	$(BIN)/finbench paper results/pilot --out paper
+	@if command -v latexmk >/dev/null 2>&1; then \
+		cd paper && latexmk -pdf -interaction=nonstopmode -quiet main.tex; \
+	elif command -v pdflatex >/dev/null 2>&1; then \
+		cd paper && pdflatex -interaction=nonstopmode main.tex >/dev/null && \
+		pdflatex -interaction=nonstopmode main.tex >/dev/null && echo "built paper/main.pdf"; \
+	else \
+		echo "paper/tables and paper/figures are regenerated; to build paper/main.pdf install a"; \
+		echo "TeX toolchain (e.g. Debian: apt-get install latexmk texlive-latex-recommended)."; \
+	fi
 
 sample: $(STAMP)
 	$(BIN)/finbench data synth --out data/sample
@@ -27,6 +40,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_spine.py
+	$(BIN)/python benchmarks/bench_llm.py
+	$(BIN)/python benchmarks/bench_bootstrap_coverage.py
 
 clean:
 	rm -rf $(VENV) *.egg-info

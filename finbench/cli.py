@@ -101,6 +101,23 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from finbench.report.build import report
+
+    tables, figures = report(args.run)
+    print(f"{args.run}: {len(tables)} table files in tables/, {len(figures)} figure files in "
+          f"figures/")
+    return 0
+
+
+def _paper(args: argparse.Namespace) -> int:
+    from finbench.report.build import paper
+
+    figures = paper(args.runs, args.out)
+    print(f"wrote {args.out}/tables and {len(figures)} figure files in {args.out}/figures")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="finbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="re-derive receipts; non-zero exit on any violation")
     audit.add_argument("run")
     audit.set_defaults(func=_audit)
+    rep = sub.add_parser("report", help="tables (CSV, Markdown, LaTeX) and figures of a run")
+    rep.add_argument("run")
+    rep.set_defaults(func=_report)
+    pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
+    pap.add_argument("runs", nargs="+")
+    pap.add_argument("--out", default="paper")
+    pap.set_defaults(func=_paper)
     return parser
 
 

@@ -151,6 +151,18 @@ class ScoresConfig(_Strict):
     composite: dict[str, float] | None = None
 
 
+class ReportConfig(_Strict):
+    """Statistics of reports: bootstrap by whole clusters, and when rows are too few."""
+
+    bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
+    seed: int = 20250115
+    cluster: Literal["session", "session_ticker"] = "session"
+    level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    min_n: Annotated[int, Field(ge=1)] = 30
+    min_sessions: Annotated[int, Field(ge=1)] = 10
+    bins: Annotated[int, Field(ge=2, le=50)] = 10
+
+
 class RunConfig(_Strict):
     version: Literal[1] = CONFIG_VERSION
     data: DataConfig
@@ -159,6 +171,7 @@ class RunConfig(_Strict):
     models: list[ModelConfig] = Field(default_factory=list)
     invalid_policy: str = "exclude"
     scores: ScoresConfig = Field(default_factory=ScoresConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:

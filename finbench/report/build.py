@@ -1,0 +1,139 @@
+"""``finbench report`` and ``finbench paper``: tables and figures from stored runs only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from finbench.report import figures as F
+from finbench.report.stats import (
+    RunData,
+    calibration_tables,
+    caption_facts,
+    decision,
+    load_run,
+    paired_table,
+    score_table,
+)
+from finbench.report.writers import fmt, with_ci, write_table
+
+
+def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
+    rows = []
+    for r in table.to_dict("records"):
+        row = {} if slice_name is None else {slice_name: r["slice"]}
+        row.update({"Model": r["model"], "N": r["n"], "Acc.": fmt(r["accuracy"], 2),
+                    "BS [95% CI]": with_ci(r["brier"], r["brier_lo"], r["brier_hi"])})
+        if "bss" in r:
+            row[f"BSS_{r['bss_ref']} [95% CI]"] = with_ci(r["bss"], r["bss_lo"], r["bss_hi"])
+        row.update({"Cov@80": fmt(r["coverage"], 2), "Winkler@80": fmt(r["winkler"], 4)})
+        if "composite_secondary" in r:
+            row["Comp. (secondary)"] = fmt(r["composite_secondary"])
+        row.update({"Valid": fmt(r["validity"], 2), "Note": r["flag"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
+    """Write every table of one run into ``folder``; returns the raw tables by name."""
+    facts = caption_facts(data)
+    level = f"{data.config.report.level:.0%}"
+    ci_note = (f"CIs: {level} percentile bootstrap over whole {data.config.report.cluster}s "
+               f"({data.config.report.bootstrap_replicates} replicates, seed "
+               f"{data.config.report.seed}); undef where fewer than two clusters.")
+    tables: dict[str, pd.DataFrame] = {}
+    by_h = score_table(data, slice_kind="horizon")
+    overall = score_table(data, slice_kind="overall")
+    by_t = score_table(data, slice_kind="ticker")
+    write_table(_score_display(by_h, slice_name="Horizon"), folder, "scores_by_horizon",
+                f"Scores by horizon and model. {ci_note} {facts}", raw=by_h)
+    write_table(_score_display(overall, slice_name=None), folder, "scores_aggregate",
+                f"Scores over all horizons. {ci_note} {facts}", raw=overall)
+    write_table(_score_display(by_t, slice_name="Ticker"), folder, "scores_by_ticker",
+                f"Scores by ticker. {ci_note} {facts}", raw=by_t)
+    tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
+    for metric in ("brier", "winkler"):
+        paired = paired_table(data, metric=metric)
+        show = pd.DataFrame([{
+            "Model A": r["model_a"], "Model B": r["model_b"], "N": r["n"],
+            "Sessions": r["sessions"],
+            f"mean {metric} A - B [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
+            "p": fmt(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
+        write_table(show, folder, f"paired_{metric}",
+                    f"Paired differences in mean {metric} on the rows both models scored "
+                    f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
+        tables[f"paired_{metric}"] = paired
+    summary, bins = calibration_tables(data)
+    show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
+                             ("brier", "brier_binned", "reliability", "resolution",
+                              "uncertainty", "ece")})
+    write_table(show, folder, "calibration",
+                "Murphy decomposition (binned Brier = reliability - resolution + uncertainty) "
+                f"and ECE, {data.config.report.bins} equal-width and equal-mass bins. {facts}",
+                raw=summary)
+    if not bins.empty:
+        bins.to_csv(folder / "reliability_bins.csv", index=False, float_format="%.10g",
+                    lineterminator="\n")
+    tables.update(calibration=summary, reliability_bins=bins)
+    kelly, paths = decision(data)
+    show = kelly.assign(**{c: kelly[c].map(lambda v: fmt(v, 4)) for c in
+                           ("growth_rate", "final_log_wealth", "max_drawdown")})
+    write_table(show, folder, "decision_kelly",
+                "Decision layer (apart from forecast scores): growth rate of a Kelly bettor at "
+                f"even odds, mean ln(1 + (2p - 1)(2y - 1)), final log wealth and maximum "
+                f"drawdown. {facts}", raw=kelly)
+    tables.update(decision_kelly=kelly)
+    tables["_wealth_paths"] = paths
+    return tables
+
+
+def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
+    """Write every figure (PNG and PDF) of one run into ``folder``."""
+    out = []
+    by_h = tables["scores_by_horizon"]
+    first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
+    name = by_h["slice"].iloc[0] if len(by_h) else ""
+    synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
+    out += F.save(F.plot_skill_by_model(first, title=f"{name}{synthetic}"), folder,
+                  "fig1_skill_by_model")
+    out += F.save(F.plot_brier_vs_coverage(by_h), folder, "fig2_brier_vs_coverage")
+    out += F.save(F.plot_across_horizons(by_h), folder, "fig3_models_across_horizons")
+    bins = tables["reliability_bins"]
+    if len(bins):
+        out += F.save(F.plot_reliability(bins[bins["binning"] == "uniform"]), folder,
+                      "reliability")
+    out += F.save(F.plot_coverage_by_horizon(by_h), folder, "coverage_by_horizon")
+    out += F.save(F.plot_width_by_horizon(by_h), folder, "width_by_horizon")
+    out += F.save(F.plot_wealth(tables["_wealth_paths"]), folder, "kelly_wealth")
+    return out
+
+
+def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
+    """Tables into ``RUN/tables`` and figures into ``RUN/figures``."""
+    run_dir = Path(run_dir)
+    data = load_run(run_dir)
+    tables = build_tables(data, run_dir / "tables")
+    figs = build_figures(data, tables, run_dir / "figures")
+    return sorted((run_dir / "tables").iterdir()), figs
+
+
+def paper(run_dirs: list[str | Path], out: str | Path = "paper") -> list[Path]:
+    """Regenerate ``out/tables`` and ``out/figures`` from one or more runs.
+
+    With several runs, their rows are pooled and model names prefixed by the run folder name.
+    """
+    datas = [load_run(r) for r in run_dirs]
+    data = datas[0]
+    if len(datas) > 1:
+        rows, models, baselines = [], [], []
+        for d in datas:
+            prefix = f"{d.name}/"
+            rows.append(d.rows.assign(model=prefix + d.rows["model"]))
+            models += [prefix + m for m in d.models]
+            baselines += [prefix + b for b in d.baselines]
+        data = RunData("+".join(d.name for d in datas), data.config, data.manifest,
+                       pd.concat(rows, ignore_index=True), models, baselines)
+    out = Path(out)
+    tables = build_tables(data, out / "tables")
+    return build_figures(data, tables, out / "figures")

@@ -1,0 +1,132 @@
+"""Figures drawn from report tables; each function takes ``ax=None`` and returns the axes."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _ax(ax):
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.0, 3.6))
+    return ax
+
+
+def _err(est, lo, hi):
+    est, lo, hi = (np.asarray(x, float) for x in (est, lo, hi))
+    low = np.where(np.isnan(lo), 0.0, est - lo)
+    high = np.where(np.isnan(hi), 0.0, hi - est)
+    return np.vstack([low, high])
+
+
+def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = ""):
+    """Brier skill vs the reference (bss) per model, with bootstrap CIs (Fig. 1)."""
+    ax = _ax(ax)
+    x = np.arange(len(table))
+    ax.bar(x, table["bss"], yerr=_err(table["bss"], table["bss_lo"], table["bss_hi"]),
+           color="#4C72B0", capsize=3)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, table["model"], rotation=20, ha="right")
+    ref = table["bss_ref"].iloc[0] if len(table) and "bss_ref" in table else "reference"
+    ax.set_ylabel(f"Brier skill vs {ref}")
+    ax.set_title(title)
+    return ax
+
+
+def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
+    """Brier score against interval coverage, one point per model × horizon (Fig. 2)."""
+    ax = _ax(ax)
+    for model, part in table.groupby("model", sort=False):
+        ax.scatter(part["coverage"], part["brier"], label=model)
+    ax.axvline(nominal, color="grey", ls="--", lw=0.8)
+    ax.set_xlabel("coverage of the 80% interval")
+    ax.set_ylabel("Brier score (lower is better)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_across_horizons(table: pd.DataFrame, *, ax=None, metric: str = "brier"):
+    """One line per model across horizons (Fig. 3)."""
+    ax = _ax(ax)
+    horizons = list(dict.fromkeys(table["slice"]))
+    for model, part in table.groupby("model", sort=False):
+        part = part.set_index("slice").reindex(horizons)
+        ax.errorbar(np.arange(len(horizons)), part[metric],
+                    yerr=_err(part[metric], part[f"{metric}_lo"], part[f"{metric}_hi"])
+                    if f"{metric}_lo" in part else None, marker="o", capsize=3, label=model)
+    ax.set_xticks(np.arange(len(horizons)), horizons)
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_reliability(bins: pd.DataFrame, *, ax=None):
+    """Observed frequency against mean forecast per bin, marker area ∝ count."""
+    ax = _ax(ax)
+    ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+    for model, part in bins.groupby("model", sort=False):
+        used = part[part["count"] > 0]
+        ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean forecast p_up")
+    ax.set_ylabel("observed frequency of up")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
+    """Coverage of the 80% interval per horizon and model."""
+    ax = _ax(ax)
+    horizons = list(dict.fromkeys(table["slice"]))
+    models = list(dict.fromkeys(table["model"]))
+    width = 0.8 / max(len(models), 1)
+    for j, model in enumerate(models):
+        part = table[table["model"] == model].set_index("slice").reindex(horizons)
+        ax.bar(np.arange(len(horizons)) + j * width, part["coverage"], width, label=model)
+    ax.axhline(nominal, color="black", ls="--", lw=0.8)
+    ax.set_xticks(np.arange(len(horizons)) + 0.4 - width / 2, horizons)
+    ax.set_ylabel("coverage")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_width_by_horizon(table: pd.DataFrame, *, ax=None):
+    """Mean interval width (log-return units) per horizon and model."""
+    ax = _ax(ax)
+    horizons = list(dict.fromkeys(table["slice"]))
+    for model, part in table.groupby("model", sort=False):
+        part = part.set_index("slice").reindex(horizons)
+        ax.plot(np.arange(len(horizons)), part["width"], marker="o", label=model)
+    ax.set_xticks(np.arange(len(horizons)), horizons)
+    ax.set_ylabel("mean width of the 80% interval")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_wealth(paths: dict[str, np.ndarray], *, ax=None):
+    """Log wealth of a Kelly bettor at even odds, per model, bet by bet."""
+    ax = _ax(ax)
+    for model, path in paths.items():
+        ax.plot(np.arange(len(path) + 1), np.r_[0.0, path], label=model)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("bet (forecasts in time order)")
+    ax.set_ylabel("log wealth")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def save(ax, folder, name: str) -> list:
+    """Write ``name.png`` and ``name.pdf`` (no timestamps in the files) and close the figure."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fig = ax.figure
+    fig.tight_layout()
+    paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=150, metadata={"Software": None})
+    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None, "Creator": None})
+    plt.close(fig)
+    return paths

@@ -1,0 +1,69 @@
+"""Write a display table as CSV, Markdown and LaTeX (booktabs), each with its caption."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+
+def fmt(value, digits: int = 3) -> str:
+    """Fixed decimals; ``undef`` for a missing or undefined number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undef"
+    if isinstance(value, int | bool) or (hasattr(value, "is_integer") and isinstance(value, int)):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def with_ci(est, lo, hi, digits: int = 3) -> str:
+    if lo is None or (isinstance(lo, float) and math.isnan(lo)):
+        return fmt(est, digits)
+    return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def _latex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"),
+                 ("#", r"\#"), ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\~{}"),
+                 ("^", r"\^{}")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_markdown(frame: pd.DataFrame, caption: str) -> str:
+    cols = list(frame.columns)
+    lines = [f"**{caption}**", "", "| " + " | ".join(cols) + " |",
+             "|" + "|".join("---" for _ in cols) + "|"]
+    for rec in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v) for v in rec) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
+    cols = list(frame.columns)
+    spec = "l" * min(2, len(cols)) + "r" * max(0, len(cols) - 2)
+    # needs \usepackage{booktabs,graphicx}; wide tables shrink to the text width
+    lines = [r"\begin{table}[t]", r"\centering", r"\small",
+             r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+             rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(_latex_escape(str(c)) for c in cols) + r" \\", r"\midrule"]
+    for rec in frame.itertuples(index=False):
+        lines.append(" & ".join(_latex_escape(str(v)) for v in rec) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}}", rf"\caption{{{_latex_escape(caption)}}}",
+              rf"\label{{tab:{label}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(frame: pd.DataFrame, folder: Path, name: str, caption: str,
+                raw: pd.DataFrame | None = None) -> list[Path]:
+    """``name.csv`` (full precision of ``raw`` when given), ``name.md`` and ``name.tex``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.csv", folder / f"{name}.md", folder / f"{name}.tex"]
+    (raw if raw is not None else frame).to_csv(paths[0], index=False, float_format="%.10g",
+                                               lineterminator="\n")
+    paths[1].write_text(to_markdown(frame, caption))
+    paths[2].write_text(to_latex(frame, caption, name.replace("_", "-")))
+    return paths

@@ -1,0 +1,96 @@
+"""Cluster bootstrap: resample whole sessions (rows of one session are correlated).
+
+Every statistic here is a ratio of sums, so a replicate is a weighted sum over clusters: draw
+``B × C`` multinomial cluster counts once (seeded), multiply by per-cluster sums. A row
+bootstrap is the same with every row its own cluster. Percentile intervals; paired differences
+get a two-sided p-value from the share of replicates on either side of zero. With fewer than
+two clusters there is no interval (NaN), whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_REPLICATES = 2000
+MIN_CLUSTERS = 2  # with one cluster every replicate is the sample: no interval exists
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    lower: float
+    upper: float
+    n: int
+    clusters: int
+
+
+def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
+    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate."""
+    rng = np.random.default_rng(seed)
+    if n_clusters == 0:
+        return np.zeros((replicates, 0))
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=replicates)
+
+
+def _sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    _, inverse = np.unique(clusters, return_inverse=True)
+    k = inverse.max() + 1 if len(inverse) else 0
+    return np.bincount(inverse, weights=values, minlength=k), np.bincount(inverse, minlength=k)
+
+
+def _percentile(reps: np.ndarray, level: float) -> tuple[float, float]:
+    reps = reps[np.isfinite(reps)]
+    if len(reps) == 0:
+        return np.nan, np.nan
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(reps, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def mean_ci(values, clusters, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0,
+            level: float = 0.95) -> Interval:
+    """Percentile CI of a mean, resampling clusters."""
+    values = np.asarray(values, float)
+    sums, counts = _sums(values, np.asarray(clusters))
+    w = cluster_weights(len(sums), replicates=replicates, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (w @ sums) / (w @ counts)
+    lo, hi = _percentile(reps, level) if len(sums) >= MIN_CLUSTERS else (np.nan, np.nan)
+    est = float(values.mean()) if len(values) else np.nan
+    return Interval(est, lo, hi, len(values), len(sums))
+
+
+def skill_ci(loss, reference_loss, clusters, *, replicates: int = DEFAULT_REPLICATES,
+             seed: int = 0, level: float = 0.95) -> Interval:
+    """CI of ``1 - mean(loss) / mean(reference_loss)`` on paired rows, resampling clusters."""
+    loss, ref = np.asarray(loss, float), np.asarray(reference_loss, float)
+    clusters = np.asarray(clusters)
+    s_loss, counts = _sums(loss, clusters)
+    s_ref, _ = _sums(ref, clusters)
+    w = cluster_weights(len(counts), replicates=replicates, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = 1.0 - (w @ s_loss) / (w @ s_ref)
+    lo, hi = _percentile(reps, level) if len(counts) >= MIN_CLUSTERS else (np.nan, np.nan)
+    total_ref = ref.sum()
+    est = float(1.0 - loss.sum() / total_ref) if len(loss) and total_ref != 0 else np.nan
+    return Interval(est, lo, hi, len(loss), len(counts))
+
+
+def paired_difference(loss_a, loss_b, clusters, *, replicates: int = DEFAULT_REPLICATES,
+                      seed: int = 0, level: float = 0.95) -> tuple[Interval, float]:
+    """CI of ``mean(loss_a - loss_b)`` on shared rows and a two-sided bootstrap p-value."""
+    diff = np.asarray(loss_a, float) - np.asarray(loss_b, float)
+    sums, counts = _sums(diff, np.asarray(clusters))
+    w = cluster_weights(len(sums), replicates=replicates, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (w @ sums) / (w @ counts)
+    reps = reps[np.isfinite(reps)]
+    lo, hi = _percentile(reps, level)
+    if len(reps) == 0 or len(sums) < MIN_CLUSTERS:
+        lo = hi = p = np.nan
+    else:
+        p = float(min(1.0, 2 * min((reps <= 0).mean(), (reps >= 0).mean())))
+    est = float(diff.mean()) if len(diff) else np.nan
+    return Interval(est, lo, hi, len(diff), len(sums)), p

@@ -1,0 +1,118 @@
+"""Bootstrap, calibration and decision-layer statistics."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
+from finbench.scoring.calibration import ece, murphy, reliability_table
+from finbench.scoring.decision import max_drawdown, wealth_path
+from finbench.scoring.rules import kelly_growth_score
+
+
+def test_bootstrap_is_reproducible_by_seed():
+    rng = np.random.default_rng(0)
+    values, clusters = rng.normal(size=200), np.repeat(np.arange(20), 10)
+    a = mean_ci(values, clusters, seed=5)
+    assert a == mean_ci(values, clusters, seed=5)
+    assert a != mean_ci(values, clusters, seed=6)
+
+
+def test_one_row_per_session_equals_the_row_bootstrap():
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=50)
+    sessions = np.array([f"2025-01-{d:02d}" for d in range(1, 51)])
+    assert mean_ci(values, sessions, seed=3) == mean_ci(values, np.arange(50), seed=3)
+
+
+def test_identical_copies_widen_nothing_for_sessions_but_fool_the_row_bootstrap():
+    rng = np.random.default_rng(2)
+    per_session = rng.normal(size=30)
+    copies = np.repeat(per_session, 9)  # nine identical rows per session
+    sessions = np.repeat(np.arange(30), 9)
+    one_row = mean_ci(per_session, np.arange(30), seed=4)
+    session = mean_ci(copies, sessions, seed=4)
+    row = mean_ci(copies, np.arange(len(copies)), seed=4)
+    assert session.upper - session.lower == pytest.approx(one_row.upper - one_row.lower)
+    assert row.upper - row.lower < 0.5 * (session.upper - session.lower)
+
+
+def test_one_cluster_gives_no_interval():
+    ci = mean_ci([0.1, 0.2, 0.3], ["d", "d", "d"])
+    assert ci.estimate == pytest.approx(0.2) and math.isnan(ci.lower) and math.isnan(ci.upper)
+    diff, p = paired_difference([0.1, 0.2], [0.2, 0.2], ["d", "d"])
+    assert diff.estimate == pytest.approx(-0.05) and math.isnan(p)
+
+
+def test_paired_difference_detects_a_clear_gap_and_not_a_null_one():
+    rng = np.random.default_rng(3)
+    sessions = np.repeat(np.arange(40), 5)
+    base = rng.uniform(0.2, 0.3, 200)
+    better = base - 0.05 + rng.normal(0, 0.01, 200)
+    same = base + rng.normal(0, 0.01, 200)
+    gap, p_gap = paired_difference(better, base, sessions, seed=1)
+    _, p_null = paired_difference(same, base, sessions, seed=1)
+    assert gap.upper < 0 and p_gap < 0.01 and p_null > 0.05
+
+
+def test_skill_ci_contains_its_estimate():
+    rng = np.random.default_rng(4)
+    s = skill_ci(rng.uniform(0.1, 0.3, 100), rng.uniform(0.2, 0.3, 100),
+                 np.repeat(np.arange(20), 5), seed=2)
+    assert s.lower <= s.estimate <= s.upper
+
+
+@pytest.mark.slow
+def test_session_bootstrap_covers_the_true_skill():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_bootstrap_coverage import coverage
+
+    session, row, _ = coverage()
+    assert 0.92 <= session <= 0.98
+    assert row < 0.8  # the row bootstrap ignores within-session correlation
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_murphy_terms_add_up_to_the_binned_brier_score(strategy):
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        p = rng.uniform(0, 1, 500)
+        y = (rng.uniform(0, 1, 500) < rng.uniform(0, 1, 500)).astype(float)
+        m = murphy(y, p, bins=10, strategy=strategy)
+        assert m["reliability"] - m["resolution"] + m["uncertainty"] == pytest.approx(
+            m["brier_binned"], abs=1e-12)
+
+
+def test_a_calibrated_forecaster_has_near_zero_reliability():
+    rng = np.random.default_rng(6)
+    p = rng.uniform(0, 1, 200_000)
+    y = (rng.uniform(0, 1, p.size) < p).astype(float)
+    m = murphy(y, p, bins=10)
+    assert m["reliability"] < 1e-3 and ece(y, p) < 0.01
+    over = np.clip(0.5 + 1.8 * (p - 0.5), 0, 1)  # overconfident: same ranking, pushed out
+    assert murphy(y, over, bins=10)["reliability"] > 20 * m["reliability"]
+
+
+def test_reliability_table_counts_every_forecast_once():
+    table = reliability_table([1, 0, 1, 1], [0.05, 0.15, 0.95, 1.0], bins=10)
+    assert table["count"].sum() == 4 and table.loc[9, "count"] == 2
+    assert table.loc[9, "obs_freq"] == 1.0 and table.loc[0, "mean_prob"] == pytest.approx(0.05)
+
+
+def test_kelly_growth_hand_computed():
+    # p = 0.6 right: ln(1 + 0.2) ; p = 0.6 wrong: ln(0.8) ; p = 0.5: ln 1 = 0 ;
+    # p = 0.99 on a wrong call: ln(1 - 0.98) = ln 0.02
+    got = kelly_growth_score([1, 0, 1, 0], [0.6, 0.6, 0.5, 0.99])
+    assert got == pytest.approx([math.log(1.2), math.log(0.8), 0.0, math.log(0.02)])
+    assert got.mean() == pytest.approx((math.log(1.2) + math.log(0.8) + math.log(0.02)) / 4)
+    assert kelly_growth_score([0], [1.0])[0] == -math.inf  # certain and wrong: ruin
+
+
+def test_wealth_path_and_drawdown():
+    path = wealth_path([1, 0, 0, 1], [0.6, 0.6, 0.6, 0.6])
+    assert path == pytest.approx(np.cumsum(np.log([1.2, 0.8, 0.8, 1.2])))
+    # peak 1.2, trough 1.2 * 0.8 * 0.8 = 0.768: drawdown 1 - 0.768 / 1.2 = 0.36
+    assert max_drawdown(path) == pytest.approx(0.36)
