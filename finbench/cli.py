@@ -75,7 +75,13 @@ def _tasks(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from finbench.run import run
 
-    out = run(args.config, args.out, dry_run=args.dry_run)
+    shard = None
+    if args.shard:
+        start, sep, end = args.shard.partition(":")
+        if not sep:
+            raise FinbenchError(f"--shard: {args.shard!r} is not START:END (YYYY-MM-DD:YYYY-MM-DD)")
+        shard = (start, end)
+    out = run(args.config, args.out, dry_run=args.dry_run, shard=shard)
     print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
     return 0
 
@@ -98,6 +104,14 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
         return 1
     print(f"{args.run}: audit passed (time gate, context hashes, labels, data snapshot)")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from finbench.shards import merge_shards
+
+    out = merge_shards(args.shards, args.out)
+    print(f"merged {len(args.shards)} shard(s) into {out}")
     return 0
 
 
@@ -149,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="forecasts, labels and scores for a config (resumable)")
     run.add_argument("config")
     run.add_argument("--out", help="run directory (default results/<config name>)")
+    run.add_argument("--shard", help="only sessions START:END of the config (merge shards with "
+                                     "finbench merge)")
     run.add_argument("--dry-run", action="store_true",
                      help="print LLM calls, estimated tokens and cost; make no request")
     run.set_defaults(func=_run)
@@ -158,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="re-derive receipts; non-zero exit on any violation")
     audit.add_argument("run")
     audit.set_defaults(func=_audit)
+    merge = sub.add_parser("merge", help="merge shard runs into one run directory")
+    merge.add_argument("shards", nargs="+")
+    merge.add_argument("--out", required=True)
+    merge.set_defaults(func=_merge)
     rep = sub.add_parser("report", help="tables (CSV, Markdown, LaTeX) and figures of a run")
     rep.add_argument("run")
     rep.set_defaults(func=_report)

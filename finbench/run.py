@@ -53,12 +53,15 @@ def history_frame(prepared: Prepared) -> pd.DataFrame:
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
-        dry_run: bool = False) -> Path:
+        dry_run: bool = False, shard: tuple | None = None) -> Path:
     """Run (or resume) the config into ``out``; returns the run directory.
 
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
-    and stops before any request."""
+    and stops before any request. ``shard = (start, end)`` runs only the sessions of that
+    sub-range of the config's dates (see :mod:`finbench.shards`)."""
     config, config_sha = load_config(config_path)
+    if shard is not None:
+        config = shard_config(config, *shard)
     if not config.models:
         raise RunError(f"{config_path}: no [[models]] configured")
     out = Path(out) if out else Path("results") / Path(config_path).stem
@@ -70,6 +73,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if old.get("config_sha256") != config_sha:
             raise RunError(f"{out}: holds a run of a different config "
                            f"({old.get('config_sha256', '?')[:12]}); use another --out")
+        if old.get("shard") != _shard_field(shard):
+            raise RunError(f"{out}: holds shard {old.get('shard')}, not {_shard_field(shard)}")
         started = old.get("started_at", started)
     prepared = prepare_tasks_and_labels(config)
     label = "SYNTHETIC " if prepared.store.synthetic else ""
@@ -79,6 +84,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     prepared.tasks.to_parquet(out / "tasks.parquet", index=False)
     prepared.labels.to_parquet(out / "labels.parquet", index=False)
     manifest = _manifest(config, config_sha, prepared, started)
+    manifest["shard"] = _shard_field(shard)
     _write_json(manifest_path, manifest)
 
     journal = Journal(out)
@@ -122,6 +128,23 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     scores = score_run(out)
     echo(render_summary(scores, config, names))
     return out
+
+
+def shard_config(config: RunConfig, start, end) -> RunConfig:
+    """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
+    import datetime as _dt
+
+    first, last = (_dt.date.fromisoformat(str(x)) for x in (start, end))
+    spec = config.tasks
+    if first < spec.start or last > spec.end or last < first:
+        raise RunError(f"shard {first}:{last} is not a range inside the config's "
+                       f"{spec.start}:{spec.end}")
+    return config.model_copy(update={"tasks": spec.model_copy(update={"start": first,
+                                                                       "end": last})})
+
+
+def _shard_field(shard) -> list[str] | None:
+    return None if shard is None else [str(shard[0]), str(shard[1])]
 
 
 def _forecast_in_chunks(forecaster, todo, prepared, history, journal, echo) -> None:

@@ -194,3 +194,29 @@ def test_pilot_config_parses_and_points_at_the_sample():
     config, _ = load_config(ROOT / "configs" / "pilot.toml")
     assert config.data.store == (ROOT / "data" / "sample").resolve()
     assert [m.kind for m in config.models][:4] == ["coin", "base_rate", "momentum", "climatology"]
+
+
+def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path):
+    from finbench.shards import merge_shards
+
+    cfg = run_dir.parent / "cfg.toml"
+    a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
+    b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
+    merged = merge_shards([b, a], tmp_path / "merged")  # order of shards does not matter
+    for name in ("scores.parquet", "scores.csv", "tasks.parquet", "labels.parquet"):
+        assert (merged / name).read_bytes() == (run_dir / name).read_bytes(), name
+    whole = pd.read_parquet(run_dir / "forecasts.parquet").drop(columns=["latency"])
+    parts = pd.read_parquet(merged / "forecasts.parquet").drop(columns=["latency"])
+    pd.testing.assert_frame_equal(parts, whole)
+    assert audit_run(merged) == []
+
+
+def test_overlapping_shards_are_refused(run_dir, tmp_path):
+    from finbench.errors import RunError
+    from finbench.shards import merge_shards
+
+    cfg = run_dir.parent / "cfg.toml"
+    a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-14"))
+    b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
+    with pytest.raises(RunError, match="shards overlap"):
+        merge_shards([a, b], tmp_path / "m")

@@ -204,6 +204,19 @@ class Store:
         return pq.read_table(path, schema=TABLES[table]).to_pandas()
 
     # -- reading --------------------------------------------------------------------------------
+    def _bar_tables(self, tickers, start, end, *, columns) -> list[pa.Table]:
+        """One Arrow table per date partition in ``[start, end]``, filtered to ``tickers``."""
+        wanted = None if tickers is None else sorted(set(tickers))
+        filters = None if wanted is None else [("ticker", "in", wanted)]
+        parts = []
+        for day in self.dates("bars"):
+            if (start is not None and day < start) or (end is not None and day > end):
+                continue
+            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
+            parts.append(pq.read_table(path, columns=columns, filters=filters,
+                                       schema=BARS_SCHEMA))
+        return parts
+
     def read_bars(
         self,
         *,
@@ -217,14 +230,7 @@ class Store:
         for needed in ("ticker", "ts"):
             if needed not in cols:
                 cols = [needed, *cols]
-        wanted = None if tickers is None else sorted(set(tickers))
-        parts = []
-        for day in self.dates("bars"):
-            if (start is not None and day < start) or (end is not None and day > end):
-                continue
-            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
-            filters = None if wanted is None else [("ticker", "in", wanted)]
-            parts.append(pq.read_table(path, columns=cols, filters=filters))
+        parts = self._bar_tables(tickers, start, end, columns=cols)
         if not parts:
             empty = pa.schema([BARS_SCHEMA.field(c) for c in cols]).empty_table()
             return empty.to_pandas()
@@ -246,14 +252,7 @@ class Store:
         numpy columns rather than a DataFrame (the fast path of runs)."""
         from finbench.bars import BarArrays
 
-        wanted = None if tickers is None else sorted(set(tickers))
-        parts = []
-        for day in self.dates("bars"):
-            if (start is not None and day < start) or (end is not None and day > end):
-                continue
-            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
-            filters = None if wanted is None else [("ticker", "in", wanted)]
-            parts.append(pq.read_table(path, filters=filters, schema=BARS_SCHEMA))
+        parts = self._bar_tables(tickers, start, end, columns=None)
         table = (pa.concat_tables(parts) if parts else BARS_SCHEMA.empty_table()).combine_chunks()
         ticker = table.column("ticker").dictionary_encode().combine_chunks()
         names = np.asarray(ticker.dictionary.to_pylist(), dtype=object)

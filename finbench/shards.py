@@ -1,0 +1,94 @@
+"""Shards: one config split by date range into independent runs, merged into one run directory.
+
+Each shard is a normal run over a sub-range of sessions (``finbench run CONFIG --shard
+START:END``). Baselines read their history from the store, not from other shards, so a shard's
+forecasts equal the unsharded run's. ``merge_shards`` checks that the shards come from the same
+config file and data snapshot and do not overlap, puts tasks, labels and forecasts in the
+unsharded order, and re-scores: the scores are byte-identical to the unsharded run's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from finbench.config import RunConfig
+from finbench.errors import RunError
+from finbench.forecasters.base import FORECAST_COLUMNS
+from finbench.journal import JOURNAL
+from finbench.run import MANIFEST, _now, _ordered, _write_json, score_run
+
+
+def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
+    """Tasks in the order an unsharded run lists them: session, horizon, ticker (as configured)."""
+    h = {name: i for i, name in enumerate(config.tasks.horizons)}
+    t = {name: i for i, name in enumerate(config.tasks.tickers)}
+    keyed = tasks.assign(_h=tasks["horizon"].map(h), _t=tasks["ticker"].map(t))
+    keyed = keyed.sort_values(["session", "_h", "_t"], kind="stable")
+    return keyed.drop(columns=["_h", "_t"]).reset_index(drop=True)
+
+
+def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
+    """Merge finished shard runs into ``out`` and score it."""
+    dirs = [Path(d) for d in shard_dirs]
+    if not dirs:
+        raise RunError("merge: give at least one shard directory")
+    manifests = []
+    for d in dirs:
+        path = d / MANIFEST
+        if not path.is_file() or not (d / "forecasts.parquet").is_file():
+            raise RunError(f"{d}: not a finished run (no manifest.json or forecasts.parquet)")
+        manifests.append(json.loads(path.read_text()))
+    first = manifests[0]
+    for d, m in zip(dirs[1:], manifests[1:], strict=True):
+        for key, what in (("config_sha256", "config file"),):
+            if m.get(key) != first.get(key):
+                raise RunError(f"{d}: comes from a different {what} than {dirs[0]}")
+        if m["data"]["snapshot_sha256"] != first["data"]["snapshot_sha256"]:
+            raise RunError(f"{d}: saw data snapshot {m['data']['snapshot_sha256'][:12]}, "
+                           f"not {first['data']['snapshot_sha256'][:12]} like {dirs[0]}")
+        if m.get("skipped_models") != first.get("skipped_models"):
+            raise RunError(f"{d}: skipped other models than {dirs[0]} "
+                           f"({m.get('skipped_models')} vs {first.get('skipped_models')})")
+    tasks = pd.concat([pd.read_parquet(d / "tasks.parquet") for d in dirs], ignore_index=True)
+    dupes = tasks["task_id"][tasks["task_id"].duplicated()]
+    if len(dupes):
+        raise RunError(f"merge: shards overlap, e.g. task {dupes.iloc[0]} is in two of them")
+    config = RunConfig.model_validate(first["config"])
+    spec = config.tasks.model_copy(update={
+        "start": min(RunConfig.model_validate(m["config"]).tasks.start for m in manifests),
+        "end": max(RunConfig.model_validate(m["config"]).tasks.end for m in manifests)})
+    config = config.model_copy(update={"tasks": spec})
+    tasks = task_order(tasks, config)
+    labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
+    labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
+    forecasts = pd.concat([pd.read_parquet(d / "forecasts.parquet") for d in dirs],
+                          ignore_index=True)
+    names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
+    forecasts = _ordered(forecasts, tasks, names)[FORECAST_COLUMNS]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks.to_parquet(out / "tasks.parquet", index=False)
+    labels.to_parquet(out / "labels.parquet", index=False)
+    forecasts.to_parquet(out / "forecasts.parquet", index=False)
+    with open(out / JOURNAL, "wb") as fh:
+        for d in dirs:
+            if (d / JOURNAL).is_file():
+                with open(d / JOURNAL, "rb") as part:
+                    shutil.copyfileobj(part, fh)
+    summary = dict(first["tasks"])
+    summary["tasks"] = len(tasks)
+    for key in ("excluded", "labels"):
+        merged: dict[str, int] = {}
+        for m in manifests:
+            for k, v in (m["tasks"].get(key) or {}).items():
+                merged[k] = merged.get(k, 0) + v
+        summary[key] = merged
+    manifest = {**first, "config": json.loads(config.model_dump_json()), "tasks": summary,
+                "shard": None, "merged_from": [str(d) for d in dirs], "finished_at": _now()}
+    _write_json(out / MANIFEST, manifest)
+    score_run(out)
+    return out
