@@ -57,6 +57,18 @@ def _data_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_fetch(args: argparse.Namespace) -> int:
+    from finbench.data.fetch import fetch
+    from finbench.data.vendors import get_vendor
+
+    vendor = get_vendor(args.source, feed=args.feed)
+    tickers = [t.strip() for t in args.tickers.split(",") if t.strip()]
+    summary = fetch(vendor, tickers, args.start, args.end, args.out)
+    print(f"{args.source}: fetched {summary['fetched']} ticker-days ({summary['rows']} bars), "
+          f"{summary['skipped']} already present; snapshot {summary['snapshot_sha256']}")
+    return 0
+
+
 def _tasks(args: argparse.Namespace) -> int:
     from finbench.config import load_config
     from finbench.pipeline import prepare_tasks_and_labels
@@ -154,6 +166,15 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--out", required=True)
     synth.add_argument("--seed", type=int, default=20250115)
     synth.set_defaults(func=_data_synth)
+    fetch = data.add_parser("fetch", help="fetch vendor minute bars into a store (resumable)")
+    fetch.add_argument("--source", required=True,
+                       help="alpaca, databento, massive or yfinance")
+    fetch.add_argument("--tickers", required=True, help="comma-separated symbols")
+    fetch.add_argument("--start", required=True)
+    fetch.add_argument("--end", required=True)
+    fetch.add_argument("--out", required=True, help="store directory")
+    fetch.add_argument("--feed", help="alpaca feed (iex, sip) or databento dataset")
+    fetch.set_defaults(func=_data_fetch)
 
     tasks = sub.add_parser("tasks", help="expand a config into tasks and labels")
     tasks.add_argument("config")

@@ -129,7 +129,7 @@ class Store:
         )
 
     # -- writing --------------------------------------------------------------------------------
-    def add_bars(self, bars: pd.DataFrame, *, source: dict) -> list[str]:
+    def add_bars(self, bars: pd.DataFrame, *, source: dict | None) -> list[str]:
         """Add validated bars, replacing the same ticker-days; returns the partitions written."""
         if bars.empty:
             return []
@@ -194,7 +194,12 @@ class Store:
                 partitions.pop(rel, None)
         self.manifest["partitions"] = dict(sorted(partitions.items()))
         self.manifest["snapshot_sha256"] = snapshot_hash(partitions)
-        self.manifest["sources"].append({"table": table, **source})
+        if source is not None:  # fetches log per ticker-day provenance in fetched.jsonl
+            self.manifest["sources"].append({"table": table, **source})
+        _write_json_atomic(self.path / MANIFEST, self.manifest)
+
+    def save_manifest(self) -> None:
+        """Write the manifest as it is in memory (atomically)."""
         _write_json_atomic(self.path / MANIFEST, self.manifest)
 
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
@@ -291,6 +296,7 @@ class Store:
         on_disk = {
             p.relative_to(self.path).as_posix()
             for p in self.path.glob("*/date=*/*.parquet")
+            if not p.relative_to(self.path).as_posix().startswith(".")
         }
         listed = set(self.manifest["partitions"])
         for rel in sorted(on_disk - listed):
