@@ -6,7 +6,6 @@ import io
 import pandas as pd
 import pytest
 
-from finbench.bars import BarArrays
 from finbench.config import TasksConfig
 from finbench.data.fetch import fetch
 from finbench.data.ingest import ingest_bars
