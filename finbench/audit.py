@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from finbench.forecasters.prompt import messages_sha256, render_messages
-from finbench.pipeline import prepare_tasks_and_labels
-from finbench.run import MANIFEST, load_run_config
+from finbench.pipeline import context_chunks, plan_run, resolve
+from finbench.run import MANIFEST, load_run_config, momentum_minutes
 
 
 def audit_run(run_dir: str | Path) -> list[str]:
@@ -19,36 +19,35 @@ def audit_run(run_dir: str | Path) -> list[str]:
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     problems: list[str] = []
-    prepared = prepare_tasks_and_labels(config)
+    plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]
-    if prepared.store.snapshot_sha256 != want:
-        problems.append(f"store {config.data.store}: snapshot {prepared.store.snapshot_sha256[:12]}"
+    if plan.store.snapshot_sha256 != want:
+        problems.append(f"store {config.data.store}: snapshot {plan.store.snapshot_sha256[:12]}"
                         f" is not the run's {want[:12]}")
-    problems += [f"store: {p}" for p in prepared.store.verify()]
+    problems += [f"store: {p}" for p in plan.store.verify()]
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    if list(tasks["task_id"]) != list(prepared.tasks["task_id"]):
+    if list(tasks["task_id"]) != list(plan.tasks["task_id"]):
         problems.append("tasks.parquet: task list differs from the one the config gives")
         return problems
-    fresh = prepared.labels.set_index("task_id")
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config))
+    fresh = resolved.labels_of(plan.tasks).set_index("task_id")
     stored = labels.set_index("task_id")
     for tid in stored.index[(stored["status"] != fresh["status"]) |
                             ~np.isclose(stored["r"], fresh["r"], rtol=0, atol=0, equal_nan=True)]:
         problems.append(f"labels.parquet task {tid}: label differs from the store's")
-    contexts = prepared.contexts()
-    derived = pd.DataFrame({
-        "task_id": prepared.tasks["task_id"],
-        "t_forecast": prepared.tasks["t_forecast"],
-        "ctx_time": contexts.max_input_time,
-        "ctx_sha": contexts.digests(),
-    })
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
-    if (forecasts["kind"] == "openai").any():  # LLM rows hash their rendered prompt
-        prompts = [messages_sha256(render_messages(contexts.context(i)))
-                   for i in range(len(contexts))]
-        derived["prompt_sha"] = prompts
-    else:
-        derived["prompt_sha"] = None
+    llm = (forecasts["kind"] == "openai").any()
+    parts = []
+    for chunk, contexts, _ in context_chunks(plan, plan.tasks, resolved.daily):
+        parts.append(pd.DataFrame({
+            "task_id": chunk["task_id"], "t_forecast": chunk["t_forecast"],
+            "ctx_time": contexts.max_input_time, "ctx_sha": contexts.digests(),
+            # LLM rows hash their rendered prompt, not the context
+            "prompt_sha": [messages_sha256(render_messages(contexts.context(i)))
+                           for i in range(len(contexts))] if llm else None,
+        }))
+    derived = pd.concat(parts, ignore_index=True)
     rows = forecasts.reset_index().merge(derived, on="task_id", how="left")
     rows["ctx_sha"] = rows["ctx_sha"].where(rows["kind"] != "openai", rows["prompt_sha"])
     for rec in rows.itertuples():

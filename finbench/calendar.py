@@ -39,8 +39,11 @@ def parse_session_date(value: str | dt.date, *, what: str) -> pd.Timestamp:
 
 
 def get_calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> xcals.ExchangeCalendar:
-    """An exchange calendar pinned to ``[start, end]`` (padded a week each side)."""
-    return _calendar(name, pd.Timestamp(start), pd.Timestamp(end))
+    """An exchange calendar pinned to whole years around ``[start, end]`` (so the month chunks
+    of a run share one instance), padded a week each side."""
+    first = pd.Timestamp(year=pd.Timestamp(start).year, month=1, day=1)
+    last = pd.Timestamp(year=pd.Timestamp(end).year, month=12, day=31)
+    return _calendar(name, first, last)
 
 
 @functools.lru_cache(maxsize=32)

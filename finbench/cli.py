@@ -71,16 +71,17 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 def _tasks(args: argparse.Namespace) -> int:
     from finbench.config import load_config
-    from finbench.pipeline import prepare_tasks_and_labels
+    from finbench.pipeline import plan_run, resolve, summary
 
     config, _ = load_config(args.config)
-    prepared = prepare_tasks_and_labels(config)
+    plan = plan_run(config)
+    labels = resolve(plan).labels_of(plan.tasks)
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        prepared.tasks.to_parquet(out / "tasks.parquet", index=False)
-        prepared.labels.to_parquet(out / "labels.parquet", index=False)
-    print(json.dumps(prepared.summary(), indent=2))
+        plan.tasks.to_parquet(out / "tasks.parquet", index=False)
+        labels.to_parquet(out / "labels.parquet", index=False)
+    print(json.dumps(summary(plan, labels), indent=2))
     return 0
 
 

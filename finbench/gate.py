@@ -15,6 +15,7 @@ item later than ``T`` raises :class:`LookaheadError`, whatever built it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 
@@ -124,7 +125,9 @@ class ContextIndex:
         max_headlines: int,
         calendar: str = "XNYS",
         timezone: str = "America/New_York",
+        daily: pd.DataFrame | None = None,
     ) -> None:
+        """``daily``: precomputed summaries (sorted by ticker, session); else from ``bars``."""
         self.tasks = tasks.reset_index(drop=True)
         self.bars = bars
         self.timezone = timezone
@@ -138,7 +141,10 @@ class ContextIndex:
         self.bar_hi = search_by_ticker(bars.bounds, bars.avail, tick, self.t_fc, side="right")
         self.bar_hi = np.maximum(self.bar_hi, self.bar_lo)
 
-        self.daily, dbounds = daily_summaries(bars, calendar=calendar, timezone=timezone)
+        if daily is None:
+            self.daily, dbounds = daily_summaries(bars, calendar=calendar, timezone=timezone)
+        else:
+            self.daily, dbounds = daily, ticker_bounds(daily["ticker"].to_numpy())
         d_keys = self.daily["session_open_ns"].to_numpy(np.int64)
         d_avail = self.daily["available_ns"].to_numpy(np.int64)
         open_ns = to_ns(self.tasks["session_open"])
@@ -173,6 +179,18 @@ class ContextIndex:
         latest[has] = np.maximum(latest[has], h_avail[self.hl_hi[has] - 1])
         self.max_input_ns = latest
         self.check()
+
+    def take(self, rows) -> ContextIndex:
+        """The contexts of tasks ``rows`` (positions), sharing this index's data arrays."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = copy.copy(self)
+        out.tasks = self.tasks.iloc[rows].reset_index(drop=True)
+        for name in ("t_fc", "bar_lo", "bar_hi", "sum_lo", "sum_hi", "hl_lo", "hl_hi",
+                     "max_input_ns"):
+            setattr(out, name, getattr(self, name)[rows])
+        out._task_ids = [self._task_ids[i] for i in rows]
+        out._digest_cache = [self.digests()[i] for i in rows]  # hashed once per chunk
+        return out
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -268,8 +286,10 @@ class ContextIndex:
         return h.hexdigest()
 
     def digests(self) -> list[str]:
-        """Digests of every task, in task order."""
-        return [self.digest(i) for i in range(len(self))]
+        """Digests of every task, in task order (computed once, then cached)."""
+        if getattr(self, "_digest_cache", None) is None:
+            self._digest_cache = [self.digest(i) for i in range(len(self))]
+        return self._digest_cache
 
 
 def _iso(ns: int) -> str:

@@ -1,4 +1,10 @@
-"""Append-only journal of forecast rows: written as answers arrive, read back on resume."""
+"""Append-only journal of forecast rows: written as answers arrive, read back on resume.
+
+Two kinds of entry, both append-only: ``journal.jsonl``, one JSON line per answer streamed in
+(LLM calls; a torn last line from a kill is dropped), and ``journal.parts/NNNNNN.parquet``,
+one file per batch a forecaster answered at once (baselines; written to a temporary name and
+renamed, so a part is either whole or absent).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from finbench.forecasters.base import FORECAST_COLUMNS
 
 JOURNAL = "journal.jsonl"
+PARTS = "journal.parts"
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 
 
@@ -20,15 +29,33 @@ class Journal:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL
+        self.parts = Path(run_dir) / PARTS
 
     def done(self) -> set[tuple[str, str]]:
-        return {(r["task_id"], r["model"]) for r in self._records()}
+        keys = {(r["task_id"], r["model"]) for r in self._records()}
+        for part in self._part_files():
+            table = pq.read_table(part, columns=["task_id", "model"])
+            keys.update(zip(table.column("task_id").to_pylist(),
+                            table.column("model").to_pylist(), strict=True))
+        return keys
 
     def append(self, rows: pd.DataFrame) -> None:
-        """Append rows and fsync, so a kill after this returns loses none of them."""
+        """Append a batch as one Parquet part (atomic rename, fsynced)."""
         if rows.empty:
             return
-        self.append_records(rows[FORECAST_COLUMNS].to_dict("records"))
+        self.parts.mkdir(exist_ok=True)
+        number = len(self._part_files())
+        final = self.parts / f"{number:06d}.parquet"
+        tmp = final.with_suffix(".tmp")
+        table = pa.Table.from_pandas(_typed(rows[FORECAST_COLUMNS].reset_index(drop=True)),
+                                     preserve_index=False)
+        pq.write_table(table, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+
+    def _part_files(self) -> list[Path]:
+        return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
 
     def append_records(self, records: list[dict], *, sync: bool = True) -> None:
         """Append plain dict rows (one JSON line each) and flush them to the OS at once."""
@@ -67,18 +94,32 @@ class Journal:
 
     def frame(self) -> pd.DataFrame:
         """Every journalled row as a typed frame (later rows win, though none repeat)."""
-        records = self._records()
-        frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
+        records = pd.DataFrame.from_records(self._records(), columns=FORECAST_COLUMNS)
+        parts = [_typed(pq.read_table(p).to_pandas()) for p in self._part_files()]
+        frames = [f for f in [*parts, _typed(records)] if len(f)]
+        if not frames:
+            return _typed(records)
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         frame = frame.drop_duplicates(["task_id", "model"], keep="last")
-        for col in TIME_COLUMNS:
-            frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601").astype(
-                "datetime64[ns, UTC]")
-        for col in ("p_up", "lower", "upper", "latency"):
-            frame[col] = pd.to_numeric(frame[col]).astype(float)
-        frame["valid"] = frame["valid"].astype(bool)
-        frame["history_count"] = frame["history_count"].astype("int64")
-        frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
         return frame.reset_index(drop=True)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The journal's column types, whatever the source (JSON lines or Parquet)."""
+    frame = frame.copy()
+    for col in TIME_COLUMNS:
+        if not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
+            frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
+        frame[col] = frame[col].astype("datetime64[ns, UTC]")
+    for col in ("p_up", "lower", "upper", "latency"):
+        frame[col] = pd.to_numeric(frame[col]).astype(float)
+    frame["valid"] = frame["valid"].astype(bool)
+    frame["history_count"] = frame["history_count"].astype("int64")
+    frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
+    for col in ("task_id", "model", "kind", "error", "raw", "rationale", "input_sha256",
+                "detail"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
 
 
 def _plain(value):

@@ -1,53 +1,61 @@
-"""From a config to tasks, labels and gated contexts, reading the store once."""
+"""From a config to tasks, labels and gated contexts, one chunk of dates at a time.
+
+Two passes keep memory bounded whatever the date range:
+
+1. ``resolve``: over every calendar month from the first session any baseline window or
+   context lookback needs to the last evaluated session, read that month's bars, compute the
+   labels of its tasks, their momentum signs and the daily summaries. What is kept is small:
+   one row per task and per (ticker, session).
+2. ``context_chunks``: for the tasks still to forecast, month by month, read the month's bars
+   and headlines and build the gated contexts (daily summaries come from pass 1).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from finbench.bars import BarArrays
+from finbench.bars import NS, BarArrays, to_ns
 from finbench.calendar import previous_sessions
 from finbench.config import RunConfig
 from finbench.data.store import Store
-from finbench.gate import ContextIndex
+from finbench.gate import ContextIndex, daily_summaries
 from finbench.labels import compute_labels, status_counts
 from finbench.tasks import build_tasks
 
+LOCAL_TZ_DEFAULT = "America/New_York"
+
 
 @dataclass
-class Prepared:
-    """Tasks, labels and data of a run; ``history_*`` hold earlier sessions for baselines."""
+class Plan:
+    """The tasks of a run, the earlier tasks baselines learn from, and the store."""
 
     config: RunConfig
     store: Store
     tasks: pd.DataFrame
     excluded: pd.DataFrame
-    labels: pd.DataFrame
-    bars: BarArrays
-    headlines: pd.DataFrame
     history_tasks: pd.DataFrame
-    history_labels: pd.DataFrame
+    first_date: dt.date
 
-    def summary(self) -> dict:
-        return {
-            "tasks": len(self.tasks),
-            "excluded": self.excluded["reason"].value_counts().sort_index().to_dict(),
-            "labels": status_counts(self.labels),
-            "history_tasks": len(self.history_tasks),
-            "store_snapshot_sha256": self.store.snapshot_sha256,
-            "synthetic": self.store.synthetic,
-        }
+    @property
+    def all_tasks(self) -> pd.DataFrame:
+        return pd.concat([self.history_tasks, self.tasks], ignore_index=True)
 
-    def contexts(self, tasks: pd.DataFrame | None = None) -> ContextIndex:
-        ctx = self.config.context
-        spec = self.config.tasks
-        return ContextIndex(
-            self.tasks if tasks is None else tasks, self.bars, self.headlines,
-            previous_sessions=ctx.previous_sessions, headline_hours=ctx.headline_hours,
-            max_headlines=ctx.max_headlines, calendar=spec.calendar, timezone=spec.timezone,
-        )
+
+@dataclass
+class Resolved:
+    """Labels of every task (history and evaluation), the baselines' history, daily summaries."""
+
+    labels: pd.DataFrame   # task_id-indexed rows for all tasks
+    history: pd.DataFrame  # all tasks + labels + momentum_sign_<minutes> columns
+    daily: pd.DataFrame    # regular-session OHLCV per (ticker, session), sorted by ticker, session
+
+    def labels_of(self, tasks: pd.DataFrame) -> pd.DataFrame:
+        return self.labels.loc[tasks["task_id"]].reset_index()
 
 
 def history_start(config: RunConfig) -> dt.date:
@@ -65,28 +73,111 @@ def history_start(config: RunConfig) -> dt.date:
     return first
 
 
-def prepare_tasks_and_labels(config: RunConfig) -> Prepared:
-    """Build tasks for the evaluation range and the history before it, with labels."""
+def plan_run(config: RunConfig) -> Plan:
+    """Tasks of the evaluation range and of the history before it (no market data read)."""
     spec = config.tasks
-    store = Store(config.data.store)
     taskset = build_tasks(spec)
     first = history_start(config)
     history = build_tasks(spec, start=first, end=spec.end).tasks
     history = history[~history["task_id"].isin(taskset.tasks["task_id"])].reset_index(drop=True)
-    bars = store.read_bar_arrays(tickers=spec.tickers, start=first - dt.timedelta(days=1),
-                                 end=spec.end)
-    lookback = dt.timedelta(hours=config.context.headline_hours + 24)
-    headlines = store.read_headlines(start=first - lookback, end=spec.end)
-    headlines = headlines[headlines["tickers"].map(lambda ts: any(t in spec.tickers for t in ts))]
-    window = spec.ref_window_seconds
-    return Prepared(
-        config=config,
-        store=store,
-        tasks=taskset.tasks,
-        excluded=taskset.excluded,
-        labels=compute_labels(taskset.tasks, bars, window_seconds=window),
-        bars=bars,
-        headlines=headlines.reset_index(drop=True),
-        history_tasks=history,
-        history_labels=compute_labels(history, bars, window_seconds=window),
-    )
+    return Plan(config, Store(config.data.store), taskset.tasks, taskset.excluded, history, first)
+
+
+def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[dt.date, dt.date]]:
+    """Consecutive calendar-month ranges covering ``[first, last]``."""
+    out, start = [], first
+    while start <= last:
+        y, m = start.year, start.month + months
+        y, m = y + (m - 1) // 12, (m - 1) % 12 + 1
+        stop = min(dt.date(y, m, 1) - dt.timedelta(days=1), last)
+        out.append((start, stop))
+        start = stop + dt.timedelta(days=1)
+    return out
+
+
+def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
+                  timezone: str = LOCAL_TZ_DEFAULT) -> np.ndarray:
+    """Sign (−1, 0, +1) of the log mid return over the last ``minutes`` of the session's gated
+    bars; NaN when either end has no bar of the session's local day available by then."""
+    tick = tasks["ticker"].to_numpy(dtype=object)
+    t = to_ns(tasks["t_forecast"])
+    day_start = to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize(timezone)
+                      .dt.tz_convert("UTC"))
+    now = bars.last_available(tick, t, not_before=day_start + bars.bar_ns)
+    then = bars.last_available(tick, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
+    mid = bars.mid
+    ok = (now >= 0) & (then >= 0)
+    if not len(mid):
+        return np.full(len(tasks), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)])
+    return np.where(ok, np.sign(ret), np.nan)
+
+
+def _in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
+    s = tasks["session"]
+    return tasks[(s >= start.isoformat()) & (s <= stop.isoformat())]
+
+
+def read_bars(plan: Plan, start: dt.date, stop: dt.date) -> BarArrays:
+    return plan.store.read_bar_arrays(tickers=plan.config.tasks.tickers, start=start, end=stop)
+
+
+def resolve(plan: Plan, *, momentum_minutes=(), echo=None) -> Resolved:
+    """Pass 1: labels, momentum signs and daily summaries for every task, month by month."""
+    spec = plan.config.tasks
+    everything = plan.all_tasks
+    labels, signs, daily = [], [], []
+    for start, stop in month_ranges(plan.first_date, spec.end):
+        chunk = _in_range(everything, start, stop)
+        bars = read_bars(plan, start, stop)
+        labels.append(compute_labels(chunk, bars, window_seconds=spec.ref_window_seconds))
+        sign = pd.DataFrame({"task_id": chunk["task_id"].to_numpy()})
+        for minutes in sorted(set(momentum_minutes)):
+            sign[f"momentum_sign_{minutes}"] = momentum_sign(bars, chunk, minutes,
+                                                             timezone=spec.timezone)
+        signs.append(sign)
+        daily.append(daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0])
+        if echo:
+            echo(f"labels {start}..{stop}: {len(chunk)} tasks")
+    label_frame = pd.concat(labels, ignore_index=True).set_index("task_id")
+    sign_frame = pd.concat(signs, ignore_index=True)
+    history = everything.merge(label_frame.reset_index(), on="task_id", how="left",
+                               validate="one_to_one").merge(sign_frame, on="task_id", how="left")
+    days = pd.concat(daily, ignore_index=True).sort_values(["ticker", "session_open_ns"],
+                                                           kind="stable").reset_index(drop=True)
+    return Resolved(label_frame, history, days)
+
+
+def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame
+                   ) -> Iterator[tuple[pd.DataFrame, ContextIndex, BarArrays]]:
+    """Pass 2: (tasks of a month, their gated contexts, the month's bars), in task order."""
+    if tasks.empty:
+        return
+    ctx, spec = plan.config.context, plan.config.tasks
+    first = dt.date.fromisoformat(tasks["session"].min())
+    last = dt.date.fromisoformat(tasks["session"].max())
+    lookback = dt.timedelta(hours=ctx.headline_hours + 24)
+    for start, stop in month_ranges(first, last):
+        chunk = _in_range(tasks, start, stop).reset_index(drop=True)
+        if chunk.empty:
+            continue
+        bars = read_bars(plan, start, stop)
+        news = plan.store.read_headlines(start=start - lookback, end=stop)
+        news = news[news["tickers"].map(lambda ts: any(t in spec.tickers for t in ts))]
+        index = ContextIndex(chunk, bars, news.reset_index(drop=True),
+                             previous_sessions=ctx.previous_sessions,
+                             headline_hours=ctx.headline_hours, max_headlines=ctx.max_headlines,
+                             calendar=spec.calendar, timezone=spec.timezone, daily=daily)
+        yield chunk, index, bars
+
+
+def summary(plan: Plan, labels: pd.DataFrame) -> dict:
+    return {
+        "tasks": len(plan.tasks),
+        "excluded": plan.excluded["reason"].value_counts().sort_index().to_dict(),
+        "labels": status_counts(labels),
+        "history_tasks": len(plan.history_tasks),
+        "store_snapshot_sha256": plan.store.snapshot_sha256,
+        "synthetic": plan.store.synthetic,
+    }

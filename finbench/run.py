@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import finbench
@@ -18,11 +19,10 @@ from finbench.config import BASELINE_KINDS, RunConfig, load_config
 from finbench.errors import RunError
 from finbench.forecasters.base import FORECAST_COLUMNS, Inputs, build_forecaster
 from finbench.journal import Journal
-from finbench.pipeline import Prepared, prepare_tasks_and_labels
+from finbench.pipeline import Plan, context_chunks, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
 from finbench.scoring.aggregate import aggregate, row_scores
 
-CHUNK = 1000
 MANIFEST = "manifest.json"
 
 
@@ -45,11 +45,8 @@ def skip_reason(model) -> str | None:
     return None
 
 
-def history_frame(prepared: Prepared) -> pd.DataFrame:
-    """Every task (history and evaluation) with its label: what baselines learn from."""
-    tasks = pd.concat([prepared.history_tasks, prepared.tasks], ignore_index=True)
-    labels = pd.concat([prepared.history_labels, prepared.labels], ignore_index=True)
-    return tasks.merge(labels, on="task_id", how="left", validate="one_to_one")
+def momentum_minutes(config: RunConfig) -> set[int]:
+    return {m.lookback_minutes for m in config.models if m.kind == "momentum"}
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
@@ -58,7 +55,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
 
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
     and stops before any request. ``shard = (start, end)`` runs only the sessions of that
-    sub-range of the config's dates (see :mod:`finbench.shards`)."""
+    sub-range of the config's dates (see :mod:`finbench.shards`). Market data are read one
+    calendar month at a time (:mod:`finbench.pipeline`), so memory stays bounded.
+    """
     config, config_sha = load_config(config_path)
     if shard is not None:
         config = shard_config(config, *shard)
@@ -76,52 +75,84 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if old.get("shard") != _shard_field(shard):
             raise RunError(f"{out}: holds shard {old.get('shard')}, not {_shard_field(shard)}")
         started = old.get("started_at", started)
-    prepared = prepare_tasks_and_labels(config)
-    label = "SYNTHETIC " if prepared.store.synthetic else ""
-    echo(f"{label}data {config.data.store} (snapshot {prepared.store.snapshot_sha256[:12]}): "
-         f"{len(prepared.tasks)} tasks, excluded {prepared.summary()['excluded'] or 'none'}, "
-         f"labels {prepared.summary()['labels']}")
-    prepared.tasks.to_parquet(out / "tasks.parquet", index=False)
-    prepared.labels.to_parquet(out / "labels.parquet", index=False)
-    manifest = _manifest(config, config_sha, prepared, started)
+    plan = plan_run(config)
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config))
+    labels = resolved.labels_of(plan.tasks)
+    facts = summary(plan, labels)
+    label = "SYNTHETIC " if plan.store.synthetic else ""
+    echo(f"{label}data {config.data.store} (snapshot {plan.store.snapshot_sha256[:12]}): "
+         f"{len(plan.tasks)} tasks, excluded {facts['excluded'] or 'none'}, "
+         f"labels {facts['labels']}")
+    plan.tasks.to_parquet(out / "tasks.parquet", index=False)
+    labels.to_parquet(out / "labels.parquet", index=False)
+    manifest = _manifest(config, config_sha, plan, facts, started)
     manifest["shard"] = _shard_field(shard)
     _write_json(manifest_path, manifest)
 
     journal = Journal(out)
     done = journal.done()
-    history = history_frame(prepared)
-    skipped = {}
+    skipped, forecasters = {}, []
     for model in config.models:
         reason = skip_reason(model)
         if reason:
             skipped[model.name] = reason
             echo(f"skip {model.name}: {reason}")
-            continue
-        todo = prepared.tasks[[(t, model.name) not in done for t in prepared.tasks["task_id"]]]
-        todo = todo.reset_index(drop=True)
-        forecaster = build_forecaster(model)
-        if dry_run:
-            if forecaster.streaming:
-                est = forecaster.estimate(Inputs(todo, prepared.contexts(todo), history,
-                                                 prepared.bars))
-                cost = "unknown (no prices configured)" if est["cost"] is None else (
-                    f"${est['cost']:.4f}")
-                echo(f"dry run {model.name}: {est['calls']} calls, ~{est['tokens_in']} input "
-                     f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
-            continue
-        if todo.empty:
-            echo(f"{model.name}: all {len(prepared.tasks)} forecasts already in the journal")
-            continue
-        if forecaster.streaming:
-            forecaster.run_stream(Inputs(todo, prepared.contexts(todo), history, prepared.bars),
-                                  journal, echo)
         else:
-            _forecast_in_chunks(forecaster, todo, prepared, history, journal, echo)
+            forecasters.append(build_forecaster(model))
+    ids = plan.tasks["task_id"].to_numpy()
+    todo = {f.name: np.array([(t, f.name) not in done for t in ids], dtype=bool)
+            for f in forecasters}
+    for f in forecasters:
+        if not todo[f.name].any() and not dry_run:
+            echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
+    any_todo = np.logical_or.reduce(list(todo.values())) if todo else np.zeros(len(ids), bool)
+    progress = {f.name: [0, 0, int(todo[f.name].sum())] for f in forecasters}  # done, valid, all
+    estimates: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    position = pd.Series(np.arange(len(ids)), index=ids)
+    for chunk, contexts, bars in context_chunks(plan, plan.tasks[any_todo], resolved.daily):
+        where = position.loc[chunk["task_id"]].to_numpy()
+        for f in forecasters:
+            rows = np.flatnonzero(todo[f.name][where])
+            if len(rows) == 0:
+                continue
+            inputs = Inputs(tasks=chunk.iloc[rows].reset_index(drop=True),
+                            contexts=contexts.take(rows), history=resolved.history, bars=bars)
+            if dry_run:
+                if f.streaming:
+                    est = f.estimate(inputs)
+                    acc = estimates.setdefault(f.name, {"calls": 0, "tokens_in": 0,
+                                                        "tokens_out": 0, "cost": 0.0})
+                    for k in ("calls", "tokens_in", "tokens_out"):
+                        acc[k] += est[k]
+                    acc["cost"] = None if est["cost"] is None or acc["cost"] is None else (
+                        acc["cost"] + est["cost"])
+                continue
+            if f.streaming:
+                stats = f.run_stream(inputs, journal, echo)
+                n, valid = stats["done"], stats["valid"]
+            else:
+                out_rows = f.forecast(inputs)
+                journal.append(out_rows)
+                n, valid = len(out_rows), int(out_rows["valid"].sum())
+            p = progress[f.name]
+            p[0] += n
+            p[1] += valid
+            elapsed = time.perf_counter() - t0
+            finished = sum(q[0] for q in progress.values())
+            left = sum(q[2] - q[0] for q in progress.values())
+            echo(f"{f.name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
+                 f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
     if dry_run:
+        for name, est in estimates.items():
+            cost = "unknown (no prices configured)" if est["cost"] is None else (
+                f"${est['cost']:.4f}")
+            echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
+                 f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
         return out
     forecasts = journal.frame()
     names = [m.name for m in config.models if m.name not in skipped]
-    forecasts = _ordered(forecasts, prepared.tasks, names)
+    forecasts = _ordered(forecasts, plan.tasks, names)
     forecasts.to_parquet(out / "forecasts.parquet", index=False)
     manifest.update(skipped_models=skipped, finished_at=_now())
     _write_json(manifest_path, manifest)
@@ -145,23 +176,6 @@ def shard_config(config: RunConfig, start, end) -> RunConfig:
 
 def _shard_field(shard) -> list[str] | None:
     return None if shard is None else [str(shard[0]), str(shard[1])]
-
-
-def _forecast_in_chunks(forecaster, todo, prepared, history, journal, echo) -> None:
-    total, start = len(todo), time.perf_counter()
-    done = valid = 0
-    for lo in range(0, total, CHUNK):
-        chunk = todo.iloc[lo:lo + CHUNK].reset_index(drop=True)
-        inputs = Inputs(tasks=chunk, contexts=prepared.contexts(chunk), history=history,
-                        bars=prepared.bars)
-        rows = forecaster.forecast(inputs)
-        journal.append(rows)
-        done += len(rows)
-        valid += int(rows["valid"].sum())
-        elapsed = time.perf_counter() - start
-        eta = elapsed / done * (total - done)
-        echo(f"{forecaster.name}: {done}/{total} forecasts, valid {valid}/{done}, "
-             f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
 
 
 def _ordered(forecasts: pd.DataFrame, tasks: pd.DataFrame, names: list[str]) -> pd.DataFrame:
@@ -218,7 +232,7 @@ def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) ->
     return "\n\n".join(parts) + "\n" + note
 
 
-def _manifest(config: RunConfig, config_sha: str, prepared: Prepared, started: str) -> dict:
+def _manifest(config: RunConfig, config_sha: str, plan: Plan, facts: dict, started: str) -> dict:
     return {
         "format": "finbench-run",
         "version": 1,
@@ -229,15 +243,15 @@ def _manifest(config: RunConfig, config_sha: str, prepared: Prepared, started: s
         "config": json.loads(config.model_dump_json()),
         "data": {
             "store": str(config.data.store),
-            "snapshot_sha256": prepared.store.snapshot_sha256,
+            "snapshot_sha256": plan.store.snapshot_sha256,
             "partitions_sha256": hashlib.sha256(
-                json.dumps(prepared.store.manifest["partitions"], sort_keys=True).encode()
+                json.dumps(plan.store.manifest["partitions"], sort_keys=True).encode()
             ).hexdigest(),
-            "synthetic": prepared.store.synthetic,
-            "description": prepared.store.manifest.get("description", ""),
+            "synthetic": plan.store.synthetic,
+            "description": plan.store.manifest.get("description", ""),
         },
         "models": [json.loads(m.model_dump_json()) for m in config.models],
-        "tasks": prepared.summary(),
+        "tasks": facts,
         "started_at": started,
     }
 

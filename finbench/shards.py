@@ -18,7 +18,7 @@ import pandas as pd
 from finbench.config import RunConfig
 from finbench.errors import RunError
 from finbench.forecasters.base import FORECAST_COLUMNS
-from finbench.journal import JOURNAL
+from finbench.journal import JOURNAL, PARTS
 from finbench.run import MANIFEST, _now, _ordered, _write_json, score_run
 
 
@@ -79,6 +79,12 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
             if (d / JOURNAL).is_file():
                 with open(d / JOURNAL, "rb") as part:
                     shutil.copyfileobj(part, fh)
+    (out / PARTS).mkdir(exist_ok=True)
+    number = 0
+    for d in dirs:
+        for part in sorted((d / PARTS).glob("*.parquet")) if (d / PARTS).is_dir() else []:
+            shutil.copy(part, out / PARTS / f"{number:06d}.parquet")
+            number += 1
     summary = dict(first["tasks"])
     summary["tasks"] = len(tasks)
     for key in ("excluded", "labels"):

@@ -24,3 +24,26 @@ def test_valid_answer_keeps_rationale():
 def test_bad_answers_are_invalid_with_a_reason_and_raw_text_kept(raw, reason):
     a = parse_answer(raw)
     assert not a.valid and reason in a.error and a.raw == raw
+
+
+def test_array_validation_agrees_with_the_schema_row_by_row():
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from finbench.forecasters.base import validate_arrays
+
+    inf, nan = float("inf"), float("nan")
+    rows = [(0.5, -0.01, 0.01), (1.3, 0, 1), (-0.1, 0, 1), (nan, 0, 1), (0.5, -inf, 0),
+            (0.5, 0, inf), (0.5, 0.2, 0.1), (0.0, 0.0, 0.0), (1.0, -1, 1), (0.5, nan, nan)]
+    frame = pd.DataFrame(rows, columns=["p_up", "lower", "upper"])
+    got = validate_arrays(frame)
+    want = [parse_answer(json.dumps(dict(zip(("p_up", "lower", "upper"), r, strict=True))))
+            for r in rows]
+    assert list(got["valid"]) == [w.valid for w in want]
+    ok = got["valid"].to_numpy()
+    np.testing.assert_array_equal(got.loc[ok, "p_up"], [w.p_up for w in want if w.valid])
+    assert got.loc[~ok, "error"].str.startswith("schema:").all()
+    refused = validate_arrays(frame.head(1).assign(refused="insufficient_history: 3 < 20"))
+    assert not refused["valid"].iloc[0] and refused["error"].iloc[0].startswith("insufficient")

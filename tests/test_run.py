@@ -154,23 +154,37 @@ def test_interrupted_run_resumes_without_recomputing(run_dir, tmp_path):
 
     resumed = tmp_path / "resumed"
     shutil.copytree(run_dir, resumed)
-    journal = resumed / "journal.jsonl"
-    lines = journal.read_text().splitlines(keepends=True)
-    kept = lines[: len(lines) // 2]
-    marked = json.loads(kept[0])
+    parts = sorted((resumed / "journal.parts").glob("*.parquet"))
+    assert len(parts) == 7  # one batch per forecaster here
+    for part in parts[4:]:
+        part.unlink()  # as if the run had been killed after four forecasters
+    marked = pd.read_parquet(parts[0])
     marked["latency"] = 12345.0  # a sentinel: a recomputed row would not carry it
-    kept[0] = json.dumps(marked, sort_keys=True) + "\n"
-    journal.write_text("".join(kept) + lines[len(lines) // 2][:20])  # and a torn line
+    marked.to_parquet(parts[0], index=False)
+    (resumed / "journal.parts" / "000009.tmp").write_bytes(b"PAR1 torn")  # an unfinished part
     (resumed / "forecasts.parquet").unlink()
     cfg = run_dir.parent / "cfg.toml"
     run(cfg, resumed, echo=lambda *_: None)
     f = pd.read_parquet(resumed / "forecasts.parquet")
     assert len(f) == 7 * 27 and not f.duplicated(["task_id", "model"]).any()
-    row = f[(f["task_id"] == marked["task_id"]) & (f["model"] == marked["model"])].iloc[0]
-    assert row["latency"] == 12345.0
+    kept = f[f["model"] == marked["model"].iloc[0]]
+    assert (kept["latency"] == 12345.0).all()
     assert Journal(resumed).frame().shape[0] == 7 * 27
     original = pd.read_parquet(run_dir / "scores.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(resumed / "scores.parquet"), original)
+
+
+def test_a_torn_json_line_is_dropped_and_the_next_append_starts_clean(tmp_path):
+    journal = Journal(tmp_path)
+    row = {"task_id": "A|2025-01-15|MORNING", "model": "m", "kind": "openai", "p_up": 0.5,
+           "lower": -0.01, "upper": 0.01, "valid": True, "history_count": -1, "latency": 0.1}
+    journal.append_records([row])
+    with open(journal.path, "a") as fh:
+        fh.write('{"task_id": "B|2025-01-15|MORNING", "mod')  # killed mid-write
+    assert journal.done() == {("A|2025-01-15|MORNING", "m")}
+    journal.append_records([{**row, "task_id": "C|2025-01-15|MORNING"}])
+    assert journal.done() == {("A|2025-01-15|MORNING", "m"), ("C|2025-01-15|MORNING", "m")}
+    assert len(journal.frame()) == 2
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -48,7 +48,15 @@ class Forecaster(ABC):
         n = len(inputs.tasks)
         if len(answers) != n:
             raise RuntimeError(f"{self.name}: {len(answers)} answers for {n} tasks")
-        parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
+        if isinstance(answers, pd.DataFrame):
+            parsed = validate_arrays(answers)
+        else:
+            parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
+            parsed = pd.DataFrame({
+                "p_up": [p.p_up for p in parsed], "lower": [p.lower for p in parsed],
+                "upper": [p.upper for p in parsed], "valid": [p.valid for p in parsed],
+                "error": [p.error for p in parsed], "raw": [p.raw for p in parsed],
+                "rationale": [p.rationale for p in parsed]})
         ctx = inputs.contexts
         ctx_time = ctx.max_input_time
         hist_time = extra.pop("history_max_input_time", pd.Series(pd.NaT, index=range(n)))
@@ -59,13 +67,13 @@ class Forecaster(ABC):
                 "task_id": inputs.tasks["task_id"].to_numpy(),
                 "model": self.name,
                 "kind": self.kind,
-                "p_up": [p.p_up for p in parsed],
-                "lower": [p.lower for p in parsed],
-                "upper": [p.upper for p in parsed],
-                "valid": [p.valid for p in parsed],
-                "error": [p.error for p in parsed],
-                "raw": [p.raw for p in parsed],
-                "rationale": [p.rationale for p in parsed],
+                "p_up": parsed["p_up"].to_numpy(float),
+                "lower": parsed["lower"].to_numpy(float),
+                "upper": parsed["upper"].to_numpy(float),
+                "valid": parsed["valid"].to_numpy(bool),
+                "error": parsed["error"].to_numpy(object),
+                "raw": parsed["raw"].to_numpy(object),
+                "rationale": parsed["rationale"].to_numpy(object),
                 "max_input_time": overall.astype("datetime64[ns, UTC]"),
                 "context_max_input_time": ctx_time.astype("datetime64[ns, UTC]"),
                 "history_max_input_time": hist_time.astype("datetime64[ns, UTC]"),
@@ -81,6 +89,35 @@ class Forecaster(ABC):
     @abstractmethod
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
         """Return (raw answers, extra per-task columns)."""
+
+
+def validate_arrays(answers: pd.DataFrame) -> pd.DataFrame:
+    """The schema's rules (finite numbers, 0 <= p_up <= 1, lower <= upper) applied to whole
+    columns, for forecasters that answer with arrays (the baselines). A row whose ``refused``
+    holds a reason is invalid with that reason. Raw text is the answer's JSON."""
+    p, lo, hi = (answers[c].to_numpy(float) for c in ("p_up", "lower", "upper"))
+    refused = answers["refused"].to_numpy(object) if "refused" in answers else np.full(
+        len(answers), None, dtype=object)
+    error = np.full(len(answers), None, dtype=object)
+    checks = (
+        (~np.isfinite(hi), "schema: upper: Input should be a finite number"),
+        (~np.isfinite(lo), "schema: lower: Input should be a finite number"),
+        (np.isfinite(lo) & np.isfinite(hi) & (lo > hi), "schema: answer: lower is above upper"),
+        (~((p >= 0) & (p <= 1)), "schema: p_up: Input should lie in [0, 1]"),
+    )
+    for bad, message in checks:
+        error[bad] = message
+    has_reason = pd.notna(refused).astype(bool)
+    error[has_reason] = refused[has_reason]
+    valid = ~pd.notna(error).astype(bool)
+    raw = np.full(len(answers), "", dtype=object)
+    if valid.any():
+        raw[valid] = answers.loc[valid, ["p_up", "lower", "upper"]].to_json(
+            orient="records", lines=True, double_precision=15).rstrip("\n").split("\n")
+    nan = np.full(len(answers), np.nan)
+    return pd.DataFrame({"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
+                         "upper": np.where(valid, hi, nan), "valid": valid, "error": error,
+                         "raw": raw, "rationale": None})
 
 
 def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,

@@ -10,7 +10,8 @@ resolved (scorable) labels of that series.
   ``frozen``: the rate over the declared training sessions (which must end before the
   evaluation starts), never updated.
 - ``momentum``: ``s`` = sign of the log mid return over the last ``lookback_minutes`` of the
-  session's gated bars; ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
+  session's gated bars (computed in the label pass, :func:`finbench.pipeline.momentum_sign`);
+  ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
   ``n < min_count`` (or no sign, when a bar is missing) it falls back to the rolling base rate.
 - ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of
   past ``r`` over the window (linear interpolation).
@@ -23,14 +24,11 @@ is recorded invalid with reason ``insufficient_history``. Each row records the c
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
-from finbench.bars import NS, to_ns
+from finbench.bars import to_ns
 from finbench.errors import ConfigError
-from finbench.forecast import ParsedAnswer
 from finbench.forecasters.base import Forecaster, Inputs, register
 
 DEFAULT_WINDOW = 60
@@ -94,24 +92,6 @@ def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
     return lower, upper
 
 
-def momentum_sign(inputs: Inputs, tasks: pd.DataFrame, minutes: int) -> np.ndarray:
-    """Sign (−1, 0, +1) of the log mid return over the last ``minutes`` of the session's gated
-    bars; NaN when either end has no bar of the session."""
-    bars = inputs.bars
-    tick = tasks["ticker"].to_numpy(dtype=object)
-    t = to_ns(tasks["t_forecast"])
-    day_start = to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize("America/New_York")
-                      .dt.tz_convert("UTC"))
-    # Only bars of the session's local day that are available by t count (the gated bars).
-    now = bars.last_available(tick, t, not_before=day_start + bars.bar_ns)
-    then = bars.last_available(tick, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
-    mid = bars.mid
-    ok = (now >= 0) & (then >= 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)]) if len(mid) else now * 0.0
-    return np.where(ok, np.sign(ret), np.nan)
-
-
 class _Baseline(Forecaster):
     def _window(self) -> tuple[int, int]:
         return (getattr(self.config, "window", DEFAULT_WINDOW),
@@ -127,27 +107,29 @@ class _Baseline(Forecaster):
         return inputs.history
 
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
-        history = History(self._history(inputs))
+        # The history table is shared by every chunk of a run: index it once per table.
+        source = self._history(inputs)
+        cached = getattr(self, "_cached_history", None)
+        if cached is None or cached[0] is not inputs.history:
+            self._cached_history = (inputs.history, History(source))
+        history = self._cached_history[1]
         tasks = inputs.tasks
         p, details, p_last = self._probability(history, inputs)
         lower, upper, count, last = self._interval(history, tasks)
         _, min_count = self._window()
-        answers = []
-        for i in range(len(tasks)):
-            if count[i] < min_count:
-                answers.append(ParsedAnswer(
-                    False, f"insufficient_history: {count[i]} past returns < min_count "
-                    f"{min_count} for the climatology interval", ""))
-            else:
-                answers.append({"p_up": float(p[i]), "lower": float(lower[i]),
-                                "upper": float(upper[i])})
+        short = count < min_count
+        answers = pd.DataFrame({"p_up": p, "lower": lower, "upper": upper})
+        answers.loc[short, ["p_up", "lower", "upper"]] = np.nan
+        reason = pd.Series(None, index=answers.index, dtype=object)
+        reason[short] = [f"insufficient_history: {c} past returns < min_count {min_count} "
+                         "for the climatology interval" for c in count[short]]
+        answers["refused"] = reason  # a baseline that cannot answer says why
         latest = np.maximum(last, p_last)
-        hist_time = pd.to_datetime(np.where(latest >= 0, latest, 0), utc=True).to_series(
-            index=range(len(tasks)))
+        hist_time = pd.Series(pd.to_datetime(np.where(latest >= 0, latest, 0), utc=True))
         hist_time[latest < 0] = pd.NaT
         extra = {
             "history_count": count,
-            "detail": [json.dumps(d, sort_keys=True) for d in details],
+            "detail": _json_lines(details),
             "history_max_input_time": hist_time,
         }
         return answers, extra
@@ -160,7 +142,8 @@ class _Baseline(Forecaster):
 class Coin(_Baseline):
     def _probability(self, history, inputs):
         n = len(inputs.tasks)
-        return np.full(n, 0.5), [{"p": "constant 0.5"}] * n, np.full(n, -1, np.int64)
+        return (np.full(n, 0.5), pd.DataFrame({"p": np.full(n, 0.5)}),
+                np.full(n, -1, np.int64))
 
 
 @register("base_rate")
@@ -170,9 +153,7 @@ class BaseRate(_Baseline):
         if self.config.variant == "frozen":
             return self._frozen(history, inputs)
         p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
-        details = [{"rate_count": int(c), "p": float(v), "fallback": bool(c < min_count)}
-                   for c, v in zip(count, p, strict=True)]
-        return p, details, last
+        return p, _rate_details(count, p, min_count), last
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
@@ -188,16 +169,15 @@ class BaseRate(_Baseline):
         train = self._training(history)
         stats = train.groupby(["ticker", "horizon"])["y"].agg(["sum", "count"])
         _, min_count = self._window()
-        keys = list(zip(inputs.tasks["ticker"], inputs.tasks["horizon"], strict=True))
-        p, details = [], []
-        for key in keys:
-            s, c = stats.loc[key] if key in stats.index else (0.0, 0)
-            rate = float(s) / c if c >= min_count else 0.5
-            p.append(rate)
-            details.append({"rate_count": int(c), "p": rate, "fallback": bool(c < min_count),
-                            "train": [str(self.config.train_start), str(self.config.train_end)]})
+        keys = pd.MultiIndex.from_arrays([inputs.tasks["ticker"], inputs.tasks["horizon"]])
+        found = stats.reindex(keys)
+        c = found["count"].fillna(0).to_numpy(np.int64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(c >= min_count, found["sum"].to_numpy(float) / c, 0.5)
+        details = _rate_details(c, p, min_count).assign(
+            train=f"{self.config.train_start}..{self.config.train_end}")
         last = train["known_ns"].max() if len(train) else -1
-        return np.array(p), details, np.full(len(keys), last, np.int64)
+        return p, details, np.full(len(keys), last, np.int64)
 
     def _interval(self, history: History, tasks: pd.DataFrame):
         if self.config.variant != "frozen":
@@ -217,16 +197,21 @@ class BaseRate(_Baseline):
 
 @register("momentum")
 class Momentum(_Baseline):
+    @property
+    def _sign_column(self) -> str:
+        return f"momentum_sign_{self.config.lookback_minutes}"
+
     def _history(self, inputs: Inputs) -> pd.DataFrame:
-        frame = inputs.history.copy()
-        frame["momentum_sign"] = momentum_sign(inputs, frame, self.config.lookback_minutes)
-        return frame
+        if self._sign_column not in inputs.history:
+            raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
+        return inputs.history.assign(momentum_sign=inputs.history[self._sign_column])
 
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
         base_p, base_c, last = rolling_rate(history, tasks, window, min_count)
-        sign = momentum_sign(inputs, tasks, self.config.lookback_minutes)
+        signs = inputs.history.set_index("task_id")[self._sign_column]
+        sign = signs.reindex(tasks["task_id"]).to_numpy(float)
         n = len(tasks)
         p = base_p.copy()
         n_s, up_s = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -245,11 +230,11 @@ class Momentum(_Baseline):
                 up_s[rows[sel]] = (cu[k] - cu[lo])[sel]
         use = ~np.isnan(sign) & (n_s >= min_count)
         p[use] = (up_s[use] + 1.0) / (n_s[use] + 2.0)
-        details = [
-            {"sign": None if np.isnan(s) else int(s), "sign_count": int(c), "sign_up": int(u),
-             "p": float(q), "fallback": None if ok else "base_rate", "rate_count": int(bc)}
-            for s, c, u, q, ok, bc in zip(sign, n_s, up_s, p, use, base_c, strict=True)
-        ]
+        details = pd.DataFrame({
+            "fallback": np.where(use, None, "base_rate"), "p": p, "rate_count": base_c,
+            "sign": pd.array(np.where(np.isnan(sign), 0, sign).astype(int), dtype="Int64"),
+            "sign_count": n_s, "sign_up": up_s})
+        details.loc[np.isnan(sign), "sign"] = pd.NA
         return p, details, last
 
 
@@ -258,9 +243,20 @@ class Climatology(BaseRate):
     def _probability(self, history, inputs):
         window, min_count = self._window()
         p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
-        details = [{"rate_count": int(c), "p": float(v), "fallback": bool(c < min_count)}
-                   for c, v in zip(count, p, strict=True)]
-        return p, details, last
+        return p, _rate_details(count, p, min_count), last
 
     def _interval(self, history, tasks):
         return _Baseline._interval(self, history, tasks)
+
+
+def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFrame:
+    return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
+
+
+def _json_lines(frame: pd.DataFrame) -> list[str]:
+    """One compact JSON object per row, keys sorted (pandas' C writer, not a Python loop)."""
+    if frame.empty:
+        return []
+    text = frame[sorted(frame.columns)].to_json(orient="records", lines=True,
+                                                double_precision=15)
+    return text.rstrip("\n").split("\n")

@@ -50,45 +50,96 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     return frame
 
 
-def _slices(frame: pd.DataFrame):
-    yield "overall", "all", frame
-    for kind in ("horizon", "ticker"):
-        for value, part in frame.groupby(kind, sort=False):
-            yield kind, str(value), part
+METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss"),
+           ("covered", "coverage"), ("width", "width"), ("winkler", "winkler"),
+           ("kelly", "kelly"))
 
 
 def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
               interval_reference: str | None, composite: dict[str, float] | None = None,
               horizon_order: list[str] | None = None) -> pd.DataFrame:
-    """One row per (model, slice) with counts, mean scores and paired skill."""
+    """One row per (model, slice) with counts, mean scores and paired skill.
+
+    Vectorised: rows are laid out as a task × model grid once; every count, mean and paired
+    skill of every slice is a ``bincount`` over slice codes.
+    """
+    rows = rows[rows["model"].isin(models)]
+    task_codes, task_ids = pd.factorize(rows["task_id"])
+    n_tasks = len(task_ids)
+    per_task = rows.drop_duplicates("task_id").set_index("task_id").reindex(task_ids)
+    model_pos = {m: i for i, m in enumerate(models)}
+    mcode = rows["model"].map(model_pos).to_numpy()
+
+    def grid(values, fill=np.nan) -> np.ndarray:
+        out = np.full((len(models), n_tasks), fill, dtype=float)
+        out[mcode, task_codes] = values
+        return out
+
+    present = grid(1.0, 0.0) > 0
+    scored = grid(rows["scored"].to_numpy(float), 0.0) > 0
+    metric = {col: grid(rows[col].to_numpy(float)) for col, _ in METRICS}
+    metric["y"] = grid(rows["y"].astype("float64").to_numpy())
+    metric["tie"] = grid(rows["tie"].to_numpy(float))
+    flags = {
+        "valid": grid(rows["valid"].to_numpy(float), 0.0),
+        "fallback": grid(rows["fallback_used"].to_numpy(float), 0.0),
+        "unscorable": grid((rows["status"] != "ok").to_numpy(float), 0.0),
+        "no_ref": grid((rows["status"] == "no_reference_price").to_numpy(float), 0.0),
+        "no_tgt": grid((rows["status"] == "no_target_price").to_numpy(float), 0.0),
+    }
     out = []
-    by_model = {m: rows[rows["model"] == m] for m in models}
-    for model in models:
-        part = by_model[model]
-        for kind, value, sl in _slices(part):
-            scored = sl[sl["scored"]]
-            n = len(scored)
-            rec = {
-                "model": model, "slice_kind": kind, "slice": value,
-                "n_tasks": len(sl), "n_valid": int(sl["valid"].sum()),
-                "validity": float(sl["valid"].mean()) if len(sl) else np.nan,
-                "n_fallback": int(sl["fallback_used"].sum()),
-                "n_unscorable": int((sl["status"] != "ok").sum()),
-                "n_no_reference_price": int((sl["status"] == "no_reference_price").sum()),
-                "n_no_target_price": int((sl["status"] == "no_target_price").sum()),
-                "n": n, "positives": int(scored["y"].sum()) if n else 0,
-                "ties": int(scored["tie"].sum()) if n else 0,
+    for kind in SLICE_KINDS:
+        if kind == "overall":
+            codes, values = np.zeros(n_tasks, dtype=np.int64), np.array(["all"], dtype=object)
+        else:
+            codes, values = pd.factorize(per_task[kind].astype(str))
+            values = np.asarray(values, dtype=object)
+        k = len(values)
+
+        def total(weights, mask, codes=codes, k=k) -> np.ndarray:
+            w = np.where(mask, weights, 0.0)
+            return np.bincount(codes, weights=w, minlength=k)
+
+        for model, i in model_pos.items():
+            has = present[i]
+            n_rows = np.bincount(codes[has], minlength=k)
+            sc = scored[i]
+            n = total(np.ones(n_tasks), sc)
+            recs = {
+                "n_tasks": n_rows, "n_valid": total(flags["valid"][i], has),
+                "n_fallback": total(flags["fallback"][i], has),
+                "n_unscorable": total(flags["unscorable"][i], has),
+                "n_no_reference_price": total(flags["no_ref"][i], has),
+                "n_no_target_price": total(flags["no_tgt"][i], has),
+                "n": n, "positives": total(metric["y"][i], sc), "ties": total(metric["tie"][i], sc),
             }
-            for col, name in (("correct", "accuracy"), ("brier", "brier"),
-                              ("log_loss", "log_loss"), ("covered", "coverage"),
-                              ("width", "width"), ("winkler", "winkler"), ("kelly", "kelly")):
-                rec[name] = float(scored[col].mean()) if n else np.nan
-            for base in baselines:
-                rec.update(_paired(scored, by_model[base], kind, value, base, "brier", "bss"))
-            if interval_reference:
-                rec.update(_paired(scored, by_model[interval_reference], kind, value,
-                                   interval_reference, "winkler", "wss"))
-            out.append(rec)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = {name: total(metric[col][i], sc) / n for col, name in METRICS}
+                paired = {}
+                for base in baselines:
+                    paired.update(_paired(scored, metric["brier"], i, model_pos[base], codes, k,
+                                          base, "bss"))
+                if interval_reference:
+                    paired.update(_paired(scored, metric["winkler"], i,
+                                          model_pos[interval_reference], codes, k,
+                                          interval_reference, "wss"))
+            for j in range(k):
+                if n_rows[j] == 0:
+                    continue
+                rec = {"model": model, "slice_kind": kind, "slice": str(values[j]),
+                       "n_tasks": int(recs["n_tasks"][j]),
+                       "n_valid": int(recs["n_valid"][j]),
+                       "validity": float(recs["n_valid"][j] / recs["n_tasks"][j]),
+                       "n_fallback": int(recs["n_fallback"][j]),
+                       "n_unscorable": int(recs["n_unscorable"][j]),
+                       "n_no_reference_price": int(recs["n_no_reference_price"][j]),
+                       "n_no_target_price": int(recs["n_no_target_price"][j]),
+                       "n": int(n[j]), "positives": int(recs["positives"][j]),
+                       "ties": int(recs["ties"][j])}
+                rec.update({name: float(v[j]) if n[j] else np.nan for name, v in means.items()})
+                for key, v in paired.items():
+                    rec[key] = int(v[j]) if key.endswith("_n") else float(v[j])
+                out.append(rec)
     table = pd.DataFrame(out)
     if composite:
         table["composite_secondary"] = sum(w * table[col] for col, w in composite.items())
@@ -103,14 +154,15 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     return table.drop(columns=["_k", "_m", "_s"]).reset_index(drop=True)
 
 
-def _paired(scored, base_rows, kind, value, base, col, prefix) -> dict:
-    if kind != "overall":
-        base_rows = base_rows[base_rows[kind].astype(str) == value]
-    ref = base_rows[base_rows["scored"]][["task_id", col]]
-    pair = scored[["task_id", col]].merge(ref, on="task_id", suffixes=("", "_ref"))
-    n = len(pair)
-    own = float(pair[col].mean()) if n else np.nan
-    other = float(pair[f"{col}_ref"].mean()) if n else np.nan
-    skill = (1.0 - own / other) if n and other != 0 else np.nan
+def _paired(scored, loss, i, b, codes, k, base, prefix) -> dict:
+    """Skill of model ``i`` against model ``b`` on the tasks both scored, per slice."""
+    both = scored[i] & scored[b]
+    n = np.bincount(codes, weights=both.astype(float), minlength=k)
+    own_sum = np.bincount(codes, weights=np.where(both, loss[i], 0.0), minlength=k)
+    ref_sum = np.bincount(codes, weights=np.where(both, loss[b], 0.0), minlength=k)
+    own = np.where(n > 0, own_sum / np.maximum(n, 1), np.nan)
+    ref = np.where(n > 0, ref_sum / np.maximum(n, 1), np.nan)
+    skill = np.where((n > 0) & (ref_sum != 0), 1.0 - own_sum / np.where(ref_sum == 0, 1, ref_sum),
+                     np.nan)
     return {f"{prefix}_{base}": skill, f"{prefix}_{base}_n": n,
-            f"{prefix}_{base}_model": own, f"{prefix}_{base}_ref": other}
+            f"{prefix}_{base}_model": own, f"{prefix}_{base}_ref": ref}

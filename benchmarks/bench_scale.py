@@ -1,0 +1,158 @@
+"""Scale: 500 tickers x 252 sessions of minute bars, a baselines-only run over every task.
+
+Prints, measured in one run on this machine:
+  - a bare pyarrow read of the columns a run needs, and a baselines-only `finbench run`
+    (subprocess: wall time and peak RSS), as a ratio (target <= 2x; RSS <= 4 GB);
+  - the naive per-task reference (pandas filters over the whole frame) timed on a sample of
+    tasks and extrapolated, as a speed-up (target >= 300x);
+  - 10M rows of scoring with the validated public rules against bare numpy one-liners
+    (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows.
+Synthetic data (random walks, 09:00-16:00 ET), generated into a temporary folder.
+Run: .venv/bin/python benchmarks/bench_scale.py [--tickers 500 --sessions 252]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from finbench.calendar import get_calendar  # noqa: E402
+from finbench.data.schema import BARS_SCHEMA  # noqa: E402
+from finbench.data.store import Store, sha256_file, snapshot_hash  # noqa: E402
+from finbench.scoring import _core  # noqa: E402
+from finbench.scoring.bootstrap import mean_ci  # noqa: E402
+from finbench.scoring.rules import brier_loss, coverage_score, log_loss, winkler_loss  # noqa: E402
+from tests.reference import naive_labels  # noqa: E402
+
+
+def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple[list, int]:
+    cal = get_calendar("XNYS", pd.Timestamp("2023-12-01"), pd.Timestamp("2025-03-01"))
+    days = list(cal.sessions_in_range("2024-01-02", "2025-02-28")[:sessions])
+    names = np.array([f"T{i:03d}" for i in range(tickers)])
+    rng = np.random.default_rng(seed)
+    store = Store.open_or_create(path, synthetic=True, description="SYNTHETIC benchmark data")
+    partitions, rows = {}, 0
+    price = np.full(tickers, 100.0)
+    for day in days:
+        local = pd.Timestamp(day).tz_localize("America/New_York")
+        minutes = pd.date_range(local + pd.Timedelta(hours=9), local + pd.Timedelta(hours=16),
+                                freq="1min", inclusive="left").tz_convert("UTC")
+        n = len(minutes)
+        steps = rng.normal(0, 0.0008, size=(tickers, n))
+        path_ = price[:, None] * np.exp(np.cumsum(steps, axis=1))
+        price = path_[:, -1]
+        o = np.round(path_, 2).ravel()
+        table = pa.table({
+            "ticker": np.repeat(names, n), "ts": np.tile(minutes.as_unit("ns"), tickers),
+            "open": o, "high": o + 0.02, "low": o - 0.02, "close": o,
+            "volume": np.full(tickers * n, 100.0)}, schema=BARS_SCHEMA)
+        rel = f"bars/date={pd.Timestamp(day).date()}/part.parquet"
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path / rel, compression="zstd", row_group_size=128 * 1024)
+        partitions[rel] = sha256_file(path / rel)
+        rows += table.num_rows
+    store.manifest["partitions"] = dict(sorted(partitions.items()))
+    store.manifest["snapshot_sha256"] = snapshot_hash(partitions)
+    store.save_manifest()
+    return days, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tickers", type=int, default=500)
+    parser.add_argument("--sessions", type=int, default=252)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
+        tmp = Path(tmp)
+        t0 = time.perf_counter()
+        days, rows = write_store(tmp / "store", args.tickers, args.sessions)
+        print(f"generated {rows:,} bars ({args.tickers} tickers x {len(days)} sessions) in "
+              f"{time.perf_counter() - t0:.0f}s")
+        files = sorted((tmp / "store").glob("bars/date=*/part.parquet"))
+        t0 = time.perf_counter()
+        for f in files:
+            pq.read_table(f, columns=BARS_SCHEMA.names)
+        bare = time.perf_counter() - t0
+
+        tickers = [f"T{i:03d}" for i in range(args.tickers)]
+        cfg = tmp / "scale.toml"
+        cfg.write_text(
+            f'[data]\nstore = "{tmp / "store"}"\n[tasks]\ntickers = {tickers!r}\n'
+            f'start = "{pd.Timestamp(days[0]).date()}"\nend = "{pd.Timestamp(days[-1]).date()}"\n'
+            + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
+                      for k in ("coin", "base_rate", "momentum", "climatology")).replace(
+                "'", '"'))
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                        str(tmp / "run")], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        run_time = time.perf_counter() - t0
+        rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+        tasks = pd.read_parquet(tmp / "run" / "tasks.parquet")
+        n_forecasts = len(pd.read_parquet(tmp / "run" / "forecasts.parquet",
+                                          columns=["task_id"]))
+
+        # naive reference: per-task pandas filters over the whole frame (labels only)
+        frame = Store(tmp / "store").read_bars()
+        sample = tasks.sample(8, random_state=1)
+        t0 = time.perf_counter()
+        naive_labels(sample, frame)
+        per_task = (time.perf_counter() - t0) / len(sample)
+        naive_total = per_task * len(tasks)
+        del frame
+
+        n = 10_000_000
+        rng = np.random.default_rng(0)
+        y = (rng.random(n) < 0.5).astype(float)
+        p = rng.random(n)
+        r = rng.normal(0, 0.01, n)
+        lo, hi = r - rng.random(n) * 0.02, r + rng.random(n) * 0.02
+        t0 = time.perf_counter()
+        for _ in range(3):
+            (p - y) ** 2
+            _core.log_loss(y, p, 1e-6)
+            _core.winkler(r, lo, hi, 0.2)
+            (lo <= r) & (r <= hi)
+        bare_score = (time.perf_counter() - t0) / 3
+        t0 = time.perf_counter()
+        for _ in range(3):
+            brier_loss(y, p)
+            log_loss(y, p)
+            winkler_loss(r, lo, hi)
+            coverage_score(r, lo, hi)
+        public_score = (time.perf_counter() - t0) / 3
+        sessions = rng.integers(0, 250, n)
+        t0 = time.perf_counter()
+        mean_ci((p - y) ** 2, sessions, replicates=1000, seed=1)
+        boot = time.perf_counter() - t0
+
+    print(f"tasks {len(tasks):,}, forecasts {n_forecasts:,} (4 baselines)")
+    print(f"{'step':<52}{'seconds':>10}")
+    print(f"{'bare pyarrow read of the needed columns':<52}{bare:>10.2f}")
+    print(f"{'finbench run, baselines only (all tasks)':<52}{run_time:>10.2f}")
+    print(f"{'naive per-task labels (extrapolated)':<52}{naive_total:>10.0f}")
+    print(f"{'score 10M rows: numpy one-liners':<52}{bare_score:>10.3f}")
+    print(f"{'score 10M rows: finbench.scoring.rules (validated)':<52}{public_score:>10.3f}")
+    print(f"{'session bootstrap, 1,000 replicates, 10M rows':<52}{boot:>10.3f}")
+    print(f"run vs bare read: {run_time / bare:.1f}x (target <= 2x); peak RSS {rss_gb:.2f} GB "
+          f"(target <= 4 GB)")
+    print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
+          f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Month-by-month processing gives exactly what one pass over all the data gives."""
+
+import numpy as np
+import pandas as pd
+
+from finbench.config import RunConfig
+from finbench.data.store import Store
+from finbench.gate import ContextIndex
+from finbench.labels import compute_labels
+from finbench.pipeline import context_chunks, momentum_sign, month_ranges, plan_run, resolve
+
+
+def config(store):
+    return RunConfig.model_validate({
+        "data": {"store": str(store)},
+        "tasks": {"tickers": ["AAPL", "MSFT", "NVDA"], "start": "2024-12-02",
+                  "end": "2025-01-15"},
+        "models": [{"name": "m", "kind": "momentum", "window": 20}],
+    })
+
+
+def test_month_ranges_cover_the_span_without_gaps():
+    import datetime as dt
+
+    ranges = month_ranges(dt.date(2024, 11, 20), dt.date(2025, 1, 15))
+    assert ranges == [(dt.date(2024, 11, 20), dt.date(2024, 11, 30)),
+                      (dt.date(2024, 12, 1), dt.date(2024, 12, 31)),
+                      (dt.date(2025, 1, 1), dt.date(2025, 1, 15))]
+
+
+def test_chunked_passes_equal_one_pass(sample_store):
+    plan = plan_run(config(sample_store))
+    resolved = resolve(plan, momentum_minutes={30})
+    store = Store(sample_store)
+    everything = plan.all_tasks
+    bars = store.read_bar_arrays(tickers=["AAPL", "MSFT", "NVDA"], start=plan.first_date)
+    whole = compute_labels(everything, bars)
+    chunked = resolved.labels_of(everything)
+    pd.testing.assert_frame_equal(chunked, whole)
+    assert len(month_ranges(plan.first_date, plan.config.tasks.end)) >= 3
+    sign = resolved.history.set_index("task_id").loc[everything["task_id"], "momentum_sign_30"]
+    np.testing.assert_array_equal(sign.to_numpy(), momentum_sign(bars, everything, 30))
+
+    one = ContextIndex(plan.tasks, bars, store.read_headlines(), previous_sessions=5,
+                       headline_hours=24, max_headlines=20)
+    digests, times = [], []
+    for _, index, _ in context_chunks(plan, plan.tasks, resolved.daily):
+        digests += index.digests()
+        times += list(index.max_input_time)
+    assert digests == one.digests()
+    assert times == list(one.max_input_time)
