@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         if not sep:
             raise FinbenchError(f"--shard: {args.shard!r} is not START:END (YYYY-MM-DD:YYYY-MM-DD)")
         shard = (start, end)
-    out = run(args.config, args.out, dry_run=args.dry_run, shard=shard)
+    out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch)
     print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
     return 0
 
@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="run directory (default results/<config name>)")
     run.add_argument("--shard", help="only sessions START:END of the config (merge shards with "
                                      "finbench merge)")
+    run.add_argument("--batch", action="store_true",
+                     help="send LLM calls through the OpenAI Batch API; run again to collect")
     run.add_argument("--dry-run", action="store_true",
                      help="print LLM calls, estimated tokens and cost; make no request")
     run.set_defaults(func=_run)

@@ -189,7 +189,8 @@ class ContextIndex:
                      "max_input_ns"):
             setattr(out, name, getattr(self, name)[rows])
         out._task_ids = [self._task_ids[i] for i in rows]
-        out._digest_cache = [self.digests()[i] for i in rows]  # hashed once per chunk
+        digests = self.digests()  # hashed once per chunk
+        out._digest_cache = [digests[i] for i in rows]
         return out
 
     def __len__(self) -> int:

@@ -18,6 +18,7 @@ import finbench
 from finbench.config import BASELINE_KINDS, RunConfig, load_config
 from finbench.errors import RunError
 from finbench.forecasters.base import FORECAST_COLUMNS, Inputs, build_forecaster
+from finbench.forecasters.batch import BatchJob
 from finbench.journal import Journal
 from finbench.pipeline import Plan, context_chunks, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
@@ -50,13 +51,15 @@ def momentum_minutes(config: RunConfig) -> set[int]:
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
-        dry_run: bool = False, shard: tuple | None = None) -> Path:
+        dry_run: bool = False, shard: tuple | None = None, batch: bool = False) -> Path:
     """Run (or resume) the config into ``out``; returns the run directory.
 
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
     and stops before any request. ``shard = (start, end)`` runs only the sessions of that
     sub-range of the config's dates (see :mod:`finbench.shards`). Market data are read one
-    calendar month at a time (:mod:`finbench.pipeline`), so memory stays bounded.
+    calendar month at a time (:mod:`finbench.pipeline`), so memory stays bounded. ``batch``
+    sends LLM calls through the Batch API (:mod:`finbench.forecasters.batch`); any later run
+    of the same directory polls and collects them, and scores once every batch is in.
     """
     config, config_sha = load_config(config_path)
     if shard is not None:
@@ -90,7 +93,6 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     _write_json(manifest_path, manifest)
 
     journal = Journal(out)
-    done = journal.done()
     skipped, forecasters = {}, []
     for model in config.models:
         reason = skip_reason(model)
@@ -99,9 +101,16 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             echo(f"skip {model.name}: {reason}")
         else:
             forecasters.append(build_forecaster(model))
+    jobs = {f.name: BatchJob(out, f) for f in forecasters if f.streaming}
+    jobs = {name: job for name, job in jobs.items() if batch or job.state["files"]}
+    pending = 0 if dry_run else sum(job.collect(journal, echo) for job in jobs.values())
+    done = journal.done()
     ids = plan.tasks["task_id"].to_numpy()
-    todo = {f.name: np.array([(t, f.name) not in done for t in ids], dtype=bool)
-            for f in forecasters}
+    todo = {}
+    for f in forecasters:
+        sent = jobs[f.name].submitted_task_ids() if f.name in jobs else set()
+        todo[f.name] = np.array([(t, f.name) not in done and t not in sent for t in ids],
+                                dtype=bool)
     for f in forecasters:
         if not todo[f.name].any() and not dry_run:
             echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
@@ -128,6 +137,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
                     acc["cost"] = None if est["cost"] is None or acc["cost"] is None else (
                         acc["cost"] + est["cost"])
                 continue
+            if f.streaming and batch:
+                jobs[f.name].add(inputs)
+                continue
             if f.streaming:
                 stats = f.run_stream(inputs, journal, echo)
                 n, valid = stats["done"], stats["valid"]
@@ -143,6 +155,15 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             left = sum(q[2] - q[0] for q in progress.values())
             echo(f"{f.name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
                  f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
+    if batch and not dry_run:
+        for job in jobs.values():
+            if job.new:
+                pending += len(job.write_files())
+                job.submit(echo)
+    if pending and not dry_run:
+        echo(f"{pending} batch(es) not finished yet: run the same command again to collect "
+             "them; forecasts and scores are written once every batch is in")
+        return out
     if dry_run:
         for name, est in estimates.items():
             cost = "unknown (no prices configured)" if est["cost"] is None else (

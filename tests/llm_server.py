@@ -33,6 +33,9 @@ class ChatServer:
         self.hang_seconds = hang_seconds
         self.lock = threading.Lock()
         self.requests: list[dict] = []
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.batch_calls: Counter = Counter()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,8 +46,16 @@ class ChatServer:
 
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
+                raw = self.rfile.read(length)
+                if self.path.endswith("/files"):
+                    return server.upload(self, raw)
+                body = json.loads(raw)
+                if self.path.endswith("/batches"):
+                    return server.create_batch(self, body)
                 server.handle(self, body)
+
+            def do_GET(self):
+                server.get(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -96,6 +107,79 @@ class ChatServer:
                                                         finish="length"))
         content = CONTENT.get(model, CONTENT["valid"])
         return self._reply(h, 200, self._completion(model, content))
+
+    # -- Batch API: files and batches ----------------------------------------------------
+    def upload(self, h, raw: bytes) -> None:
+        boundary = h.headers["content-type"].split("boundary=")[1].strip('"').encode()
+        content = b""
+        for part in raw.split(b"--" + boundary):
+            if b'name="file"' in part:
+                content = part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
+        with self.lock:
+            self.batch_calls["upload"] += 1
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = content
+        self._reply(h, 200, {"id": file_id, "object": "file", "bytes": len(content),
+                             "created_at": 0, "filename": "requests.jsonl", "purpose": "batch",
+                             "status": "processed"})
+
+    def create_batch(self, h, body: dict) -> None:
+        with self.lock:
+            self.batch_calls["create"] += 1
+            batch_id = f"batch-{len(self.batches) + 1}"
+            out, err = [], []
+            for line in self.files[body["input_file_id"]].decode().splitlines():
+                item = json.loads(line)
+                model, cid = item["body"]["model"], item["custom_id"]
+                if model == "mixed" and "MIDDAY" in cid:
+                    err.append({"id": f"r-{cid}", "custom_id": cid, "error": None,
+                                "response": {"status_code": 400, "body": {"error": {
+                                    "message": "context too long", "type": "invalid_request"}}}})
+                    continue
+                content = CONTENT.get(model, CONTENT["valid"])
+                out.append({"id": f"r-{cid}", "custom_id": cid, "error": None,
+                            "response": {"status_code": 200, "request_id": "q",
+                                         "body": self._completion(model, content)}})
+            out_id, err_id = f"file-out-{batch_id}", f"file-err-{batch_id}"
+            self.files[out_id] = "".join(json.dumps(x) + "\n" for x in out).encode()
+            self.files[err_id] = "".join(json.dumps(x) + "\n" for x in err).encode()
+            self.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": body["endpoint"],
+                "input_file_id": body["input_file_id"],
+                "completion_window": body["completion_window"], "created_at": 0,
+                "status": "validating", "polls": 0, "total": len(out) + len(err),
+                "output_file_id": out_id, "error_file_id": err_id if err else None}
+        self._reply(h, 200, self._batch_view(batch_id))
+
+    def _batch_view(self, batch_id: str) -> dict:
+        b = self.batches[batch_id]
+        done = b["status"] == "completed"
+        view = {k: b[k] for k in ("id", "object", "endpoint", "input_file_id",
+                                  "completion_window", "created_at", "status")}
+        view["request_counts"] = {"total": b["total"], "completed": b["total"] if done else 0,
+                                  "failed": 0}
+        if done:
+            view["output_file_id"], view["error_file_id"] = b["output_file_id"], b["error_file_id"]
+        return view
+
+    def get(self, h) -> None:
+        parts = h.path.strip("/").split("/")
+        if parts[-2] == "batches":
+            with self.lock:
+                self.batch_calls["retrieve"] += 1
+                b = self.batches[parts[-1]]
+                b["polls"] += 1  # validating -> in_progress -> completed
+                b["status"] = "in_progress" if b["polls"] == 1 else "completed"
+            return self._reply(h, 200, self._batch_view(parts[-1]))
+        if parts[-1] == "content":
+            data = self.files[parts[-2]]
+            h.send_response(200)
+            h.send_header("content-type", "application/octet-stream")
+            h.send_header("content-length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            return None
+        return self._reply(h, 404, {"error": {"message": "not found"}})
 
     @staticmethod
     def _completion(model, content, *, refusal=None, finish="stop") -> dict:

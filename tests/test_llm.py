@@ -201,3 +201,58 @@ def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
             assert json.dumps(headline)[1:-1] not in text, ctx.task_id
         seen += text.count(CANARY_MARK)
     assert seen > 0
+
+
+def test_batch_mode_submits_once_polls_and_collects(tmp_path, sample_store, server):
+    cfg = config(tmp_path, sample_store, server.base_url, [("b", "mixed")])
+    out = tmp_path / "out"
+    lines = []
+    run(cfg, out, echo=lines.append, batch=True)
+    state = json.loads((out / "batches" / "b.json").read_text())
+    assert state["files"][0]["batch_id"] == "batch-1" and state["files"][0]["requests"] == 3
+    assert server.batch_calls == {"upload": 1, "create": 1}
+    assert not (out / "forecasts.parquet").exists() and server.total == 0
+    run(cfg, out, echo=lines.append)  # first poll: in progress
+    assert any("batch batch-1 is in_progress" in x for x in lines)
+    assert not (out / "forecasts.parquet").exists()
+    run(cfg, out, echo=lines.append)  # second poll: completed and collected
+    f = pd.read_parquet(out / "forecasts.parquet")
+    b = f[f["model"] == "b"].set_index("task_id")
+    assert len(b) == 3 and b["valid"].sum() == 2
+    failed = b.loc["AAPL|2025-01-15|MIDDAY"]
+    assert not failed["valid"] and "batch_error: http_400: context too long" in failed["error"]
+    assert json.loads(b["detail"].iloc[0])["batch_id"] == "batch-1"
+    calls = dict(server.batch_calls)
+    run(cfg, out, echo=lambda *_: None, batch=True)  # nothing left to send or collect
+    assert dict(server.batch_calls) == calls and server.total == 0
+    from finbench.audit import audit_run
+
+    assert audit_run(out) == []
+
+
+def test_a_batch_run_killed_after_upload_creates_the_batch_once(tmp_path, sample_store, server):
+    from finbench.forecasters.batch import BatchJob
+
+    cfg = config(tmp_path, sample_store, server.base_url, [("b", "valid")])
+    out = tmp_path / "out"
+    original = BatchJob.submit
+
+    def upload_only(self, echo=print):  # simulate a kill between upload and batch creation
+        client = self.client()
+        for entry in self.pending():
+            data = (self.folder / entry["path"]).read_bytes()
+            entry["input_file_id"] = client.files.create(file=(entry["path"], data),
+                                                         purpose="batch").id
+            self._save()
+
+    BatchJob.submit = upload_only
+    try:
+        run(cfg, out, echo=lambda *_: None, batch=True)
+    finally:
+        BatchJob.submit = original
+    assert server.batch_calls == {"upload": 1}
+    for _ in range(3):
+        run(cfg, out, echo=lambda *_: None)
+    assert server.batch_calls["upload"] == 1 and server.batch_calls["create"] == 1
+    f = pd.read_parquet(out / "forecasts.parquet")
+    assert f[f["model"] == "b"]["valid"].all()

@@ -44,6 +44,8 @@ class History:
         ok["known_ns"] = to_ns(ok["label_known_at"])
         ok = ok.sort_values(["ticker", "horizon", "known_ns"], kind="stable")
         self.groups = {key: g for key, g in ok.groupby(["ticker", "horizon"], sort=False)}
+        self._known = {key: g["known_ns"].to_numpy() for key, g in self.groups.items()}
+        self._memo: dict = {}
 
     def positions(self, tasks: pd.DataFrame) -> dict:
         """Per series: (task rows, k = labels known strictly before each t_forecast)."""
@@ -51,20 +53,51 @@ class History:
         t_fc = to_ns(tasks["t_forecast"])
         for key, rows in tasks.groupby(["ticker", "horizon"], sort=False).indices.items():
             g = self.groups.get(key)
-            known = g["known_ns"].to_numpy() if g is not None else np.empty(0, np.int64)
+            known = self._known.get(key, np.empty(0, np.int64))
             out[key] = (rows, np.searchsorted(known, t_fc[rows], side="left"), g)
         return out
+
+    def series(self, key, what: str, window: int | None = None) -> np.ndarray:
+        """Per-series arrays indexed by k (labels known), computed once per history:
+        ``cum_y`` (cumulative sum of y, length n+1) and ``q_lo``/``q_hi`` (quantiles of the
+        last ``window`` returns before position k; NaN at k = 0)."""
+        memo_key = (key, what, window)
+        if memo_key not in self._memo:
+            g = self.groups[key]
+            if what == "cum_y":
+                self._memo[memo_key] = np.r_[0.0, np.cumsum(g["y"].to_numpy(float))]
+            else:
+                roll = pd.Series(g["r"].to_numpy(float)).rolling(window, min_periods=1)
+                for q, name in zip(QUANTILES, ("q_lo", "q_hi"), strict=True):
+                    values = roll.quantile(q, interpolation="linear").to_numpy()
+                    self._memo[(key, name, window)] = np.r_[np.nan, values]
+        return self._memo[memo_key]
+
+
+_HISTORIES: dict[tuple, tuple[pd.DataFrame, History]] = {}
+
+
+def shared_history(frame: pd.DataFrame, variant: str = "") -> History:
+    """One :class:`History` per history table (and variant), shared by every baseline and
+    every chunk of a run."""
+    key = (id(frame), variant)
+    cached = _HISTORIES.get(key)
+    if cached is None or cached[0] is not frame:
+        if len(_HISTORIES) > 8:
+            _HISTORIES.clear()
+        cached = (frame, History(frame))
+        _HISTORIES[key] = cached
+    return cached[1]
 
 
 def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: int):
     """(p, count, latest label time used in ns or -1) per task."""
     n = len(tasks)
     p, count, last = np.full(n, 0.5), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    for rows, k, g in history.positions(tasks).values():
+    for key, (rows, k, g) in history.positions(tasks).items():
         if g is None:
             continue
-        y = g["y"].to_numpy(float)
-        cum = np.r_[0.0, np.cumsum(y)]
+        cum = history.series(key, "cum_y")
         lo = np.maximum(k - window, 0)
         c = k - lo
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -72,7 +105,7 @@ def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: 
         enough = c >= min_count
         p[rows] = np.where(enough, rate, 0.5)
         count[rows] = c
-        known = g["known_ns"].to_numpy()
+        known = history._known[key]
         last[rows] = np.where(k > 0, known[np.maximum(k - 1, 0)], -1)
     return p, count, last
 
@@ -81,14 +114,11 @@ def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
     """Empirical 10% / 90% quantiles of the past ``window`` returns per task (NaN if none)."""
     n = len(tasks)
     lower, upper = np.full(n, np.nan), np.full(n, np.nan)
-    for rows, k, g in history.positions(tasks).values():
+    for key, (rows, k, g) in history.positions(tasks).items():
         if g is None:
             continue
-        r = pd.Series(g["r"].to_numpy(float))
-        roll = r.rolling(window, min_periods=1)
-        q_lo = np.r_[np.nan, roll.quantile(QUANTILES[0], interpolation="linear").to_numpy()]
-        q_hi = np.r_[np.nan, roll.quantile(QUANTILES[1], interpolation="linear").to_numpy()]
-        lower[rows], upper[rows] = q_lo[k], q_hi[k]
+        lower[rows] = history.series(key, "q_lo", window)[k]
+        upper[rows] = history.series(key, "q_hi", window)[k]
     return lower, upper
 
 
@@ -103,16 +133,11 @@ class _Baseline(Forecaster):
         _, count, last = rolling_rate(history, tasks, window, min_count)
         return lower, upper, count, last
 
-    def _history(self, inputs: Inputs) -> pd.DataFrame:
-        return inputs.history
+    def _shared(self, inputs: Inputs) -> History:
+        return shared_history(inputs.history)
 
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
-        # The history table is shared by every chunk of a run: index it once per table.
-        source = self._history(inputs)
-        cached = getattr(self, "_cached_history", None)
-        if cached is None or cached[0] is not inputs.history:
-            self._cached_history = (inputs.history, History(source))
-        history = self._cached_history[1]
+        history = self._shared(inputs)
         tasks = inputs.tasks
         p, details, p_last = self._probability(history, inputs)
         lower, upper, count, last = self._interval(history, tasks)
@@ -201,10 +226,10 @@ class Momentum(_Baseline):
     def _sign_column(self) -> str:
         return f"momentum_sign_{self.config.lookback_minutes}"
 
-    def _history(self, inputs: Inputs) -> pd.DataFrame:
+    def _shared(self, inputs: Inputs) -> History:
         if self._sign_column not in inputs.history:
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
-        return inputs.history.assign(momentum_sign=inputs.history[self._sign_column])
+        return shared_history(inputs.history)
 
     def _probability(self, history, inputs):
         tasks = inputs.tasks
@@ -218,7 +243,7 @@ class Momentum(_Baseline):
         for rows, k, g in history.positions(tasks).values():
             if g is None:
                 continue
-            s_hist = g["momentum_sign"].to_numpy(float)
+            s_hist = g[self._sign_column].to_numpy(float)
             y = g["y"].to_numpy(float)
             lo = np.maximum(k - window, 0)
             for v in (-1.0, 0.0, 1.0):

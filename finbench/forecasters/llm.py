@@ -176,8 +176,7 @@ class OpenAIForecaster(Forecaster):
 
         async def one(i: int) -> None:
             messages, sha = plan[i]
-            rkey = request_key(base_url=self.base_url or "openai", model=self.config.model,
-                               params=self.params(), messages_sha256=sha)
+            rkey = self.cache_key(sha)
             started = time.perf_counter()
             response = cache.get(rkey)
             from_cache = response is not None
@@ -191,26 +190,15 @@ class OpenAIForecaster(Forecaster):
                 if "transport_error" not in response:
                     cache.put(rkey, response)
             latency = time.perf_counter() - started
-            parsed = (ParsedAnswer(False, response["transport_error"], "")
-                      if "transport_error" in response
-                      else interpret(response, self.config.structured))
             usage = response.get("usage") or {}
-            tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0
-            detail = {"template": TEMPLATE_VERSION, "finish_reason": response.get("finish_reason"),
-                      "cached": from_cache,
-                      "prompt_tokens": usage.get("prompt_tokens"),
-                      "completion_tokens": usage.get("completion_tokens")}
-            record = make_record(
-                task_id=inputs.tasks["task_id"].iat[i], model=self.name, kind=self.kind,
-                parsed=parsed, max_input_time=ctx_time.iat[i],
-                context_max_input_time=ctx_time.iat[i], history_max_input_time=pd.NaT,
-                input_sha256=sha, detail=json.dumps(detail, sort_keys=True), latency=latency,
-                tokens=tokens or None)
+            record = answer_record(self, task_id=inputs.tasks["task_id"].iat[i], sha=sha,
+                                   max_input_time=ctx_time.iat[i], response=response,
+                                   latency=latency, from_cache=from_cache)
             journal.append_records([record], sync=False)
             stats["done"] += 1
-            stats["valid"] += int(parsed.valid)
+            stats["valid"] += int(record["valid"])
             self._progress(stats, total, echo)
 
         try:
@@ -221,10 +209,8 @@ class OpenAIForecaster(Forecaster):
         self._progress(stats, total, echo, final=True)
         return stats
 
-    async def _call(self, client, messages: list[dict], key: str) -> dict:
-        import openai
-        from openai.types.chat import ChatCompletion
-
+    def request_body(self, messages: list[dict]) -> dict:
+        """The chat-completions request body for these messages (online and batch alike)."""
         c = self.config
         kwargs: dict = {"model": c.model, "messages": messages}
         if c.temperature is not None:
@@ -237,6 +223,18 @@ class OpenAIForecaster(Forecaster):
             kwargs["response_format"] = response_schema()
         elif c.structured == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def cache_key(self, sha: str) -> str:
+        return request_key(base_url=self.base_url or "openai", model=self.config.model,
+                           params=self.params(), messages_sha256=sha)
+
+    async def _call(self, client, messages: list[dict], key: str) -> dict:
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        c = self.config
+        kwargs = self.request_body(messages)
         try:
             # The client's own POST (its retries, backoff, timeouts and errors) with the body
             # as plain JSON: the typed ``create`` re-walks every message field, ~2 ms a call.
@@ -248,13 +246,7 @@ class OpenAIForecaster(Forecaster):
             return {"transport_error": _scrub(f"connection: {exc}", key)}
         except openai.APIStatusError as exc:
             return {"transport_error": _scrub(f"http_{exc.status_code}: {exc.message}", key)}
-        if not resp.choices:
-            return {"transport_error": "api_error: response without choices"}
-        choice = resp.choices[0]
-        usage = resp.usage.model_dump() if resp.usage else {}
-        return {"content": choice.message.content, "refusal": getattr(choice.message, "refusal",
-                                                                      None),
-                "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model}
+        return completion_response(resp)
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
         now = time.perf_counter()
@@ -275,6 +267,37 @@ class OpenAIForecaster(Forecaster):
              f"{stats['tokens_in']}+{stats['tokens_out']}{cost}, cached {stats['cached']}, "
              f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
         sys.stdout.flush()
+
+
+def completion_response(resp) -> dict:
+    """What FinBench keeps of a chat completion (an SDK object): content, refusal, finish
+    reason, usage."""
+    if not resp.choices:
+        return {"transport_error": "api_error: response without choices"}
+    choice = resp.choices[0]
+    usage = resp.usage.model_dump() if resp.usage else {}
+    return {"content": choice.message.content, "refusal": getattr(choice.message, "refusal", None),
+            "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model}
+
+
+def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
+                  latency: float, from_cache: bool) -> dict:
+    """The journal row of one LLM answer (online or batch)."""
+    parsed = (ParsedAnswer(False, response["transport_error"], "")
+              if "transport_error" in response
+              else interpret(response, forecaster.config.structured))
+    usage = response.get("usage") or {}
+    tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+    detail = {"template": TEMPLATE_VERSION, "finish_reason": response.get("finish_reason"),
+              "cached": from_cache, "prompt_tokens": usage.get("prompt_tokens"),
+              "completion_tokens": usage.get("completion_tokens")}
+    if "batch_id" in response:
+        detail["batch_id"] = response["batch_id"]
+    return make_record(task_id=task_id, model=forecaster.name, kind=forecaster.kind,
+                       parsed=parsed, max_input_time=max_input_time,
+                       context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
+                       input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
+                       latency=latency, tokens=tokens or None)
 
 
 def _scrub(text: str, key: str) -> str:
