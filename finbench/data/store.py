@@ -253,25 +253,57 @@ class Store:
         start: dt.date | None = None,
         end: dt.date | None = None,
     ):
-        """Like :meth:`read_bars` but straight into :class:`~finbench.bars.BarArrays`, sorting
-        numpy columns rather than a DataFrame (the fast path of runs)."""
+        """Like :meth:`read_bars` but straight into :class:`~finbench.bars.BarArrays` (the fast
+        path of runs).
+
+        Each partition is sorted by (ticker, ts), so ticker-major order is the partitions'
+        per-ticker runs laid end to end: the columns are assembled by concatenating those
+        contiguous slices (no general sort, no per-row gather). ``ticker`` is read as a
+        Parquet dictionary and filtered on its integer codes.
+        """
         from finbench.bars import BarArrays
 
-        parts = self._bar_tables(tickers, start, end, columns=None)
-        table = (pa.concat_tables(parts) if parts else BARS_SCHEMA.empty_table()).combine_chunks()
-        ticker = table.column("ticker").dictionary_encode().combine_chunks()
-        names = np.asarray(ticker.dictionary.to_pylist(), dtype=object)
-        codes, _ = lexical_codes(pd.Categorical.from_codes(
-            ticker.indices.to_numpy(zero_copy_only=False), names))
-        # Stable sort on small integer codes is a radix sort in numpy: linear time.
-        small = codes.astype(np.int16) if len(names) < np.iinfo(np.int16).max else codes
-        order = np.argsort(small, kind="stable")
-        columns = {c: np.take(table.column(c).to_numpy(), order)
-                   for c in ("open", "high", "low", "close", "volume")}
-        ts = np.take(table.column("ts").cast(pa.int64()).to_numpy(), order)
+        wanted = None if tickers is None else set(tickers)
+        parts = []
+        for day in self.dates("bars"):
+            if (start is not None and day < start) or (end is not None and day > end):
+                continue
+            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
+            parts.append(pq.read_table(path, read_dictionary=["ticker"]).combine_chunks())
+        names = sorted({name for t in parts for name in t.column("ticker").chunk(0)
+                        .dictionary.to_pylist()} if parts else set())
+        if wanted is not None:
+            names = [n for n in names if n in wanted]
+        code_of = {n: i for i, n in enumerate(names)}
+        runs = []  # (code, part number, start, stop)
+        for j, table in enumerate(parts):
+            column = table.column("ticker").chunk(0)
+            local = np.array([code_of.get(n, -1) for n in column.dictionary.to_pylist()])
+            codes = local[column.indices.to_numpy(zero_copy_only=False)] if len(local) else (
+                np.empty(0, np.int64))
+            if len(codes) == 0:
+                continue
+            cuts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            stops = np.r_[cuts[1:], len(codes)]
+            runs += [(int(codes[a]), j, int(a), int(b)) for a, b in zip(cuts, stops, strict=True)
+                     if codes[a] >= 0]
+        runs.sort()
+        raw = {c: [t.column(c).chunk(0).to_numpy() if t.num_rows else np.empty(0)
+                   for t in parts] for c in ("open", "high", "low", "close", "volume")}
+        raw["ts"] = [t.column("ts").chunk(0).cast(pa.int64()).to_numpy() if t.num_rows
+                     else np.empty(0, np.int64) for t in parts]
+
+        def gather(column: str, dtype) -> np.ndarray:
+            pieces = [raw[column][j][a:b] for _, j, a, b in runs]
+            return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(
+                0, dtype)
+
+        lengths = np.array([b - a for _, _, a, b in runs], dtype=np.int64)
+        codes = np.repeat(np.array([c for c, *_ in runs], dtype=np.int64), lengths)
         return BarArrays.from_columns(
-            codes=codes[order], names=np.sort(names.astype(str)), ts=ts,
-            bar_seconds=self.bar_seconds, **columns)
+            codes=codes, names=np.array(names, dtype=object), ts=gather("ts", np.int64),
+            bar_seconds=self.bar_seconds,
+            **{c: gather(c, np.float64) for c in ("open", "high", "low", "close", "volume")})
 
     def read_headlines(
         self, *, start: dt.date | None = None, end: dt.date | None = None
