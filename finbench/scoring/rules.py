@@ -21,7 +21,9 @@ ALPHA = 0.2
 
 def _array(name: str, values) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
-    if not np.isfinite(arr).all():
+    # A finite sum proves every value finite without a boolean temporary; only a non-finite
+    # sum (or an overflow) pays for the full check that names the row.
+    if not np.isfinite(arr.sum()) and not np.isfinite(arr).all():
         first = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise ValueError(f"{name}: every value must be finite (row {first})")
     return arr
@@ -29,7 +31,7 @@ def _array(name: str, values) -> np.ndarray:
 
 def _binary(obs) -> np.ndarray:
     arr = _array("obs", obs)
-    if not np.isin(arr, (0.0, 1.0)).all():
+    if not ((arr == 0.0) | (arr == 1.0)).all():
         raise ValueError("obs: outcomes must be 0 or 1")
     return arr
 
@@ -38,7 +40,7 @@ def _prob(prob, n: int) -> np.ndarray:
     arr = _array("prob", prob)
     if arr.shape != (n,) and arr.shape != ():
         raise ValueError(f"prob: {arr.shape} does not match obs ({n},)")
-    if ((arr < 0) | (arr > 1)).any():
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
         raise ValueError("prob: probabilities must lie in [0, 1]")
     return arr
 
