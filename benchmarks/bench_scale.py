@@ -29,6 +29,9 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _timing import best_of  # noqa: E402
 
 from finbench.calendar import get_calendar  # noqa: E402
 from finbench.data.schema import BARS_SCHEMA  # noqa: E402
@@ -69,15 +72,6 @@ def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple
     store.manifest["snapshot_sha256"] = snapshot_hash(partitions)
     store.save_manifest()
     return days, rows
-
-
-def best_of(fn, repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -142,7 +136,7 @@ def main() -> None:
             winkler_loss(r, lo, hi)
             coverage_score(r, lo, hi)
 
-        bare_score, public_score = best_of(bare_rules), best_of(public_rules)
+        bare_score, public_score = best_of(bare_rules, 5), best_of(public_rules, 5)
         sessions = rng.integers(0, 250, n)
         t0 = time.perf_counter()
         mean_ci((p - y) ** 2, sessions, replicates=1000, seed=1)

@@ -20,6 +20,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import best_of  # noqa: E402
 
 from finbench.calendar import get_calendar  # noqa: E402
 from finbench.config import TasksConfig  # noqa: E402
@@ -51,16 +54,6 @@ def make_bars(seed: int = 7) -> tuple[pd.DataFrame, list]:
     return pd.concat(frames, ignore_index=True), sessions
 
 
-def best_of(fn, repeats: int = REPEATS) -> float:
-    """Fastest of ``repeats`` timed calls (the usual way to time on a shared machine)."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def main() -> None:
     bars, sessions = make_bars()
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,8 +77,8 @@ def main() -> None:
             _ = index.max_input_time
             return labels
 
-        bare = best_of(bare_read)
-        fast = best_of(spine)
+        bare = best_of(bare_read, REPEATS)
+        fast = best_of(spine, REPEATS)
         labels = spine()
 
         frame = store.read_bars()

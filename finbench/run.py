@@ -114,6 +114,40 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     for f in forecasters:
         if not todo[f.name].any() and not dry_run:
             echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
+    estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
+                               dry_run=dry_run, batch=batch)
+    if batch and not dry_run:
+        for job in jobs.values():
+            if job.new:
+                pending += len(job.write_files())
+                job.submit(echo)
+    if pending and not dry_run:
+        echo(f"{pending} batch(es) not finished yet: run the same command again to collect "
+             "them; forecasts and scores are written once every batch is in")
+        return out
+    if dry_run:
+        for name, est in estimates.items():
+            cost = "unknown (no prices configured)" if est["cost"] is None else (
+                f"${est['cost']:.4f}")
+            echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
+                 f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
+        return out
+    forecasts = journal.frame()
+    names = [m.name for m in config.models if m.name not in skipped]
+    forecasts = _ordered(forecasts, plan.tasks, names)
+    forecasts.to_parquet(out / "forecasts.parquet", index=False)
+    manifest.update(skipped_models=skipped, finished_at=_now())
+    _write_json(manifest_path, manifest)
+    scores = score_run(out)
+    echo(render_summary(scores, config, names))
+    return out
+
+
+def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,
+                   batch: bool) -> dict[str, dict]:
+    """Pass 2, month by month: contexts of the tasks still to do, then every forecaster on
+    its share of them; answers go to the journal as they come. Returns dry-run estimates."""
+    ids = plan.tasks["task_id"].to_numpy()
     any_todo = np.logical_or.reduce(list(todo.values())) if todo else np.zeros(len(ids), bool)
     progress = {f.name: [0, 0, int(todo[f.name].sum())] for f in forecasters}  # done, valid, all
     estimates: dict[str, dict] = {}
@@ -155,38 +189,12 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             left = sum(q[2] - q[0] for q in progress.values())
             echo(f"{f.name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
                  f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
-    if batch and not dry_run:
-        for job in jobs.values():
-            if job.new:
-                pending += len(job.write_files())
-                job.submit(echo)
-    if pending and not dry_run:
-        echo(f"{pending} batch(es) not finished yet: run the same command again to collect "
-             "them; forecasts and scores are written once every batch is in")
-        return out
-    if dry_run:
-        for name, est in estimates.items():
-            cost = "unknown (no prices configured)" if est["cost"] is None else (
-                f"${est['cost']:.4f}")
-            echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
-                 f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
-        return out
-    forecasts = journal.frame()
-    names = [m.name for m in config.models if m.name not in skipped]
-    forecasts = _ordered(forecasts, plan.tasks, names)
-    forecasts.to_parquet(out / "forecasts.parquet", index=False)
-    manifest.update(skipped_models=skipped, finished_at=_now())
-    _write_json(manifest_path, manifest)
-    scores = score_run(out)
-    echo(render_summary(scores, config, names))
-    return out
+    return estimates
 
 
 def shard_config(config: RunConfig, start, end) -> RunConfig:
     """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
-    import datetime as _dt
-
-    first, last = (_dt.date.fromisoformat(str(x)) for x in (start, end))
+    first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
     spec = config.tasks
     if first < spec.start or last > spec.end or last < first:
         raise RunError(f"shard {first}:{last} is not a range inside the config's "
