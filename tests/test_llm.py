@@ -179,7 +179,6 @@ def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
 
 
 def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
-    from finbench.bars import BarArrays  # noqa: F401 - imported for side-effect free check
     from finbench.config import TasksConfig
     from finbench.data.store import Store
     from finbench.gate import ContextIndex

@@ -107,7 +107,9 @@ def test_invalid_answers_are_kept_with_reasons_and_counted(run_dir):
     row = scores[(scores["model"] == "scripted") & (scores["slice_kind"] == "overall")].iloc[0]
     assert row["n_tasks"] == 27 and row["n_valid"] == 9
     assert row["validity"] == pytest.approx(1 / 3)
-    assert row["n"] + row["n_no_reference_price"] >= 9 - row["n_unscorable"]
+    labels = pd.read_parquet(run_dir / "labels.parquet").set_index("task_id")
+    ok_valid = scripted[scripted["valid"]]["task_id"].map(labels["status"]).eq("ok").sum()
+    assert row["n"] == ok_valid and row["n_unscorable"] == (labels["status"] != "ok").sum()
     assert row["bss_coin_n"] == row["n"]  # paired only on the rows scripted scored
 
 

@@ -38,6 +38,10 @@ def _local(ts) -> str:
     return pd.Timestamp(ts).tz_convert(LOCAL_TZ).strftime("%H:%M")
 
 
+def _ohlcv_line(label: str, r) -> str:
+    return f"{label}  {r.open:.2f}  {r.high:.2f}  {r.low:.2f}  {r.close:.2f}  {int(r.volume)}"
+
+
 def _bars_text(bars: pd.DataFrame, t_forecast: pd.Timestamp) -> str:
     if bars.empty:
         return "(no trades yet today)"
@@ -52,12 +56,10 @@ def _bars_text(bars: pd.DataFrame, t_forecast: pd.Timestamp) -> str:
         agg = agg.dropna(subset=["open"])
         lines.append(f"-- earlier today, {BUCKET} aggregates --")
         for ts, r in agg.iterrows():
-            lines.append(f"{ts:%H:%M}  {r.open:.2f}  {r.high:.2f}  {r.low:.2f}  {r.close:.2f}  "
-                         f"{int(r.volume)}")
+            lines.append(_ohlcv_line(f"{ts:%H:%M}", r))
     lines.append(f"-- last {RECENT_MINUTES} minutes, 1-minute bars --")
     for r in new.itertuples():
-        lines.append(f"{_local(r.ts)}  {r.open:.2f}  {r.high:.2f}  {r.low:.2f}  {r.close:.2f}  "
-                     f"{int(r.volume)}")
+        lines.append(_ohlcv_line(_local(r.ts), r))
     return "\n".join(lines)
 
 
@@ -66,8 +68,7 @@ def _sessions_text(days: pd.DataFrame) -> str:
         return "(none)"
     lines = ["session  open  high  low  close  volume"]
     for r in days.itertuples():
-        lines.append(f"{r.session}  {r.open:.2f}  {r.high:.2f}  {r.low:.2f}  {r.close:.2f}  "
-                     f"{int(r.volume)}")
+        lines.append(_ohlcv_line(r.session, r))
     return "\n".join(lines)
 
 
