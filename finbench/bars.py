@@ -54,10 +54,57 @@ def search_by_ticker(
 ) -> np.ndarray:
     """``searchsorted`` of each query within its ticker's sorted slice of ``keys``.
 
-    One numpy call per distinct ticker (never per query). Returns indices into ``keys``; a
-    ticker with no rows gets 0, and ``lo == hi`` marks an empty slice for the caller.
+    Returns indices into ``keys``; a ticker with no rows gets 0, and ``lo == hi`` marks an
+    empty slice for the caller. When the slices tile ``keys`` and (slice number, offset from
+    the smallest key) packs into 63 bits, this is one ``searchsorted`` over packed keys;
+    otherwise one call per distinct ticker (never per query).
     """
+    instants = np.asarray(instants, dtype=np.int64)
     out = np.zeros(len(instants), dtype=np.int64)
+    if len(instants) == 0 or not bounds:
+        return out
+    packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
+    if packed is None:
+        return _search_per_ticker(bounds, keys, tickers, instants, side=side, out=out)
+    names, shift, base, packed_keys = packed
+    code = index_of(names, tickers)
+    known = code >= 0
+    top = (1 << shift) - 1
+    offset = np.clip(instants[known], base - 1, base + top) - base
+    out[known] = np.searchsorted(packed_keys, (code[known] << shift) + offset, side=side)
+    return out
+
+
+def index_of(names, values) -> np.ndarray:
+    """Position of each value in ``names`` (unique strings), -1 when absent; one numpy
+    ``searchsorted`` on text (pandas would re-infer an Arrow string index on every call)."""
+    names = np.asarray(names, dtype=str)
+    values = np.asarray(values, dtype=object).astype(str)
+    if len(names) == 0:
+        return np.full(len(values), -1, dtype=np.int64)
+    order = np.argsort(names, kind="stable")
+    at = np.minimum(np.searchsorted(names[order], values), len(names) - 1)
+    return np.where(names[order][at] == values, order[at], -1).astype(np.int64)
+
+
+def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
+    """(names in slice order, shift, base, packed keys) or None when they do not fit."""
+    items = sorted(bounds.items(), key=lambda kv: kv[1][0])
+    lengths = np.array([hi - lo for _, (lo, hi) in items], dtype=np.int64)
+    starts = np.array([lo for _, (lo, _) in items], dtype=np.int64)
+    if lengths.sum() != len(keys) or (starts != np.r_[0, np.cumsum(lengths)[:-1]]).any():
+        return None  # slices do not tile the array
+    if len(keys) == 0:
+        return None
+    base, span = int(keys.min()), int(keys.max()) - int(keys.min())
+    shift = (span + 1).bit_length()
+    if shift + len(items).bit_length() > 62:
+        return None
+    code = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
+    return [name for name, _ in items], shift, base, (code << shift) + (keys - base)
+
+
+def _search_per_ticker(bounds, keys, tickers, instants, *, side, out):
     codes, uniques = pd.factorize(np.asarray(tickers, dtype=object))
     order = np.argsort(codes, kind="stable")
     cuts = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -70,8 +117,11 @@ def search_by_ticker(
 
 def lows_of(bounds: dict[str, tuple[int, int]], tickers: np.ndarray) -> np.ndarray:
     """First index of each query's ticker slice (0 for an unknown ticker)."""
-    lo = {t: b[0] for t, b in bounds.items()}
-    return np.array([lo.get(t, 0) for t in tickers], dtype=np.int64)
+    if not bounds:
+        return np.zeros(len(tickers), dtype=np.int64)
+    names = list(bounds)
+    lo = np.array([bounds[t][0] for t in names] + [0], dtype=np.int64)
+    return lo[index_of(names, tickers)]
 
 
 @dataclass(frozen=True)

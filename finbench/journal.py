@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.forecasters.base import FORECAST_COLUMNS
@@ -22,6 +23,17 @@ from finbench.forecasters.base import FORECAST_COLUMNS
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
+_TEXT = pa.string()
+_TIME = pa.timestamp("ns", tz="UTC")
+FORECAST_SCHEMA = pa.schema([
+    ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
+    ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
+    ("raw", _TEXT), ("rationale", _TEXT), ("max_input_time", _TIME),
+    ("context_max_input_time", _TIME), ("history_max_input_time", _TIME),
+    ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
+    ("latency", pa.float64()), ("tokens", pa.int64()),
+])
+assert FORECAST_SCHEMA.names == FORECAST_COLUMNS
 
 
 class Journal:
@@ -47,8 +59,7 @@ class Journal:
         number = len(self._part_files())
         final = self.parts / f"{number:06d}.parquet"
         tmp = final.with_suffix(".tmp")
-        table = pa.Table.from_pandas(_typed(rows[FORECAST_COLUMNS].reset_index(drop=True)),
-                                     preserve_index=False)
+        table = to_table(rows)
         pq.write_table(table, tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -94,14 +105,43 @@ class Journal:
 
     def frame(self) -> pd.DataFrame:
         """Every journalled row as a typed frame (later rows win, though none repeat)."""
-        records = pd.DataFrame.from_records(self._records(), columns=FORECAST_COLUMNS)
-        parts = [_typed(pq.read_table(p).to_pandas()) for p in self._part_files()]
-        frames = [f for f in [*parts, _typed(records)] if len(f)]
-        if not frames:
-            return _typed(records)
-        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        frame = frame.drop_duplicates(["task_id", "model"], keep="last")
-        return frame.reset_index(drop=True)
+        table = self.table()
+        keys = pd.DataFrame({"t": table.column("task_id").to_numpy(zero_copy_only=False),
+                             "m": table.column("model").to_numpy(zero_copy_only=False)})
+        keep = ~keys.duplicated(keep="last").to_numpy()
+        return _typed(table.filter(pa.array(keep)).to_pandas()).reset_index(drop=True)
+
+    def table(self) -> pa.Table:
+        """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
+        parts = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
+        records = self._records()
+        if records:
+            frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
+            parts.append(to_table(_typed(frame)))
+        return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
+
+
+def to_table(rows: pd.DataFrame) -> pa.Table:
+    """Forecast rows as an Arrow table of the journal's schema."""
+    return pa.Table.from_pandas(rows[FORECAST_COLUMNS].reset_index(drop=True),
+                                schema=FORECAST_SCHEMA, preserve_index=False)
+
+
+def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
+    """Rows of the listed tasks and models, by model (as listed) then task (as listed); of
+    rows repeating a (task, model), the last written wins."""
+    n = len(task_ids)
+    task = pc.index_in(table.column("task_id"), value_set=pa.array(task_ids, pa.string()))
+    model = pc.index_in(table.column("model"), value_set=pa.array(models, pa.string()))
+    task = task.to_numpy(zero_copy_only=False)
+    model = model.to_numpy(zero_copy_only=False)
+    known = ~(np.isnan(task.astype(float)) | np.isnan(model.astype(float)))
+    key = np.where(known, np.nan_to_num(model.astype(float)).astype(np.int64) * n
+                   + np.nan_to_num(task.astype(float)).astype(np.int64), -1)
+    rows = np.flatnonzero(known)
+    order = rows[np.lexsort((rows, key[rows]))]
+    last = np.r_[key[order][1:] != key[order][:-1], True] if len(order) else np.empty(0, bool)
+    return table.take(pa.array(order[last]))
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -78,8 +78,10 @@ def plan_run(config: RunConfig) -> Plan:
     spec = config.tasks
     taskset = build_tasks(spec)
     first = history_start(config)
-    history = build_tasks(spec, start=first, end=spec.end).tasks
-    history = history[~history["task_id"].isin(taskset.tasks["task_id"])].reset_index(drop=True)
+    # the history is every task of the sessions before the evaluated ones
+    before = spec.start - dt.timedelta(days=1)
+    history = (build_tasks(spec, start=first, end=before).tasks if first <= before
+               else taskset.tasks.iloc[:0])
     return Plan(config, Store(config.data.store), taskset.tasks, taskset.excluded, history, first)
 
 
@@ -96,9 +98,11 @@ def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[d
 
 
 def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
-                  timezone: str = LOCAL_TZ_DEFAULT) -> np.ndarray:
+                  timezone: str = LOCAL_TZ_DEFAULT, with_time: bool = False):
     """Sign (−1, 0, +1) of the log mid return over the last ``minutes`` of the session's gated
-    bars; NaN when either end has no bar of the session's local day available by then."""
+    bars; NaN when either end has no bar of the session's local day available by then.
+    ``with_time`` also returns when the later bar became available (ns; -1 without a sign):
+    the latest input a momentum forecast reads."""
     tick = tasks["ticker"].to_numpy(dtype=object)
     t = to_ns(tasks["t_forecast"])
     day_start = to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize(timezone)
@@ -108,10 +112,14 @@ def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
     mid = bars.mid
     ok = (now >= 0) & (then >= 0)
     if not len(mid):
-        return np.full(len(tasks), np.nan)
+        sign, seen = np.full(len(tasks), np.nan), np.full(len(tasks), -1, np.int64)
+        return (sign, seen) if with_time else sign
     with np.errstate(invalid="ignore", divide="ignore"):
         ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)])
-    return np.where(ok, np.sign(ret), np.nan)
+    sign = np.where(ok, np.sign(ret), np.nan)
+    if not with_time:
+        return sign
+    return sign, np.where(ok, bars.avail[np.maximum(now, 0)], -1)
 
 
 def _in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
@@ -123,30 +131,52 @@ def read_bars(plan: Plan, start: dt.date, stop: dt.date) -> BarArrays:
     return plan.store.read_bar_arrays(tickers=plan.config.tasks.tickers, start=start, end=stop)
 
 
-def resolve(plan: Plan, *, momentum_minutes=(), echo=None) -> Resolved:
-    """Pass 1: labels, momentum signs and daily summaries for every task, month by month."""
+def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -> Resolved:
+    """Pass 1: labels, momentum signs and (with ``daily``) daily summaries, one date partition
+    at a time.
+
+    Every look-up of a task (reference and target bars, the momentum window) lies on its
+    session's local date, so each day's partition is read once, as it lies on disk, with only
+    the columns needed (high and low for mids; open, close and volume too for summaries).
+    """
     spec = plan.config.tasks
     everything = plan.all_tasks
-    labels, signs, daily = [], [], []
-    for start, stop in month_ranges(plan.first_date, spec.end):
-        chunk = _in_range(everything, start, stop)
-        bars = read_bars(plan, start, stop)
+    columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
+    by_day = everything.groupby("session", sort=False).indices
+    days = sorted({d.isoformat() for d in plan.store.dates("bars")
+                   if plan.first_date <= d <= spec.end} | set(by_day))
+    empty = BarArrays.from_columns(codes=np.empty(0, np.int64), names=np.empty(0, object),
+                                   ts=np.empty(0, np.int64), bar_seconds=plan.store.bar_seconds,
+                                   **{c: np.empty(0) for c in ("open", "high", "low", "close",
+                                                               "volume")})
+    labels, signs, summaries = [], [], []
+    for n, day in enumerate(days):
+        bars = plan.store.read_day_arrays(dt.date.fromisoformat(day), tickers=spec.tickers,
+                                          columns=columns) or empty
+        if daily:
+            summaries.append(daily_summaries(bars, calendar=spec.calendar,
+                                             timezone=spec.timezone)[0])
+        rows = by_day.get(day)
+        if rows is None:
+            continue
+        chunk = everything.iloc[rows]
         labels.append(compute_labels(chunk, bars, window_seconds=spec.ref_window_seconds))
         sign = pd.DataFrame({"task_id": chunk["task_id"].to_numpy()})
         for minutes in sorted(set(momentum_minutes)):
-            sign[f"momentum_sign_{minutes}"] = momentum_sign(bars, chunk, minutes,
-                                                             timezone=spec.timezone)
+            sign[f"momentum_sign_{minutes}"], sign[f"momentum_seen_ns_{minutes}"] = (
+                momentum_sign(bars, chunk, minutes, timezone=spec.timezone, with_time=True))
         signs.append(sign)
-        daily.append(daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0])
-        if echo:
-            echo(f"labels {start}..{stop}: {len(chunk)} tasks")
+        if echo and (n + 1) % 21 == 0:
+            echo(f"labels: {n + 1}/{len(days)} days")
     label_frame = pd.concat(labels, ignore_index=True).set_index("task_id")
     sign_frame = pd.concat(signs, ignore_index=True)
     history = everything.merge(label_frame.reset_index(), on="task_id", how="left",
                                validate="one_to_one").merge(sign_frame, on="task_id", how="left")
-    days = pd.concat(daily, ignore_index=True).sort_values(["ticker", "session_open_ns"],
-                                                           kind="stable").reset_index(drop=True)
-    return Resolved(label_frame, history, days)
+    days_frame = (pd.concat(summaries, ignore_index=True) if summaries else
+                  daily_summaries(empty, calendar=spec.calendar, timezone=spec.timezone)[0])
+    days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
+                                        kind="stable").reset_index(drop=True)
+    return Resolved(label_frame, history, days_frame)
 
 
 def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame

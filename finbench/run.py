@@ -13,13 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 import finbench
 from finbench.config import BASELINE_KINDS, RunConfig, load_config
 from finbench.errors import RunError
-from finbench.forecasters.base import FORECAST_COLUMNS, Inputs, build_forecaster
+from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.batch import BatchJob
-from finbench.journal import Journal
+from finbench.journal import Journal, ordered_table
 from finbench.pipeline import Plan, context_chunks, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
 from finbench.scoring.aggregate import aggregate, row_scores
@@ -79,7 +80,15 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             raise RunError(f"{out}: holds shard {old.get('shard')}, not {_shard_field(shard)}")
         started = old.get("started_at", started)
     plan = plan_run(config)
-    resolved = resolve(plan, momentum_minutes=momentum_minutes(config))
+    skipped, forecasters = {}, []
+    for model in config.models:
+        reason = skip_reason(model)
+        if reason:
+            skipped[model.name] = reason
+        else:
+            forecasters.append(build_forecaster(model))
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config),
+                       daily=any(f.needs_context for f in forecasters))
     labels = resolved.labels_of(plan.tasks)
     facts = summary(plan, labels)
     label = "SYNTHETIC " if plan.store.synthetic else ""
@@ -93,14 +102,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     _write_json(manifest_path, manifest)
 
     journal = Journal(out)
-    skipped, forecasters = {}, []
-    for model in config.models:
-        reason = skip_reason(model)
-        if reason:
-            skipped[model.name] = reason
-            echo(f"skip {model.name}: {reason}")
-        else:
-            forecasters.append(build_forecaster(model))
+    for name, reason in skipped.items():
+        echo(f"skip {name}: {reason}")
     jobs = {f.name: BatchJob(out, f) for f in forecasters if f.streaming}
     jobs = {name: job for name, job in jobs.items() if batch or job.state["files"]}
     pending = 0 if dry_run else sum(job.collect(journal, echo) for job in jobs.values())
@@ -132,10 +135,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
                  f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
         return out
-    forecasts = journal.frame()
     names = [m.name for m in config.models if m.name not in skipped]
-    forecasts = _ordered(forecasts, plan.tasks, names)
-    forecasts.to_parquet(out / "forecasts.parquet", index=False)
+    forecasts = ordered_table(journal.table(), plan.tasks["task_id"].to_numpy(object), names)
+    pq.write_table(forecasts, out / "forecasts.parquet")
     manifest.update(skipped_models=skipped, finished_at=_now())
     _write_json(manifest_path, manifest)
     scores = score_run(out)
@@ -145,17 +147,33 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
 
 def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,
                    batch: bool) -> dict[str, dict]:
-    """Pass 2, month by month: contexts of the tasks still to do, then every forecaster on
-    its share of them; answers go to the journal as they come. Returns dry-run estimates."""
+    """Pass 2: forecasters that read no context (baselines) answer all their tasks in one
+    vectorised call; the others get contexts month by month. Answers go to the journal as
+    they come. Returns dry-run estimates."""
     ids = plan.tasks["task_id"].to_numpy()
-    any_todo = np.logical_or.reduce(list(todo.values())) if todo else np.zeros(len(ids), bool)
-    progress = {f.name: [0, 0, int(todo[f.name].sum())] for f in forecasters}  # done, valid, all
+    progress = Progress(forecasters, todo, echo)
     estimates: dict[str, dict] = {}
-    t0 = time.perf_counter()
+    plain = [f for f in forecasters if not f.needs_context]
+    shared: dict[bytes, Inputs] = {}  # baselines with the same tasks share inputs (receipts)
+    for f in plain if not dry_run else []:
+        rows = np.flatnonzero(todo[f.name])
+        if len(rows) == 0:
+            continue
+        key = rows.tobytes()
+        if key not in shared:
+            shared[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
+                                 history=resolved.history)
+        out_rows = f.forecast(shared[key])
+        journal.append(out_rows)
+        progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
+    textual = [f for f in forecasters if f.needs_context]
+    if not textual:
+        return estimates
+    any_todo = np.logical_or.reduce([todo[f.name] for f in textual])
     position = pd.Series(np.arange(len(ids)), index=ids)
     for chunk, contexts, bars in context_chunks(plan, plan.tasks[any_todo], resolved.daily):
         where = position.loc[chunk["task_id"]].to_numpy()
-        for f in forecasters:
+        for f in textual:
             rows = np.flatnonzero(todo[f.name][where])
             if len(rows) == 0:
                 continue
@@ -163,33 +181,45 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                             contexts=contexts.take(rows), history=resolved.history, bars=bars)
             if dry_run:
                 if f.streaming:
-                    est = f.estimate(inputs)
-                    acc = estimates.setdefault(f.name, {"calls": 0, "tokens_in": 0,
-                                                        "tokens_out": 0, "cost": 0.0})
-                    for k in ("calls", "tokens_in", "tokens_out"):
-                        acc[k] += est[k]
-                    acc["cost"] = None if est["cost"] is None or acc["cost"] is None else (
-                        acc["cost"] + est["cost"])
+                    _add_estimate(estimates, f.name, f.estimate(inputs))
                 continue
             if f.streaming and batch:
                 jobs[f.name].add(inputs)
                 continue
             if f.streaming:
                 stats = f.run_stream(inputs, journal, echo)
-                n, valid = stats["done"], stats["valid"]
+                progress.add(f.name, stats["done"], stats["valid"])
             else:
                 out_rows = f.forecast(inputs)
                 journal.append(out_rows)
-                n, valid = len(out_rows), int(out_rows["valid"].sum())
-            p = progress[f.name]
-            p[0] += n
-            p[1] += valid
-            elapsed = time.perf_counter() - t0
-            finished = sum(q[0] for q in progress.values())
-            left = sum(q[2] - q[0] for q in progress.values())
-            echo(f"{f.name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
-                 f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
+                progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
     return estimates
+
+
+def _add_estimate(estimates: dict, name: str, est: dict) -> None:
+    acc = estimates.setdefault(name, {"calls": 0, "tokens_in": 0, "tokens_out": 0, "cost": 0.0})
+    for k in ("calls", "tokens_in", "tokens_out"):
+        acc[k] += est[k]
+    acc["cost"] = None if est["cost"] is None or acc["cost"] is None else (
+        acc["cost"] + est["cost"])
+
+
+class Progress:
+    """Counts per forecaster, printed with elapsed time and an ETA after every batch."""
+
+    def __init__(self, forecasters, todo, echo) -> None:
+        self.counts = {f.name: [0, 0, int(todo[f.name].sum())] for f in forecasters}
+        self.echo, self.t0 = echo, time.perf_counter()
+
+    def add(self, name: str, done: int, valid: int) -> None:
+        p = self.counts[name]
+        p[0] += done
+        p[1] += valid
+        elapsed = time.perf_counter() - self.t0
+        finished = sum(q[0] for q in self.counts.values())
+        left = sum(q[2] - q[0] for q in self.counts.values())
+        self.echo(f"{name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
+                  f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
 
 
 def shard_config(config: RunConfig, start, end) -> RunConfig:
@@ -205,16 +235,6 @@ def shard_config(config: RunConfig, start, end) -> RunConfig:
 
 def _shard_field(shard) -> list[str] | None:
     return None if shard is None else [str(shard[0]), str(shard[1])]
-
-
-def _ordered(forecasts: pd.DataFrame, tasks: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    order = {t: i for i, t in enumerate(tasks["task_id"])}
-    rank = {m: i for i, m in enumerate(names)}
-    frame = forecasts[forecasts["model"].isin(rank) & forecasts["task_id"].isin(order)].copy()
-    frame["_m"] = frame["model"].map(rank)
-    frame["_t"] = frame["task_id"].map(order)
-    frame = frame.sort_values(["_m", "_t"]).drop(columns=["_m", "_t"])
-    return frame[FORECAST_COLUMNS].reset_index(drop=True)
 
 
 def load_run_config(run_dir: Path) -> RunConfig:

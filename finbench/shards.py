@@ -14,12 +14,13 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from finbench.config import RunConfig
 from finbench.errors import RunError
-from finbench.forecasters.base import FORECAST_COLUMNS
-from finbench.journal import JOURNAL, PARTS
-from finbench.run import MANIFEST, _now, _ordered, _write_json, score_run
+from finbench.journal import FORECAST_SCHEMA, JOURNAL, PARTS, ordered_table
+from finbench.run import MANIFEST, _now, _write_json, score_run
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
@@ -65,15 +66,15 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     tasks = task_order(tasks, config)
     labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
     labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
-    forecasts = pd.concat([pd.read_parquet(d / "forecasts.parquet") for d in dirs],
-                          ignore_index=True)
+    forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet", schema=FORECAST_SCHEMA)
+                                  for d in dirs])
     names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
-    forecasts = _ordered(forecasts, tasks, names)[FORECAST_COLUMNS]
+    forecasts = ordered_table(forecasts, tasks["task_id"].to_numpy(object), names)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
-    forecasts.to_parquet(out / "forecasts.parquet", index=False)
+    pq.write_table(forecasts, out / "forecasts.parquet")
     with open(out / JOURNAL, "wb") as fh:
         for d in dirs:
             if (d / JOURNAL).is_file():

@@ -305,6 +305,41 @@ class Store:
             bar_seconds=self.bar_seconds,
             **{c: gather(c, np.float64) for c in ("open", "high", "low", "close", "volume")})
 
+    def read_day_arrays(self, day: dt.date, *, tickers: Iterable[str] | None = None,
+                        columns: Iterable[str] = ("high", "low")):
+        """One date partition as :class:`~finbench.bars.BarArrays`, reading only ``columns``
+        (besides ticker and ts); the others are NaN. A partition is already sorted by
+        (ticker, ts), so nothing is re-laid: the arrays are the file's columns. None when the
+        store has no bars that day."""
+        from finbench.bars import BarArrays
+
+        path = self.path / f"bars/date={day.isoformat()}/part.parquet"
+        if not path.is_file():
+            return None
+        columns = list(columns)
+        table = pq.read_table(path, columns=["ticker", "ts", *columns],
+                              read_dictionary=["ticker"]).combine_chunks()
+        ticker = table.column("ticker").chunk(0) if table.num_rows else None
+        if ticker is None:
+            return None
+        names = np.array(ticker.dictionary.to_pylist(), dtype=object)
+        codes, sorted_names = lexical_codes(names)
+        row_codes = codes[ticker.indices.to_numpy(zero_copy_only=False)]
+        if tickers is not None:
+            keep = np.isin(names, list(tickers))
+            rows = keep[ticker.indices.to_numpy(zero_copy_only=False)]
+            if not rows.all():
+                table = table.filter(pa.array(rows))
+                row_codes = row_codes[rows]
+        n = table.num_rows
+        nan = np.broadcast_to(np.float64(np.nan), (n,))
+        values = {c: table.column(c).to_numpy() if c in columns else nan
+                  for c in ("open", "high", "low", "close", "volume")}
+        return BarArrays.from_columns(
+            codes=row_codes, names=sorted_names,
+            ts=table.column("ts").cast(pa.int64()).to_numpy(), bar_seconds=self.bar_seconds,
+            **values)
+
     def read_headlines(
         self, *, start: dt.date | None = None, end: dt.date | None = None
     ) -> pd.DataFrame:

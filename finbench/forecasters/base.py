@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from finbench.forecast import ParsedAnswer, parse_answer
+from finbench.jsontext import json_lines
 
 FORECAST_COLUMNS = [
     "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
@@ -20,13 +21,16 @@ FORECAST_COLUMNS = [
 
 @dataclass
 class Inputs:
-    """What a batch of tasks gives a forecaster: tasks, their gated contexts, and the label
-    history known to baselines (``history`` rows carry ``label_known_at``)."""
+    """What a batch of tasks gives a forecaster: tasks, their gated contexts (None for
+    forecasters that need none), and the label history known to baselines (``history`` rows
+    carry ``label_known_at``). ``shared`` holds what forecasters given the same inputs compute
+    once (the baselines' receipts)."""
 
     tasks: pd.DataFrame
-    contexts: object  # finbench.gate.ContextIndex
-    history: pd.DataFrame
-    bars: object  # finbench.bars.BarArrays
+    contexts: object = None  # finbench.gate.ContextIndex
+    history: pd.DataFrame | None = None
+    bars: object = None  # finbench.bars.BarArrays
+    shared: dict = field(default_factory=dict)
 
 
 class Forecaster(ABC):
@@ -36,6 +40,7 @@ class Forecaster(ABC):
 
     kind: str = ""
     streaming = False  # True: answers are journalled one by one via ``run_stream``
+    needs_context = True  # False: answers from the label history alone (no contexts built)
 
     def __init__(self, config) -> None:
         self.config = config
@@ -57,8 +62,7 @@ class Forecaster(ABC):
                 "upper": [p.upper for p in parsed], "valid": [p.valid for p in parsed],
                 "error": [p.error for p in parsed], "raw": [p.raw for p in parsed],
                 "rationale": [p.rationale for p in parsed]})
-        ctx = inputs.contexts
-        ctx_time = ctx.max_input_time
+        ctx_time, digests = self._receipts(inputs)
         hist_time = extra.pop("history_max_input_time", pd.Series(pd.NaT, index=range(n)))
         hist_time = pd.Series(pd.to_datetime(hist_time, utc=True)).reset_index(drop=True)
         overall = pd.concat([ctx_time, hist_time], axis=1).max(axis=1)
@@ -77,7 +81,7 @@ class Forecaster(ABC):
                 "max_input_time": overall.astype("datetime64[ns, UTC]"),
                 "context_max_input_time": ctx_time.astype("datetime64[ns, UTC]"),
                 "history_max_input_time": hist_time.astype("datetime64[ns, UTC]"),
-                "input_sha256": ctx.digests(),
+                "input_sha256": digests,
                 "history_count": extra.pop("history_count", np.full(n, -1)),
                 "detail": extra.pop("detail", [None] * n),
                 "latency": elapsed / max(n, 1),
@@ -85,6 +89,10 @@ class Forecaster(ABC):
             }
         )
         return frame[FORECAST_COLUMNS]
+
+    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, list[str]]:
+        """(latest availability of what each task's input holds, SHA-256 of that input)."""
+        return inputs.contexts.max_input_time, inputs.contexts.digests()
 
     @abstractmethod
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
@@ -112,8 +120,8 @@ def validate_arrays(answers: pd.DataFrame) -> pd.DataFrame:
     valid = ~pd.notna(error).astype(bool)
     raw = np.full(len(answers), "", dtype=object)
     if valid.any():
-        raw[valid] = answers.loc[valid, ["p_up", "lower", "upper"]].to_json(
-            orient="records", lines=True, double_precision=15).rstrip("\n").split("\n")
+        raw[valid] = json_lines({c: answers[c].to_numpy(float)[valid]
+                                 for c in ("p_up", "lower", "upper")}, int(valid.sum()))
     nan = np.full(len(answers), np.nan)
     return pd.DataFrame({"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
                          "upper": np.where(valid, hi, nan), "valid": valid, "error": error,

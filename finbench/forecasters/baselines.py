@@ -16,6 +16,14 @@ resolved (scorable) labels of that series.
 - ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of
   past ``r`` over the window (linear interpolation).
 
+Receipts. A baseline reads no context, so none is built for it: its input is the label
+history known at ``t_forecast`` and, for ``momentum``, two bars of the session so far.
+Each row's ``input_sha256`` hashes :func:`baseline_input_text`, one line per task naming
+that input (the time through which its series' labels are known, and the momentum signs
+of the run), so ``finbench audit`` re-derives it from the store. Its
+``context_max_input_time`` is when the latest bar it read became available (momentum
+only).
+
 Every baseline carries the climatology interval of its own window (``frozen``: of its training
 window); with fewer than ``min_count`` past returns the interval is undefined and the forecast
 is recorded invalid with reason ``insufficient_history``. Each row records the count used
@@ -24,12 +32,17 @@ is recorded invalid with reason ``insufficient_history``. Each row records the c
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.bars import to_ns
 from finbench.errors import ConfigError
 from finbench.forecasters.base import Forecaster, Inputs, register
+from finbench.jsontext import json_lines
 
 DEFAULT_WINDOW = 60
 DEFAULT_MIN_COUNT = 20
@@ -122,7 +135,60 @@ def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
     return lower, upper
 
 
+def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
+    """Per task: when the latest label of its series known before ``t_forecast`` became
+    known (ns; -1 when none). With the store, this names every label a baseline may use."""
+    last = np.full(len(tasks), -1, np.int64)
+    for key, (rows, k, g) in history.positions(tasks).items():
+        if g is not None:
+            last[rows] = np.where(k > 0, history._known[key][np.maximum(k - 1, 0)], -1)
+    return last
+
+
+def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> pa.Array:
+    """One line per task naming a baseline's input: ``task_id``, the time through which its
+    series' labels are known, and every ``momentum_sign_<minutes>`` of ``frame`` (the run's
+    history). Nothing in it depends on how far back the run's history reaches, so a shard
+    and the whole run give the same line."""
+    last = latest_label_known(history, tasks)
+    n = len(last)
+    parts = [pa.array(tasks["task_id"].to_numpy(object), pa.string()),
+             pc.binary_join_element_wise(pa.array(["labels_known_through_ns"] * n),
+                                         pa.array(last).cast(pa.string()), "=")]
+    signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
+    if signs:
+        table = frame.set_index("task_id")[signs].reindex(tasks["task_id"])
+        for col in signs:
+            value = table[col].to_numpy(float)
+            text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
+                pa.string())
+            text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
+            parts.append(pc.binary_join_element_wise(pa.array([col] * n), text, "="))
+    return pc.binary_join_element_wise(pa.array(["finbench-baseline-input-v1"] * n),
+                                       *parts, "|")
+
+
+def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """SHA-256 of :func:`baseline_input_text`, per task."""
+    sha = hashlib.sha256
+    return [sha(b).hexdigest() for b in
+            baseline_input_text(history, tasks, frame).cast(pa.binary()).to_pylist()]
+
+
 class _Baseline(Forecaster):
+    needs_context = False
+
+    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, list[str]]:
+        digests = inputs.shared.get("baseline_digests")
+        if digests is None:
+            digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history)
+            inputs.shared["baseline_digests"] = digests
+        return self._bars_read(inputs), digests
+
+    def _bars_read(self, inputs: Inputs) -> pd.Series:
+        """When the latest bar this baseline read became available: it reads none."""
+        return pd.Series(pd.NaT, index=range(len(inputs.tasks)), dtype="datetime64[ns, UTC]")
+
     def _window(self) -> tuple[int, int]:
         return (getattr(self.config, "window", DEFAULT_WINDOW),
                 getattr(self.config, "min_count", DEFAULT_MIN_COUNT))
@@ -231,6 +297,14 @@ class Momentum(_Baseline):
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
         return shared_history(inputs.history)
 
+    def _bars_read(self, inputs: Inputs) -> pd.Series:
+        column = f"momentum_seen_ns_{self.config.lookback_minutes}"
+        seen = inputs.history.set_index("task_id")[column].reindex(inputs.tasks["task_id"])
+        seen = seen.to_numpy(np.int64)
+        out = pd.Series(pd.to_datetime(np.maximum(seen, 0), utc=True))
+        out[seen < 0] = pd.NaT
+        return out.astype("datetime64[ns, UTC]")
+
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
@@ -278,10 +352,7 @@ def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFr
     return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
 
 
-def _json_lines(frame: pd.DataFrame) -> list[str]:
-    """One compact JSON object per row, keys sorted (pandas' C writer, not a Python loop)."""
-    if frame.empty:
-        return []
-    text = frame[sorted(frame.columns)].to_json(orient="records", lines=True,
-                                                double_precision=15)
-    return text.rstrip("\n").split("\n")
+def _json_lines(frame: pd.DataFrame) -> np.ndarray:
+    """One compact JSON object per row, keys sorted."""
+    return json_lines({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
+                       for c in frame.columns}, len(frame))

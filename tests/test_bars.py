@@ -1,0 +1,50 @@
+"""The packed-key as-of search equals a per-ticker ``searchsorted``, whatever the keys."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finbench.bars import _search_per_ticker, lows_of, search_by_ticker
+
+NAMES = ["A", "B", "C", "D"]
+
+
+@st.composite
+def sliced_keys(draw):
+    sizes = draw(st.lists(st.integers(0, 6), min_size=1, max_size=4))
+    keys, bounds, at = [], {}, 0
+    for name, size in zip(NAMES, sizes, strict=False):
+        values = sorted(draw(st.lists(st.integers(-10**12, 10**12), min_size=size,
+                                      max_size=size)))
+        if size:
+            bounds[name] = (at, at + size)
+        keys += values
+        at += size
+    n = draw(st.integers(0, 12))
+    tickers = draw(st.lists(st.sampled_from([*NAMES, "ZZ"]), min_size=n, max_size=n))
+    instants = draw(st.lists(st.integers(-2 * 10**12, 2 * 10**12) | st.sampled_from(keys or [0]),
+                             min_size=n, max_size=n))
+    return bounds, np.array(keys, np.int64), np.array(tickers, object), np.array(instants, np.int64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sliced_keys(), st.sampled_from(["left", "right"]))
+def test_packed_search_equals_per_ticker_search(case, side):
+    bounds, keys, tickers, instants = case
+    fast = search_by_ticker(bounds, keys, tickers, instants, side=side)
+    slow = _search_per_ticker(bounds, keys, tickers, instants, side=side,
+                              out=np.zeros(len(instants), np.int64))
+    np.testing.assert_array_equal(fast, slow)
+
+
+def test_wide_keys_fall_back_to_per_ticker_search():
+    keys = np.array([-(2**62), 2**62, 0, 5], np.int64)  # span does not pack into 63 bits
+    bounds = {"A": (0, 2), "B": (2, 4)}
+    got = search_by_ticker(bounds, keys, np.array(["B", "A", "Q"], object),
+                           np.array([4, 0, 1], np.int64), side="right")
+    np.testing.assert_array_equal(got, [3, 1, 0])
+
+
+def test_lows_of_unknown_ticker_is_zero():
+    np.testing.assert_array_equal(lows_of({"A": (0, 2), "B": (2, 5)},
+                                          np.array(["B", "X", "A"], object)), [2, 0, 0])
