@@ -141,7 +141,10 @@ def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     rows = np.flatnonzero(known)
     order = rows[np.lexsort((rows, key[rows]))]
     last = np.r_[key[order][1:] != key[order][:-1], True] if len(order) else np.empty(0, bool)
-    return table.take(pa.array(order[last]))
+    take = order[last]
+    if len(take) == table.num_rows and (take == np.arange(len(take))).all():
+        return table  # already in order (the usual case): no copy
+    return table.take(pa.array(take))
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

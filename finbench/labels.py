@@ -24,33 +24,50 @@ LABEL_COLUMNS = ["task_id", "p_ref", "p_target", "r", "y", "status", "ref_bar_ts
 
 def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int = 30) -> pd.DataFrame:
     """One label row per task, in task order (see module docstring for the rules)."""
-    tickers = tasks["ticker"].to_numpy(dtype=object)
-    t_fc = to_ns(tasks["t_forecast"])
-    t_tg = to_ns(tasks["t_target"])
+    found = label_bars(tasks["ticker"].to_numpy(dtype=object), to_ns(tasks["t_forecast"]),
+                       to_ns(tasks["t_target"]), bars, window_seconds=window_seconds)
+    return label_frame(tasks["task_id"].to_numpy(), tasks["t_target"].to_numpy(), *found)
+
+
+def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: BarArrays, *,
+               window_seconds: int = 30) -> tuple[np.ndarray, ...]:
+    """(P_ref, P_target, reference bar start, target bar start) per query; NaN and -1 where
+    no bar qualifies."""
     w = int(window_seconds) * NS
     ref = bars.last_available(tickers, t_fc, not_before=t_fc - w)
     tgt = bars.last_available(tickers, t_tg, not_before=t_tg - w)
     mid = bars.mid
-    p_ref = np.where(ref >= 0, mid[np.clip(ref, 0, None)] if len(mid) else np.nan, np.nan)
-    p_tgt = np.where(tgt >= 0, mid[np.clip(tgt, 0, None)] if len(mid) else np.nan, np.nan)
+    ts = bars.ts if len(bars.ts) else np.zeros(1, np.int64)
+    out = []
+    for idx in (ref, tgt):
+        out.append(np.where(idx >= 0, mid[np.clip(idx, 0, None)] if len(mid) else np.nan,
+                            np.nan))
+    for idx in (ref, tgt):
+        out.append(np.where(idx >= 0, ts[np.clip(idx, 0, None)], -1))
+    return tuple(out)
+
+
+def label_frame(task_id: np.ndarray, t_target: np.ndarray, p_ref: np.ndarray,
+                p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray) -> pd.DataFrame:
+    """Label rows from the prices found (:func:`label_bars`)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.log(p_tgt / p_ref)
-    status = np.where(ref < 0, NO_REFERENCE, np.where(tgt < 0, NO_TARGET, OK))
+    has_ref, has_tgt = ~np.isnan(p_ref), ~np.isnan(p_tgt)
+    status = np.where(~has_ref, NO_REFERENCE, np.where(~has_tgt, NO_TARGET, OK))
     scorable = status == OK
     y = pd.array(np.where(scorable, (r > 0).astype("int8"), 0), dtype="Int8")
     y[~scorable] = pd.NA
-    ts = bars.ts if len(bars.ts) else np.zeros(1, np.int64)
     return pd.DataFrame(
         {
-            "task_id": tasks["task_id"].to_numpy(),
+            "task_id": task_id,
             "p_ref": p_ref,
             "p_target": p_tgt,
             "r": np.where(scorable, r, np.nan),
             "y": y,
             "status": status,
-            "ref_bar_ts": _stamps(np.where(ref >= 0, ts[np.clip(ref, 0, None)], 0), ref >= 0),
-            "target_bar_ts": _stamps(np.where(tgt >= 0, ts[np.clip(tgt, 0, None)], 0), tgt >= 0),
-            "label_known_at": tasks["t_target"].to_numpy(),
+            "ref_bar_ts": _stamps(np.maximum(ref_ts, 0), has_ref),
+            "target_bar_ts": _stamps(np.maximum(tgt_ts, 0), has_tgt),
+            "label_known_at": t_target,
         }
     )
 

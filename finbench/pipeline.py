@@ -24,7 +24,7 @@ from finbench.calendar import previous_sessions
 from finbench.config import RunConfig
 from finbench.data.store import Store
 from finbench.gate import ContextIndex, daily_summaries
-from finbench.labels import compute_labels, status_counts
+from finbench.labels import label_bars, label_frame, status_counts
 from finbench.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
@@ -103,23 +103,29 @@ def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
     bars; NaN when either end has no bar of the session's local day available by then.
     ``with_time`` also returns when the later bar became available (ns; -1 without a sign):
     the latest input a momentum forecast reads."""
-    tick = tasks["ticker"].to_numpy(dtype=object)
-    t = to_ns(tasks["t_forecast"])
-    day_start = to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize(timezone)
-                      .dt.tz_convert("UTC"))
-    now = bars.last_available(tick, t, not_before=day_start + bars.bar_ns)
-    then = bars.last_available(tick, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
+    sign, seen = momentum_arrays(bars, tasks["ticker"].to_numpy(dtype=object),
+                                 to_ns(tasks["t_forecast"]), day_starts(tasks, timezone),
+                                 minutes)
+    return (sign, seen) if with_time else sign
+
+
+def day_starts(tasks: pd.DataFrame, timezone: str) -> np.ndarray:
+    """Local midnight (UTC ns) of each task's session."""
+    return to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize(timezone).dt.tz_convert("UTC"))
+
+
+def momentum_arrays(bars: BarArrays, tickers: np.ndarray, t: np.ndarray, day_start: np.ndarray,
+                    minutes: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`momentum_sign` on arrays: (sign, availability of the later bar or -1)."""
+    now = bars.last_available(tickers, t, not_before=day_start + bars.bar_ns)
+    then = bars.last_available(tickers, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
     mid = bars.mid
     ok = (now >= 0) & (then >= 0)
     if not len(mid):
-        sign, seen = np.full(len(tasks), np.nan), np.full(len(tasks), -1, np.int64)
-        return (sign, seen) if with_time else sign
+        return np.full(len(t), np.nan), np.full(len(t), -1, np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)])
-    sign = np.where(ok, np.sign(ret), np.nan)
-    if not with_time:
-        return sign
-    return sign, np.where(ok, bars.avail[np.maximum(now, 0)], -1)
+    return np.where(ok, np.sign(ret), np.nan), np.where(ok, bars.avail[np.maximum(now, 0)], -1)
 
 
 def _in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
@@ -138,45 +144,62 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     Every look-up of a task (reference and target bars, the momentum window) lies on its
     session's local date, so each day's partition is read once, as it lies on disk, with only
     the columns needed (high and low for mids; open, close and volume too for summaries).
+    Results land in arrays aligned with the tasks; frames are built once at the end.
     """
     spec = plan.config.tasks
     everything = plan.all_tasks
     columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
-    by_day = everything.groupby("session", sort=False).indices
+    session = everything["session"].to_numpy(dtype=object).astype(str)
+    order = np.argsort(session, kind="stable")
+    names, cuts = np.unique(session[order], return_index=True)
+    by_day = dict(zip(names, np.split(order, cuts[1:]), strict=True)) if len(order) else {}
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
                    if plan.first_date <= d <= spec.end} | set(by_day))
-    empty = BarArrays.from_columns(codes=np.empty(0, np.int64), names=np.empty(0, object),
-                                   ts=np.empty(0, np.int64), bar_seconds=plan.store.bar_seconds,
-                                   **{c: np.empty(0) for c in ("open", "high", "low", "close",
-                                                               "volume")})
-    labels, signs, summaries = [], [], []
-    for n, day in enumerate(days):
+    tick = everything["ticker"].to_numpy(dtype=object)
+    t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
+    start = day_starts(everything, spec.timezone)
+    n = len(everything)
+    found = [np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, np.int64),
+             np.full(n, -1, np.int64)]
+    minutes_list = sorted(set(momentum_minutes))
+    signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
+    summaries = []
+    for i, day in enumerate(days):
         bars = plan.store.read_day_arrays(dt.date.fromisoformat(day), tickers=spec.tickers,
-                                          columns=columns) or empty
+                                          columns=columns) or empty_bars(plan.store.bar_seconds)
         if daily:
             summaries.append(daily_summaries(bars, calendar=spec.calendar,
                                              timezone=spec.timezone)[0])
         rows = by_day.get(day)
         if rows is None:
             continue
-        chunk = everything.iloc[rows]
-        labels.append(compute_labels(chunk, bars, window_seconds=spec.ref_window_seconds))
-        sign = pd.DataFrame({"task_id": chunk["task_id"].to_numpy()})
-        for minutes in sorted(set(momentum_minutes)):
-            sign[f"momentum_sign_{minutes}"], sign[f"momentum_seen_ns_{minutes}"] = (
-                momentum_sign(bars, chunk, minutes, timezone=spec.timezone, with_time=True))
-        signs.append(sign)
-        if echo and (n + 1) % 21 == 0:
-            echo(f"labels: {n + 1}/{len(days)} days")
-    label_frame = pd.concat(labels, ignore_index=True).set_index("task_id")
-    sign_frame = pd.concat(signs, ignore_index=True)
-    history = everything.merge(label_frame.reset_index(), on="task_id", how="left",
-                               validate="one_to_one").merge(sign_frame, on="task_id", how="left")
-    days_frame = (pd.concat(summaries, ignore_index=True) if summaries else
-                  daily_summaries(empty, calendar=spec.calendar, timezone=spec.timezone)[0])
+        for target, value in zip(found, label_bars(
+                tick[rows], t_fc[rows], t_tg[rows], bars,
+                window_seconds=spec.ref_window_seconds), strict=True):
+            target[rows] = value
+        for m in minutes_list:
+            sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m)
+            signs[m][0][rows], signs[m][1][rows] = sign, seen
+        if echo and (i + 1) % 21 == 0:
+            echo(f"labels: {i + 1}/{len(days)} days")
+    labels = label_frame(everything["task_id"].to_numpy(), everything["t_target"].to_numpy(),
+                         *found)
+    history = pd.concat([everything.reset_index(drop=True),
+                         labels.drop(columns="task_id")], axis=1)
+    for m in minutes_list:
+        history[f"momentum_sign_{m}"], history[f"momentum_seen_ns_{m}"] = signs[m]
+    days_frame = (pd.concat(summaries, ignore_index=True) if summaries else daily_summaries(
+        empty_bars(plan.store.bar_seconds), calendar=spec.calendar, timezone=spec.timezone)[0])
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
-    return Resolved(label_frame, history, days_frame)
+    return Resolved(labels.set_index("task_id"), history, days_frame)
+
+
+def empty_bars(bar_seconds: int) -> BarArrays:
+    return BarArrays.from_columns(codes=np.empty(0, np.int64), names=np.empty(0, object),
+                                  ts=np.empty(0, np.int64), bar_seconds=bar_seconds,
+                                  **{c: np.empty(0) for c in ("open", "high", "low", "close",
+                                                              "volume")})
 
 
 def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame

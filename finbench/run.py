@@ -26,6 +26,7 @@ from finbench.report.tables import render_text, summary_frame
 from finbench.scoring.aggregate import aggregate, row_scores
 
 MANIFEST = "manifest.json"
+SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid")  # what scores read
 
 
 def baseline_names(config: RunConfig) -> list[str]:
@@ -253,7 +254,7 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     manifest = json.loads((run_dir / MANIFEST).read_text())
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     skipped = manifest.get("skipped_models", {})
     names = [m.name for m in config.models if m.name not in skipped]
     baselines = [b for b in baseline_names(config) if b not in skipped]

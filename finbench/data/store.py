@@ -326,7 +326,8 @@ class Store:
         codes, sorted_names = lexical_codes(names)
         row_codes = codes[ticker.indices.to_numpy(zero_copy_only=False)]
         if tickers is not None:
-            keep = np.isin(names, list(tickers))
+            wanted = set(tickers)
+            keep = np.array([name in wanted for name in names], dtype=bool)
             rows = keep[ticker.indices.to_numpy(zero_copy_only=False)]
             if not rows.all():
                 table = table.filter(pa.array(rows))

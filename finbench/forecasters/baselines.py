@@ -61,13 +61,18 @@ class History:
         self._memo: dict = {}
 
     def positions(self, tasks: pd.DataFrame) -> dict:
-        """Per series: (task rows, k = labels known strictly before each t_forecast)."""
+        """Per series: (task rows, k = labels known strictly before each t_forecast).
+        Remembered for the last tasks frame asked about (every baseline asks about the same)."""
+        last = self._memo.get("positions")
+        if last is not None and last[0] is tasks:
+            return last[1]
         out = {}
         t_fc = to_ns(tasks["t_forecast"])
         for key, rows in tasks.groupby(["ticker", "horizon"], sort=False).indices.items():
             g = self.groups.get(key)
             known = self._known.get(key, np.empty(0, np.int64))
             out[key] = (rows, np.searchsorted(known, t_fc[rows], side="left"), g)
+        self._memo["positions"] = (tasks, out)
         return out
 
     def series(self, key, what: str, window: int | None = None) -> np.ndarray:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.scoring import _core
 
@@ -20,9 +22,12 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
                invalid_policy: str = "exclude", clip: float = 1e-6, alpha: float = 0.2,
                ) -> pd.DataFrame:
     """Forecast rows joined with labels, the policy applied, and per-row scores."""
-    frame = forecasts.merge(labels[["task_id", "r", "y", "status"]], on="task_id", how="left")
-    frame = frame.merge(tasks[["task_id", "ticker", "session", "horizon"]], on="task_id",
-                        how="left")
+    frame = forecasts.reset_index(drop=True).copy()
+    for source, cols in ((labels, ("r", "y", "status")), (tasks, ("ticker", "session",
+                                                                     "horizon"))):
+        at = _positions(frame["task_id"], source["task_id"])
+        for col in cols:
+            frame[col] = _take(source[col], at)
     frame["fallback_used"] = False
     if invalid_policy.startswith("fallback:"):
         base = invalid_policy.split(":", 1)[1]
@@ -50,6 +55,25 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     return frame
 
 
+def _positions(keys: pd.Series, index: pd.Series) -> pa.Array:
+    """Row of ``index`` holding each key (null when absent): an Arrow hash look-up, the
+    left join of ``merge`` without re-laying the frame."""
+    return pc.index_in(_arrow_text(keys), value_set=_arrow_text(index))
+
+
+def _arrow_text(column: pd.Series) -> pa.Array:
+    array = pa.array(column, pa.string())
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _take(column: pd.Series, at: pa.Array) -> pd.Series:
+    taken = pa.array(column, from_pandas=True).take(at)
+    if column.dtype.kind == "f":
+        return pd.Series(taken.to_numpy(zero_copy_only=False), dtype=column.dtype)
+    out = taken.to_pandas()
+    return out.astype(column.dtype) if not isinstance(column.dtype, pd.StringDtype) else out
+
+
 METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss"),
            ("covered", "coverage"), ("width", "width"), ("winkler", "winkler"),
            ("kelly", "kelly"))
@@ -64,9 +88,11 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     skill of every slice is a ``bincount`` over slice codes.
     """
     rows = rows[rows["model"].isin(models)]
-    task_codes, task_ids = pd.factorize(rows["task_id"])
-    n_tasks = len(task_ids)
-    per_task = rows.drop_duplicates("task_id").set_index("task_id").reindex(task_ids)
+    encoded = _arrow_text(rows["task_id"]).dictionary_encode()
+    task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    n_tasks = len(encoded.dictionary)
+    _, first = np.unique(task_codes, return_index=True)  # first row of each task, by code
+    per_task = rows.iloc[first].reset_index(drop=True)
     model_pos = {m: i for i, m in enumerate(models)}
     mcode = rows["model"].map(model_pos).to_numpy()
 
