@@ -41,6 +41,8 @@ from finbench.scoring.bootstrap import mean_ci  # noqa: E402
 from finbench.scoring.rules import brier_loss, coverage_score, log_loss, winkler_loss  # noqa: E402
 from tests.reference import naive_labels  # noqa: E402
 
+NEEDED = ["ticker", "ts", "high", "low"]
+
 
 def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple[list, int]:
     cal = get_calendar("XNYS", pd.Timestamp("2023-12-01"), pd.Timestamp("2025-03-01"))
@@ -87,8 +89,8 @@ def main() -> None:
               f"{time.perf_counter() - t0:.0f}s")
         files = sorted((tmp / "store").glob("bars/date=*/part.parquet"))
         t0 = time.perf_counter()
-        for f in files:
-            pq.read_table(f, columns=BARS_SCHEMA.names)
+        for f in files:  # a baselines-only run reads ticker, ts, high and low (for mids)
+            pq.read_table(f, columns=NEEDED)
         bare = time.perf_counter() - t0
 
         tickers = [f"T{i:03d}" for i in range(args.tickers)]

@@ -71,3 +71,31 @@ def test_momentum_conditional_probability_with_add_one_smoothing():
     n_plus, up_plus = int((s == 1).sum()), int(((s == 1) & (y == 1)).sum())
     assert (n_plus, up_plus) == (3, 2)
     assert (up_plus + 1) / (n_plus + 2) == pytest.approx(0.6)
+
+
+def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
+    import hashlib
+
+    from finbench.forecasters.baselines import baseline_digests, baseline_input_text
+
+    hist = frame()
+    hist["momentum_sign_30"] = [1.0, np.nan, -1.0, 0.0, 1.0]
+    lines = baseline_input_text(History(hist), hist, hist).to_pylist()
+    known = pd.Timestamp("2025-01-10 20:55", tz="UTC").value
+    assert lines[0] == ("finbench-baseline-input-v1|X|2025-01-06|CLOSE|"
+                        "labels_known_through_ns=-1|momentum_sign_30=1")
+    assert lines[1].endswith("momentum_sign_30=none")
+    assert lines[4] == ("finbench-baseline-input-v1|X|2025-01-13|CLOSE|"
+                        f"labels_known_through_ns={known}|momentum_sign_30=1")
+    digests = baseline_digests(History(hist), hist, hist)
+    assert digests[4] == hashlib.sha256(lines[4].encode()).hexdigest()
+
+
+def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():
+    from finbench.forecasters.baselines import baseline_input_text
+
+    hist = frame()
+    short = hist.iloc[2:].reset_index(drop=True)  # a shard's history starts later
+    full = baseline_input_text(History(hist), hist.iloc[3:], hist).to_pylist()
+    part = baseline_input_text(History(short), short.iloc[1:], short).to_pylist()
+    assert full == part

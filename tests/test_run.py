@@ -236,3 +236,23 @@ def test_overlapping_shards_are_refused(run_dir, tmp_path):
     b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
     with pytest.raises(RunError, match="shards overlap"):
         merge_shards([a, b], tmp_path / "m")
+
+
+def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_path):
+    import shutil
+
+    f = pd.read_parquet(run_dir / "forecasts.parquet")
+    base = f[f["kind"].isin(["coin", "base_rate", "momentum", "climatology"])]
+    # the four baselines of a task share one input line, so one digest
+    assert (base.groupby("task_id")["input_sha256"].nunique() == 1).all()
+    # momentum read bars; the others read none
+    assert base.loc[base["model"] == "momentum", "context_max_input_time"].notna().any()
+    assert base.loc[base["model"] == "coin", "context_max_input_time"].isna().all()
+    bad = tmp_path / "forged"
+    shutil.copytree(run_dir, bad)
+    row = base.index[base["model"] == "coin"][3]
+    f.at[row, "input_sha256"] = "0" * 64
+    f.to_parquet(bad / "forecasts.parquet", index=False)
+    problems = audit_run(bad)
+    assert len(problems) == 1
+    assert f"row {row + 1} " in problems[0] and "input_sha256 000000000000" in problems[0]

@@ -1,0 +1,37 @@
+"""Column-wise JSON objects: exact text, round-trip numbers, nulls."""
+
+import json
+
+import numpy as np
+import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+
+from finbench.jsontext import json_lines
+
+
+def test_hand_written_objects():
+    out = json_lines({"p": np.array([0.5, np.nan, 0.1 + 0.2]),
+                      "fallback": np.array([None, "base_rate", 'say "hi"'], object),
+                      "n": np.array([1, 2, 3]), "ok": np.array([True, False, True]),
+                      "sign": pd.array([1, pd.NA, -1], dtype="Int64")}, 3)
+    assert list(out) == [
+        '{"fallback":null,"n":1,"ok":true,"p":0.5,"sign":1}',
+        '{"fallback":"base_rate","n":2,"ok":false,"p":null,"sign":null}',
+        '{"fallback":"say \\"hi\\"","n":3,"ok":true,"p":0.30000000000000004,"sign":-1}',
+    ]
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=20))
+def test_numbers_round_trip_and_non_finite_is_null(values):
+    out = json_lines({"x": np.array(values, float)}, len(values))
+    for text, v in zip(out, values, strict=True):
+        got = json.loads(text)["x"]
+        assert got is None if not np.isfinite(v) else got == v
+
+
+def test_length_mismatch_is_an_error():
+    import pytest
+
+    with pytest.raises(ValueError, match="2 values for 3 rows"):
+        json_lines({"x": np.array([1.0, 2.0])}, 3)
