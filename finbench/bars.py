@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,7 @@ def search_by_ticker(
     instants: np.ndarray,
     *,
     side: str,
+    packed=False,
 ) -> np.ndarray:
     """``searchsorted`` of each query within its ticker's sorted slice of ``keys``.
 
@@ -63,7 +64,8 @@ def search_by_ticker(
     out = np.zeros(len(instants), dtype=np.int64)
     if len(instants) == 0 or not bounds:
         return out
-    packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
+    if packed is False:  # not given: pack now (callers searching often pass it in)
+        packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
     if packed is None:
         return _search_per_ticker(bounds, keys, tickers, instants, side=side, out=out)
     names, shift, base, packed_keys = packed
@@ -141,6 +143,7 @@ class BarArrays:
     volume: np.ndarray
     bounds: dict[str, tuple[int, int]]
     bar_ns: int
+    _packed: dict = field(default_factory=dict, repr=False, compare=False)  # packed keys by "on"
 
     @classmethod
     def from_frame(cls, bars: pd.DataFrame, *, bar_seconds: int) -> BarArrays:
@@ -183,7 +186,10 @@ class BarArrays:
         an instant before its first bar; ``0`` for a ticker without bars).
         """
         keys = self.ts if on == "ts" else self.avail
-        return search_by_ticker(self.bounds, keys, tickers, instants, side=side)
+        if on not in self._packed:
+            self._packed[on] = _packed_keys(self.bounds, keys)
+        return search_by_ticker(self.bounds, keys, tickers, instants, side=side,
+                                packed=self._packed[on])
 
     def last_available(
         self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None

@@ -14,17 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def json_lines(columns: dict[str, object], n: int) -> np.ndarray:
-    """One JSON object per row (object array of str) from equal-length columns."""
+def json_lines(columns: dict[str, object], n: int) -> pd.Series:
+    """One JSON object per row (a text Series) from equal-length columns."""
     if n == 0:
-        return np.empty(0, dtype=object)
+        return pd.Series([], dtype="str")
     pieces = []
     for i, key in enumerate(sorted(columns)):
         lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
         pieces += [pa.array([lead] * n, pa.string()), _values(columns[key], n)]
     pieces.append(pa.array(["}"] * n, pa.string()))
-    text = pc.binary_join_element_wise(*pieces, "")
-    return np.asarray(text.to_numpy(zero_copy_only=False), dtype=object)
+    return pc.binary_join_element_wise(*pieces, "").to_pandas()
 
 
 def _values(values, n: int) -> pa.Array:

@@ -68,16 +68,16 @@ class Forecaster(ABC):
         overall = pd.concat([ctx_time, hist_time], axis=1).max(axis=1)
         frame = pd.DataFrame(
             {
-                "task_id": inputs.tasks["task_id"].to_numpy(),
+                "task_id": inputs.tasks["task_id"].reset_index(drop=True),
                 "model": self.name,
                 "kind": self.kind,
                 "p_up": parsed["p_up"].to_numpy(float),
                 "lower": parsed["lower"].to_numpy(float),
                 "upper": parsed["upper"].to_numpy(float),
                 "valid": parsed["valid"].to_numpy(bool),
-                "error": parsed["error"].to_numpy(object),
-                "raw": parsed["raw"].to_numpy(object),
-                "rationale": parsed["rationale"].to_numpy(object),
+                "error": parsed["error"].reset_index(drop=True),
+                "raw": parsed["raw"].reset_index(drop=True),
+                "rationale": parsed["rationale"].reset_index(drop=True),
                 "max_input_time": overall.astype("datetime64[ns, UTC]"),
                 "context_max_input_time": ctx_time.astype("datetime64[ns, UTC]"),
                 "history_max_input_time": hist_time.astype("datetime64[ns, UTC]"),
@@ -85,7 +85,7 @@ class Forecaster(ABC):
                 "history_count": extra.pop("history_count", np.full(n, -1)),
                 "detail": extra.pop("detail", [None] * n),
                 "latency": elapsed / max(n, 1),
-                "tokens": pd.array([pd.NA] * n, dtype="Int64"),
+                "tokens": pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)),
             }
         )
         return frame[FORECAST_COLUMNS]
@@ -118,10 +118,8 @@ def validate_arrays(answers: pd.DataFrame) -> pd.DataFrame:
     has_reason = pd.notna(refused).astype(bool)
     error[has_reason] = refused[has_reason]
     valid = ~pd.notna(error).astype(bool)
-    raw = np.full(len(answers), "", dtype=object)
-    if valid.any():
-        raw[valid] = json_lines({c: answers[c].to_numpy(float)[valid]
-                                 for c in ("p_up", "lower", "upper")}, int(valid.sum()))
+    raw = json_lines({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")},
+                     len(answers)).where(valid, "")
     nan = np.full(len(answers), np.nan)
     return pd.DataFrame({"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
                          "upper": np.where(valid, hi, nan), "valid": valid, "error": error,

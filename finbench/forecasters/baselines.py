@@ -173,11 +173,11 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
                                        *parts, "|")
 
 
-def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
-    """SHA-256 of :func:`baseline_input_text`, per task."""
+def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> pd.Series:
+    """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
     sha = hashlib.sha256
-    return [sha(b).hexdigest() for b in
-            baseline_input_text(history, tasks, frame).cast(pa.binary()).to_pylist()]
+    lines = baseline_input_text(history, tasks, frame).cast(pa.binary()).to_pylist()
+    return pa.array([sha(b).hexdigest() for b in lines], pa.string()).to_pandas()
 
 
 class _Baseline(Forecaster):

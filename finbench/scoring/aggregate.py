@@ -87,14 +87,16 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     Vectorised: rows are laid out as a task × model grid once; every count, mean and paired
     skill of every slice is a ``bincount`` over slice codes.
     """
-    rows = rows[rows["model"].isin(models)]
+    model_at = _positions(rows["model"], pd.Series(models, dtype=object))
+    listed = model_at.is_valid().to_numpy(zero_copy_only=False)
+    rows = rows[listed]
+    mcode = model_at.filter(listed).to_numpy(zero_copy_only=False).astype(np.int64)
     encoded = _arrow_text(rows["task_id"]).dictionary_encode()
     task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     n_tasks = len(encoded.dictionary)
     _, first = np.unique(task_codes, return_index=True)  # first row of each task, by code
     per_task = rows.iloc[first].reset_index(drop=True)
     model_pos = {m: i for i, m in enumerate(models)}
-    mcode = rows["model"].map(model_pos).to_numpy()
 
     def grid(values, fill=np.nan) -> np.ndarray:
         out = np.full((len(models), n_tasks), fill, dtype=float)
