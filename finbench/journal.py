@@ -25,7 +25,7 @@ PARTS = "journal.parts"
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
-FORECAST_SCHEMA = pa.schema([
+_ARROW_SCHEMA = pa.schema([
     ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
     ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
     ("raw", _TEXT), ("rationale", _TEXT), ("max_input_time", _TIME),
@@ -33,7 +33,7 @@ FORECAST_SCHEMA = pa.schema([
     ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
     ("latency", pa.float64()), ("tokens", pa.int64()),
 ])
-assert FORECAST_SCHEMA.names == FORECAST_COLUMNS
+
 
 
 class Journal:
@@ -42,6 +42,7 @@ class Journal:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL
         self.parts = Path(run_dir) / PARTS
+        self._written: dict[Path, pa.Table] = {}  # parts this process wrote, kept to re-use
 
     def done(self) -> set[tuple[str, str]]:
         keys = {(r["task_id"], r["model"]) for r in self._records()}
@@ -64,6 +65,7 @@ class Journal:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, final)
+        self._written[final] = table
 
     def _part_files(self) -> list[Path]:
         return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
@@ -113,7 +115,8 @@ class Journal:
 
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
-        parts = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
+        parts = [self._written[p] if p in self._written else
+                 pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
         records = self._records()
         if records:
             frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
@@ -122,9 +125,11 @@ class Journal:
 
 
 def to_table(rows: pd.DataFrame) -> pa.Table:
-    """Forecast rows as an Arrow table of the journal's schema."""
-    return pa.Table.from_pandas(rows[FORECAST_COLUMNS].reset_index(drop=True),
-                                schema=FORECAST_SCHEMA, preserve_index=False)
+    """Forecast rows as an Arrow table of the journal's schema (whatever pandas dtypes the
+    rows had, the same schema and pandas metadata: ``tokens`` reads back as Int64)."""
+    table = pa.Table.from_pandas(rows[FORECAST_COLUMNS].reset_index(drop=True),
+                                 schema=_ARROW_SCHEMA, preserve_index=False)
+    return table.replace_schema_metadata(FORECAST_SCHEMA.metadata)
 
 
 def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
@@ -145,6 +150,12 @@ def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     if len(take) == table.num_rows and (take == np.arange(len(take))).all():
         return table  # already in order (the usual case): no copy
     return table.take(pa.array(take))
+
+
+def _forecast_schema() -> pa.Schema:
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in FORECAST_COLUMNS})
+    typed = pa.Table.from_pandas(_typed(empty), schema=_ARROW_SCHEMA, preserve_index=False)
+    return typed.schema
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -177,3 +188,7 @@ def _plain(value):
     if value is pd.NA:
         return None
     return value
+
+
+FORECAST_SCHEMA = _forecast_schema()  # Arrow types plus the pandas metadata of typed rows
+assert FORECAST_SCHEMA.names == FORECAST_COLUMNS

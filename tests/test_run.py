@@ -224,6 +224,7 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path):
     whole = pd.read_parquet(run_dir / "forecasts.parquet").drop(columns=["latency"])
     parts = pd.read_parquet(merged / "forecasts.parquet").drop(columns=["latency"])
     pd.testing.assert_frame_equal(parts, whole)
+    assert str(whole["tokens"].dtype) == "Int64"  # the journal's pandas metadata travels along
     assert audit_run(merged) == []
 
 
