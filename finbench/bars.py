@@ -68,8 +68,8 @@ def search_by_ticker(
         packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
     if packed is None:
         return _search_per_ticker(bounds, keys, tickers, instants, side=side, out=out)
-    names, shift, base, packed_keys = packed
-    code = index_of(names, tickers)
+    names, shift, base, packed_keys, prepared = packed
+    code = index_of(names, tickers, prepared=prepared)
     known = code >= 0
     top = (1 << shift) - 1
     offset = np.clip(instants[known], base - 1, base + top) - base
@@ -77,16 +77,25 @@ def search_by_ticker(
     return out
 
 
-def index_of(names, values) -> np.ndarray:
+def index_of(names, values, *, prepared=None) -> np.ndarray:
     """Position of each value in ``names`` (unique strings), -1 when absent; one numpy
-    ``searchsorted`` on text (pandas would re-infer an Arrow string index on every call)."""
-    names = np.asarray(names, dtype=str)
-    values = np.asarray(values, dtype=object).astype(str)
-    if len(names) == 0:
+    ``searchsorted`` on text (pandas would re-infer an Arrow string index on every call).
+    ``prepared`` is :func:`name_index` of ``names``, for callers that ask often."""
+    sorted_names, order = prepared if prepared is not None else name_index(names)
+    values = np.asarray(values)
+    if values.dtype.kind != "U":
+        values = values.astype(object).astype(str)
+    if len(sorted_names) == 0:
         return np.full(len(values), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_names, values), len(sorted_names) - 1)
+    return np.where(sorted_names[at] == values, order[at], -1).astype(np.int64)
+
+
+def name_index(names) -> tuple[np.ndarray, np.ndarray]:
+    """(names sorted as text, their original positions), for :func:`index_of`."""
+    names = np.asarray(names, dtype=str)
     order = np.argsort(names, kind="stable")
-    at = np.minimum(np.searchsorted(names[order], values), len(names) - 1)
-    return np.where(names[order][at] == values, order[at], -1).astype(np.int64)
+    return names[order], order
 
 
 def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
@@ -103,7 +112,8 @@ def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
     if shift + len(items).bit_length() > 62:
         return None
     code = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
-    return [name for name, _ in items], shift, base, (code << shift) + (keys - base)
+    names = [name for name, _ in items]
+    return names, shift, base, (code << shift) + (keys - base), name_index(names)
 
 
 def _search_per_ticker(bounds, keys, tickers, instants, *, side, out):

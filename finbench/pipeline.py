@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,7 +156,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     by_day = dict(zip(names, np.split(order, cuts[1:]), strict=True)) if len(order) else {}
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
                    if plan.first_date <= d <= spec.end} | set(by_day))
-    tick = everything["ticker"].to_numpy(dtype=object)
+    tick = everything["ticker"].to_numpy(dtype=object).astype(str)
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
     start = day_starts(everything, spec.timezone)
     n = len(everything)
@@ -164,9 +165,18 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     minutes_list = sorted(set(momentum_minutes))
     signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
     summaries = []
+
+    def read(i: int):
+        if i >= len(days):
+            return None
+        return plan.store.read_day_arrays(dt.date.fromisoformat(days[i]), tickers=spec.tickers,
+                                          columns=columns)
+
+    pool = ThreadPoolExecutor(max_workers=1)  # reads the next day while this one is computed
+    ahead = pool.submit(read, 0)
     for i, day in enumerate(days):
-        bars = plan.store.read_day_arrays(dt.date.fromisoformat(day), tickers=spec.tickers,
-                                          columns=columns) or empty_bars(plan.store.bar_seconds)
+        bars = ahead.result() or empty_bars(plan.store.bar_seconds)
+        ahead = pool.submit(read, i + 1)
         if daily:
             summaries.append(daily_summaries(bars, calendar=spec.calendar,
                                              timezone=spec.timezone)[0])
@@ -182,8 +192,9 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
             signs[m][0][rows], signs[m][1][rows] = sign, seen
         if echo and (i + 1) % 21 == 0:
             echo(f"labels: {i + 1}/{len(days)} days")
-    labels = label_frame(everything["task_id"].to_numpy(), everything["t_target"].to_numpy(),
-                         *found)
+    pool.shutdown()
+    labels = label_frame(everything["task_id"].to_numpy(),
+                         everything["t_target"].reset_index(drop=True), *found)
     history = pd.concat([everything.reset_index(drop=True),
                          labels.drop(columns="task_id")], axis=1)
     for m in minutes_list:

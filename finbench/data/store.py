@@ -322,13 +322,20 @@ class Store:
         ticker = table.column("ticker").chunk(0) if table.num_rows else None
         if ticker is None:
             return None
-        names = np.array(ticker.dictionary.to_pylist(), dtype=object)
-        codes, sorted_names = lexical_codes(names)
-        row_codes = codes[ticker.indices.to_numpy(zero_copy_only=False)]
+        names = np.array(ticker.dictionary.to_pylist(), dtype=str)
+        if len(np.unique(names)) != len(names):  # row groups' dictionaries not unified
+            ticker = ticker.dictionary_decode().dictionary_encode()
+            names = np.array(ticker.dictionary.to_pylist(), dtype=str)
+        order = np.argsort(names, kind="stable")
+        codes = np.empty(len(names), np.int64)
+        codes[order] = np.arange(len(names))  # each name's rank in text order
+        sorted_names = names[order].astype(object)
+        indices = ticker.indices.to_numpy(zero_copy_only=False)
+        row_codes = codes[indices]
         if tickers is not None:
             wanted = set(tickers)
             keep = np.array([name in wanted for name in names], dtype=bool)
-            rows = keep[ticker.indices.to_numpy(zero_copy_only=False)]
+            rows = keep[indices]
             if not rows.all():
                 table = table.filter(pa.array(rows))
                 row_codes = row_codes[rows]

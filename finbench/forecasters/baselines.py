@@ -162,15 +162,38 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
                                          pa.array(last).cast(pa.string()), "=")]
     signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
     if signs:
-        table = frame.set_index("task_id")[signs].reindex(tasks["task_id"])
+        rows = history_rows(tasks, frame)
         for col in signs:
-            value = table[col].to_numpy(float)
+            value = _pick(frame[col].to_numpy(float), rows)
             text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
                 pa.string())
             text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
             parts.append(pc.binary_join_element_wise(pa.array([col] * n), text, "="))
     return pc.binary_join_element_wise(pa.array(["finbench-baseline-input-v1"] * n),
                                        *parts, "|")
+
+
+def history_rows(tasks: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
+    """Row of ``frame`` (the run's history) holding each task; -1 when absent."""
+    at = pc.index_in(_text(tasks["task_id"]), value_set=_text(frame["task_id"]))
+    return pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _text(column: pd.Series) -> pa.Array:
+    array = pa.array(column, pa.string())
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:
+    out = values[np.maximum(rows, 0)] if len(values) else np.full(len(rows), fill)
+    return np.where(rows >= 0, out, fill)
+
+
+def _rows(inputs: Inputs) -> np.ndarray:
+    """:func:`history_rows` of the inputs, computed once for every baseline given them."""
+    if "history_rows" not in inputs.shared:
+        inputs.shared["history_rows"] = history_rows(inputs.tasks, inputs.history)
+    return inputs.shared["history_rows"]
 
 
 def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> pd.Series:
@@ -304,8 +327,7 @@ class Momentum(_Baseline):
 
     def _bars_read(self, inputs: Inputs) -> pd.Series:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
-        seen = inputs.history.set_index("task_id")[column].reindex(inputs.tasks["task_id"])
-        seen = seen.to_numpy(np.int64)
+        seen = _pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
         out = pd.Series(pd.to_datetime(np.maximum(seen, 0), utc=True))
         out[seen < 0] = pd.NaT
         return out.astype("datetime64[ns, UTC]")
@@ -314,8 +336,7 @@ class Momentum(_Baseline):
         tasks = inputs.tasks
         window, min_count = self._window()
         base_p, base_c, last = rolling_rate(history, tasks, window, min_count)
-        signs = inputs.history.set_index("task_id")[self._sign_column]
-        sign = signs.reindex(tasks["task_id"]).to_numpy(float)
+        sign = _pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         n = len(tasks)
         p = base_p.copy()
         n_s, up_s = np.zeros(n, np.int64), np.zeros(n, np.int64)
