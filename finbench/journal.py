@@ -61,7 +61,7 @@ class Journal:
         final = self.parts / f"{number:06d}.parquet"
         tmp = final.with_suffix(".tmp")
         table = to_table(rows)
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, compression="zstd")
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, final)

@@ -21,8 +21,8 @@ def json_lines(columns: dict[str, object], n: int) -> pd.Series:
     pieces = []
     for i, key in enumerate(sorted(columns)):
         lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
-        pieces += [pa.array([lead] * n, pa.string()), _values(columns[key], n)]
-    pieces.append(pa.array(["}"] * n, pa.string()))
+        pieces += [pa.scalar(lead, pa.string()), _values(columns[key], n)]
+    pieces.append(pa.scalar("}", pa.string()))
     return pc.binary_join_element_wise(*pieces, "").to_pandas()
 
 

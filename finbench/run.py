@@ -138,7 +138,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         return out
     names = [m.name for m in config.models if m.name not in skipped]
     forecasts = ordered_table(journal.table(), plan.tasks["task_id"].to_numpy(object), names)
-    pq.write_table(forecasts, out / "forecasts.parquet")
+    pq.write_table(forecasts, out / "forecasts.parquet", compression="zstd")
     manifest.update(skipped_models=skipped, finished_at=_now())
     _write_json(manifest_path, manifest)
     scores = score_run(out)

@@ -74,7 +74,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
-    pq.write_table(forecasts, out / "forecasts.parquet")
+    pq.write_table(forecasts, out / "forecasts.parquet", compression="zstd")
     with open(out / JOURNAL, "wb") as fh:
         for d in dirs:
             if (d / JOURNAL).is_file():

@@ -156,9 +156,8 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
     history). Nothing in it depends on how far back the run's history reaches, so a shard
     and the whole run give the same line."""
     last = latest_label_known(history, tasks)
-    n = len(last)
-    parts = [pa.array(tasks["task_id"].to_numpy(object), pa.string()),
-             pc.binary_join_element_wise(pa.array(["labels_known_through_ns"] * n),
+    parts = [_text(tasks["task_id"]),
+             pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
                                          pa.array(last).cast(pa.string()), "=")]
     signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
     if signs:
@@ -168,8 +167,8 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
             text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
                 pa.string())
             text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
-            parts.append(pc.binary_join_element_wise(pa.array([col] * n), text, "="))
-    return pc.binary_join_element_wise(pa.array(["finbench-baseline-input-v1"] * n),
+            parts.append(pc.binary_join_element_wise(pa.scalar(col), text, "="))
+    return pc.binary_join_element_wise(pa.scalar("finbench-baseline-input-v1"),
                                        *parts, "|")
 
 
