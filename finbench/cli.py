@@ -75,7 +75,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
     config, _ = load_config(args.config)
     plan = plan_run(config)
-    labels = resolve(plan).labels_of(plan.tasks)
+    labels = resolve(plan, daily=False).labels_of(plan.tasks)
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

@@ -49,3 +49,24 @@ def test_chunked_passes_equal_one_pass(sample_store):
         times += list(index.max_input_time)
     assert digests == one.digests()
     assert times == list(one.max_input_time)
+
+
+def test_label_pass_without_summaries_reads_less_and_labels_the_same(sample_store):
+    plan = plan_run(config(sample_store))
+    full = resolve(plan, momentum_minutes={30})
+    lean = resolve(plan, momentum_minutes={30}, daily=False)
+    pd.testing.assert_frame_equal(lean.labels, full.labels)
+    pd.testing.assert_frame_equal(lean.history, full.history)
+    assert lean.daily.empty and not full.daily.empty
+
+
+def test_momentum_seen_time_is_the_later_bar_and_never_after_the_horizon(sample_store):
+    plan = plan_run(config(sample_store))
+    h = resolve(plan, momentum_minutes={30}, daily=False).history
+    seen = h["momentum_seen_ns_30"].to_numpy()
+    has = ~np.isnan(h["momentum_sign_30"].to_numpy())
+    assert ((seen >= 0) == has).all() and has.mean() > 0.9
+    t_fc = h["t_forecast"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    assert (seen[has] <= t_fc[has]).all()
+    # a 1-minute bar that started at T - 1 min is available exactly at T
+    assert (seen[has] == t_fc[has]).mean() > 0.5
