@@ -116,7 +116,7 @@ def _audit(args: argparse.Namespace) -> int:
     if problems:
         print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
         return 1
-    print(f"{args.run}: audit passed (time gate, context hashes, labels, data snapshot)")
+    print(f"{args.run}: audit passed (time gate, input receipts, labels, data snapshot)")
     return 0
 
 
