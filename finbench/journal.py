@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.forecasters.base import FORECAST_COLUMNS
+from finbench.lookup import positions
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
@@ -135,14 +135,10 @@ def to_table(rows: pd.DataFrame) -> pa.Table:
 def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     """Rows of the listed tasks and models, by model (as listed) then task (as listed); of
     rows repeating a (task, model), the last written wins."""
-    n = len(task_ids)
-    task = pc.index_in(table.column("task_id"), value_set=pa.array(task_ids, pa.string()))
-    model = pc.index_in(table.column("model"), value_set=pa.array(models, pa.string()))
-    task = task.to_numpy(zero_copy_only=False)
-    model = model.to_numpy(zero_copy_only=False)
-    known = ~(np.isnan(task.astype(float)) | np.isnan(model.astype(float)))
-    key = np.where(known, np.nan_to_num(model.astype(float)).astype(np.int64) * n
-                   + np.nan_to_num(task.astype(float)).astype(np.int64), -1)
+    task = positions(table.column("task_id"), task_ids)
+    model = positions(table.column("model"), models)
+    known = (task >= 0) & (model >= 0)
+    key = np.where(known, model * len(task_ids) + task, -1)
     rows = np.flatnonzero(known)
     order = rows[np.lexsort((rows, key[rows]))]
     last = np.r_[key[order][1:] != key[order][:-1], True] if len(order) else np.empty(0, bool)

@@ -43,6 +43,7 @@ from finbench.bars import to_ns
 from finbench.errors import ConfigError
 from finbench.forecasters.base import Forecaster, Inputs, register
 from finbench.jsontext import json_lines
+from finbench.lookup import arrow_text, positions
 
 DEFAULT_WINDOW = 60
 DEFAULT_MIN_COUNT = 20
@@ -156,7 +157,7 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
     history). Nothing in it depends on how far back the run's history reaches, so a shard
     and the whole run give the same line."""
     last = latest_label_known(history, tasks)
-    parts = [_text(tasks["task_id"]),
+    parts = [arrow_text(tasks["task_id"]),
              pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
                                          pa.array(last).cast(pa.string()), "=")]
     signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
@@ -174,13 +175,7 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
 
 def history_rows(tasks: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
     """Row of ``frame`` (the run's history) holding each task; -1 when absent."""
-    at = pc.index_in(_text(tasks["task_id"]), value_set=_text(frame["task_id"]))
-    return pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _text(column: pd.Series) -> pa.Array:
-    array = pa.array(column, pa.string())
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    return positions(tasks["task_id"], frame["task_id"])
 
 
 def _pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:

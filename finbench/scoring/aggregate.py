@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from finbench.lookup import arrow_text, positions, take
 from finbench.scoring import _core
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
@@ -25,9 +24,9 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     frame = forecasts.reset_index(drop=True).copy()
     for source, cols in ((labels, ("r", "y", "status")), (tasks, ("ticker", "session",
                                                                      "horizon"))):
-        at = _positions(frame["task_id"], source["task_id"])
+        at = positions(frame["task_id"], source["task_id"])
         for col in cols:
-            frame[col] = _take(source[col], at)
+            frame[col] = take(source[col], at)
     frame["fallback_used"] = False
     if invalid_policy.startswith("fallback:"):
         base = invalid_policy.split(":", 1)[1]
@@ -55,25 +54,6 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     return frame
 
 
-def _positions(keys: pd.Series, index: pd.Series) -> pa.Array:
-    """Row of ``index`` holding each key (null when absent): an Arrow hash look-up, the
-    left join of ``merge`` without re-laying the frame."""
-    return pc.index_in(_arrow_text(keys), value_set=_arrow_text(index))
-
-
-def _arrow_text(column: pd.Series) -> pa.Array:
-    array = pa.array(column, pa.string())
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
-
-
-def _take(column: pd.Series, at: pa.Array) -> pd.Series:
-    taken = pa.array(column, from_pandas=True).take(at)
-    if column.dtype.kind == "f":
-        return pd.Series(taken.to_numpy(zero_copy_only=False), dtype=column.dtype)
-    out = taken.to_pandas()
-    return out.astype(column.dtype) if not isinstance(column.dtype, pd.StringDtype) else out
-
-
 METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss"),
            ("covered", "coverage"), ("width", "width"), ("winkler", "winkler"),
            ("kelly", "kelly"))
@@ -87,11 +67,11 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     Vectorised: rows are laid out as a task × model grid once; every count, mean and paired
     skill of every slice is a ``bincount`` over slice codes.
     """
-    model_at = _positions(rows["model"], pd.Series(models, dtype=object))
-    listed = model_at.is_valid().to_numpy(zero_copy_only=False)
+    model_at = positions(rows["model"], list(models))
+    listed = model_at >= 0
     rows = rows[listed]
-    mcode = model_at.filter(listed).to_numpy(zero_copy_only=False).astype(np.int64)
-    encoded = _arrow_text(rows["task_id"]).dictionary_encode()
+    mcode = model_at[listed]
+    encoded = arrow_text(rows["task_id"]).dictionary_encode()
     task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     n_tasks = len(encoded.dictionary)
     _, first = np.unique(task_codes, return_index=True)  # first row of each task, by code

@@ -1,0 +1,33 @@
+"""Row look-ups by text key through Arrow's hash kernels (pandas would re-infer string
+indexes and copy), for joining forecast rows to tasks, labels and history."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def arrow_text(column) -> pa.Array:
+    """A text column (Series, list or array) as one contiguous Arrow string array."""
+    if isinstance(column, pa.ChunkedArray | pa.Array):
+        array = column.cast(pa.string())
+    else:
+        array = pa.array(column, pa.string())
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def positions(keys, index) -> np.ndarray:
+    """Row of ``index`` holding each key (the first if it repeats), -1 when absent."""
+    at = pc.index_in(arrow_text(keys), value_set=arrow_text(index))
+    return pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def take(column: pd.Series, at: np.ndarray) -> pd.Series:
+    """``column`` at rows ``at`` (missing where ``at`` is -1), keeping its dtype."""
+    taken = pa.array(column, from_pandas=True).take(pa.array(at, mask=at < 0))
+    if column.dtype.kind == "f":
+        return pd.Series(taken.to_numpy(zero_copy_only=False), dtype=column.dtype)
+    out = taken.to_pandas()
+    return out if isinstance(column.dtype, pd.StringDtype) else out.astype(column.dtype)
