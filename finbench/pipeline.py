@@ -16,6 +16,7 @@ import datetime as dt
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -165,34 +166,29 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     minutes_list = sorted(set(momentum_minutes))
     signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
     summaries = []
-
-    def read(i: int):
-        if i >= len(days):
-            return None
-        return plan.store.read_day_arrays(dt.date.fromisoformat(days[i]), tickers=spec.tickers,
-                                          columns=columns)
-
-    pool = ThreadPoolExecutor(max_workers=1)  # reads the next day while this one is computed
-    ahead = pool.submit(read, 0)
-    for i, day in enumerate(days):
-        bars = ahead.result() or empty_bars(plan.store.bar_seconds)
-        ahead = pool.submit(read, i + 1)
-        if daily:
-            summaries.append(daily_summaries(bars, calendar=spec.calendar,
-                                             timezone=spec.timezone)[0])
-        rows = by_day.get(day)
-        if rows is None:
-            continue
-        for target, value in zip(found, label_bars(
-                tick[rows], t_fc[rows], t_tg[rows], bars,
-                window_seconds=spec.ref_window_seconds), strict=True):
-            target[rows] = value
-        for m in minutes_list:
-            sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m)
-            signs[m][0][rows], signs[m][1][rows] = sign, seen
-        if echo and (i + 1) % 21 == 0:
-            echo(f"labels: {i + 1}/{len(days)} days")
-    pool.shutdown()
+    units = _read_units(plan, days, by_day, columns)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # reads the next unit while one is computed
+        ahead = pool.submit(units[0][0]) if units else None
+        for i, (_, rows, span) in enumerate(units):
+            bars = ahead.result() or empty_bars(plan.store.bar_seconds)
+            ahead = pool.submit(units[i + 1][0]) if i + 1 < len(units) else None
+            if daily:
+                summary = daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0]
+                if span is not None:  # a month read with a day either side: its sessions only
+                    inside = summary["session"].between(*span)
+                    summary = summary[inside.to_numpy(bool)]
+                summaries.append(summary)
+            if len(rows) == 0:
+                continue
+            for target, value in zip(found, label_bars(
+                    tick[rows], t_fc[rows], t_tg[rows], bars,
+                    window_seconds=spec.ref_window_seconds), strict=True):
+                target[rows] = value
+            for m in minutes_list:
+                sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m)
+                signs[m][0][rows], signs[m][1][rows] = sign, seen
+            if echo and (i + 1) % 21 == 0:
+                echo(f"labels: {i + 1}/{len(units)} reads")
     labels = label_frame(everything["task_id"].to_numpy(),
                          everything["t_target"].reset_index(drop=True), *found)
     history = pd.concat([everything.reset_index(drop=True),
@@ -204,6 +200,34 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
     return Resolved(labels.set_index("task_id"), history, days_frame)
+
+
+def _read_units(plan: Plan, days: list[str], by_day: dict, columns) -> list[tuple]:
+    """(reader of bars, rows of the tasks they serve, sessions it summarises or None for
+    all) in date order.
+
+    When the store's dates are the tasks' local dates, a unit is one date partition, read as
+    it lies. Otherwise (a store kept in another zone) a session's bars may sit in two
+    partitions, so a unit is a calendar month, read and laid out per ticker."""
+    spec = plan.config.tasks
+    none = np.empty(0, np.int64)
+    if plan.store.timezone == spec.timezone:
+        return [(partial(plan.store.read_day_arrays, dt.date.fromisoformat(day),
+                         tickers=spec.tickers, columns=columns), by_day.get(day, none), None)
+                for day in days]
+    if not days:
+        return []
+    units = []
+    for first, last in month_ranges(dt.date.fromisoformat(days[0]),
+                                    dt.date.fromisoformat(days[-1])):
+        rows = [by_day[d] for d in days if first.isoformat() <= d <= last.isoformat()
+                and d in by_day]
+        units.append((partial(plan.store.read_bar_arrays, tickers=spec.tickers,
+                              start=first - dt.timedelta(days=1),
+                              end=last + dt.timedelta(days=1)),
+                      np.concatenate(rows) if rows else none,
+                      (first.isoformat(), last.isoformat())))
+    return units
 
 
 def empty_bars(bar_seconds: int) -> BarArrays:

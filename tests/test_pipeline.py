@@ -70,3 +70,19 @@ def test_momentum_seen_time_is_the_later_bar_and_never_after_the_horizon(sample_
     assert (seen[has] <= t_fc[has]).all()
     # a 1-minute bar that started at T - 1 min is available exactly at T
     assert (seen[has] == t_fc[has]).mean() > 0.5
+
+
+def test_store_kept_in_another_zone_gives_the_same_labels_and_summaries(sample_store, tmp_path):
+    # the same bars partitioned by UTC dates: a session's bars may span two partitions, so the
+    # label pass reads whole months (with a day either side) instead of single dates
+    bars = Store(sample_store).read_bars()
+    utc = Store.open_or_create(tmp_path / "utc", timezone="UTC", synthetic=True)
+    utc.add_bars(bars, source={"test": "utc copy"})
+    ny = plan_run(config(sample_store))
+    other = plan_run(config(tmp_path / "utc"))
+    assert other.store.timezone != other.config.tasks.timezone
+    a = resolve(ny, momentum_minutes={30})
+    b = resolve(other, momentum_minutes={30})
+    pd.testing.assert_frame_equal(b.labels, a.labels)
+    pd.testing.assert_frame_equal(b.history, a.history)
+    pd.testing.assert_frame_equal(b.daily, a.daily)

@@ -146,14 +146,16 @@ def validate_bars(
     else:
         out["ticker"] = ticker
     parsed = parse_utc(raw[mapping["ts"]], timezone=timezone)
-    ts_text = raw[mapping["ts"]].astype("string")
-    problems.add(
-        "timestamp parses as a date-time", parsed.unparseable, lambda r: f"ts={ts_text.iloc[r]!r}"
-    )
+    ts_raw = raw[mapping["ts"]]  # quoted as text only in messages about bad rows
+
+    def ts_text(r: int) -> str:
+        return f"ts={str(ts_raw.iloc[r])!r}"
+
+    problems.add("timestamp parses as a date-time", parsed.unparseable, ts_text)
     problems.add(
         "timestamp carries a zone (or pass --timezone TZ for naive timestamps)",
         parsed.naive,
-        lambda r: f"ts={ts_text.iloc[r]!r}",
+        ts_text,
     )
     ts = parsed.values
     if bar_timestamp == "end":
