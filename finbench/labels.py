@@ -26,7 +26,8 @@ def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int 
     """One label row per task, in task order (see module docstring for the rules)."""
     found = label_bars(tasks["ticker"].to_numpy(dtype=object), to_ns(tasks["t_forecast"]),
                        to_ns(tasks["t_target"]), bars, window_seconds=window_seconds)
-    return label_frame(tasks["task_id"].to_numpy(), tasks["t_target"].to_numpy(), *found)
+    return label_frame(tasks["task_id"].to_numpy(), tasks["t_target"].reset_index(drop=True),
+                       *found)
 
 
 def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: BarArrays, *,
@@ -47,7 +48,7 @@ def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: Ba
     return tuple(out)
 
 
-def label_frame(task_id: np.ndarray, t_target: np.ndarray, p_ref: np.ndarray,
+def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
                 p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray) -> pd.DataFrame:
     """Label rows from the prices found (:func:`label_bars`)."""
     with np.errstate(invalid="ignore", divide="ignore"):

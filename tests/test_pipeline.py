@@ -86,3 +86,25 @@ def test_store_kept_in_another_zone_gives_the_same_labels_and_summaries(sample_s
     pd.testing.assert_frame_equal(b.labels, a.labels)
     pd.testing.assert_frame_equal(b.history, a.history)
     pd.testing.assert_frame_equal(b.daily, a.daily)
+
+
+def test_partition_written_in_microseconds_reads_the_same_instants(sample_store, tmp_path):
+    # a partition rewritten by another tool (DuckDB, Polars) may store ts in microseconds
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "store"
+    shutil.copytree(sample_store, copy)
+    day = Store(copy).dates("bars")[5]
+    path = copy / f"bars/date={day.isoformat()}/part.parquet"
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("ts")
+    pq.write_table(table.set_column(at, "ts", table.column("ts").cast(
+        pa.timestamp("us", tz="UTC"))), path)
+    assert pq.read_schema(path).field("ts").type.unit == "us"
+    fresh, original = Store(copy).read_day_arrays(day), Store(sample_store).read_day_arrays(day)
+    np.testing.assert_array_equal(fresh.ts, original.ts)
+    month = Store(copy).read_bar_arrays(start=day, end=day)
+    np.testing.assert_array_equal(month.ts, original.ts)

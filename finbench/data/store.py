@@ -23,6 +23,7 @@ STORE_VERSION = 1
 MANIFEST = "manifest.json"
 TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
+NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
 
 
 def sha256_file(path: Path) -> str:
@@ -290,7 +291,8 @@ class Store:
         runs.sort()
         raw = {c: [t.column(c).chunk(0).to_numpy() if t.num_rows else np.empty(0)
                    for t in parts] for c in ("open", "high", "low", "close", "volume")}
-        raw["ts"] = [t.column("ts").chunk(0).cast(pa.int64()).to_numpy() if t.num_rows
+        raw["ts"] = [t.column("ts").chunk(0).cast(NS_UTC).cast(pa.int64()).to_numpy()
+                     if t.num_rows
                      else np.empty(0, np.int64) for t in parts]
 
         def gather(column: str, dtype) -> np.ndarray:
@@ -345,7 +347,8 @@ class Store:
                   for c in ("open", "high", "low", "close", "volume")}
         return BarArrays.from_columns(
             codes=row_codes, names=sorted_names,
-            ts=table.column("ts").cast(pa.int64()).to_numpy(), bar_seconds=self.bar_seconds,
+            ts=table.column("ts").cast(NS_UTC).cast(pa.int64()).to_numpy(),
+            bar_seconds=self.bar_seconds,
             **values)
 
     def read_headlines(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,7 +91,7 @@ class Forecaster(ABC):
         )
         return frame[FORECAST_COLUMNS]
 
-    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, list[str]]:
+    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, Sequence[str]]:
         """(latest availability of what each task's input holds, SHA-256 of that input)."""
         return inputs.contexts.max_input_time, inputs.contexts.digests()
 

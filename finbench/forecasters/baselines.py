@@ -151,18 +151,19 @@ def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
     return last
 
 
-def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> pa.Array:
+def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
+                        rows: np.ndarray | None = None) -> pa.Array:
     """One line per task naming a baseline's input: ``task_id``, the time through which its
     series' labels are known, and every ``momentum_sign_<minutes>`` of ``frame`` (the run's
-    history). Nothing in it depends on how far back the run's history reaches, so a shard
-    and the whole run give the same line."""
+    history; ``rows``: :func:`history_rows` when known). Nothing in it depends on how far back
+    the run's history reaches, so a shard and the whole run give the same line."""
     last = latest_label_known(history, tasks)
     parts = [arrow_text(tasks["task_id"]),
              pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
                                          pa.array(last).cast(pa.string()), "=")]
     signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
     if signs:
-        rows = history_rows(tasks, frame)
+        rows = history_rows(tasks, frame) if rows is None else rows
         for col in signs:
             value = _pick(frame[col].to_numpy(float), rows)
             text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
@@ -190,20 +191,22 @@ def _rows(inputs: Inputs) -> np.ndarray:
     return inputs.shared["history_rows"]
 
 
-def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame) -> pd.Series:
+def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
+                     rows: np.ndarray | None = None) -> pd.Series:
     """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
     sha = hashlib.sha256
-    lines = baseline_input_text(history, tasks, frame).cast(pa.binary()).to_pylist()
+    lines = baseline_input_text(history, tasks, frame, rows).cast(pa.binary()).to_pylist()
     return pa.array([sha(b).hexdigest() for b in lines], pa.string()).to_pandas()
 
 
 class _Baseline(Forecaster):
     needs_context = False
 
-    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, list[str]]:
+    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, pd.Series]:
         digests = inputs.shared.get("baseline_digests")
         if digests is None:
-            digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history)
+            digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history,
+                                       _rows(inputs))
             inputs.shared["baseline_digests"] = digests
         return self._bars_read(inputs), digests
 
@@ -372,7 +375,7 @@ def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFr
     return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
 
 
-def _json_lines(frame: pd.DataFrame) -> np.ndarray:
+def _json_lines(frame: pd.DataFrame) -> pd.Series:
     """One compact JSON object per row, keys sorted."""
     return json_lines({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
                        for c in frame.columns}, len(frame))
