@@ -116,6 +116,23 @@ def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
     return names, shift, base, (code << shift) + (keys - base), name_index(names)
 
 
+def _pack_slices(starts: np.ndarray, ts: np.ndarray):
+    """(shift, base, keys) with ``keys = slice number << shift | (ts - base)`` per row, or
+    None when they do not fit in 63 bits (or there are no rows)."""
+    if len(ts) == 0:
+        return None
+    base = int(ts.min())
+    shift = (int(ts.max()) - base + 1).bit_length()
+    if shift + len(starts).bit_length() > 62:
+        return None
+    number = np.zeros(len(ts), dtype=np.int64)
+    number[starts[1:]] = 1
+    np.cumsum(number, out=number)
+    number <<= shift
+    number += ts - base
+    return shift, base, number
+
+
 def _search_per_ticker(bounds, keys, tickers, instants, *, side, out):
     codes, uniques = pd.factorize(np.asarray(tickers, dtype=object))
     order = np.argsort(codes, kind="stable")
@@ -170,46 +187,98 @@ class BarArrays:
     def from_columns(cls, *, codes: np.ndarray, names: np.ndarray, ts: np.ndarray,
                      bar_seconds: int, **columns: np.ndarray) -> BarArrays:
         """Build from numpy columns already sorted by (code, ts); ``names[code]`` is the ticker
-        and codes follow the tickers' text order."""
-        if len(ts) > 1:
-            same = codes[1:] == codes[:-1]
-            if (same & (np.diff(ts) <= 0)).any() or (codes[1:] < codes[:-1]).any():
-                raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
-        bounds = {}
-        if len(codes):
-            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-            ends = np.r_[starts[1:], len(codes)]
-            bounds = {str(names[codes[s]]): (int(s), int(e))
-                      for s, e in zip(starts, ends, strict=True)}
+        and codes follow the tickers' text order. The packed search keys are built here, and
+        their being strictly increasing is the sort check."""
+        codes, ts = np.asarray(codes, dtype=np.int64), np.asarray(ts, dtype=np.int64)
+        n = len(ts)
+        starts = (np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n
+                  else np.empty(0, np.int64))
+        ends = np.r_[starts[1:], n].astype(np.int64)[:len(starts)]
+        first_codes = codes[starts]
+        packed = _pack_slices(starts, ts)
+        if packed is None:
+            unsorted = n > 1 and bool((np.diff(ts)[codes[1:] == codes[:-1]] <= 0).any())
+        else:
+            unsorted = n > 1 and not bool((packed[2][1:] > packed[2][:-1]).all())
+        if unsorted or (first_codes[1:] <= first_codes[:-1]).any():
+            raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
+        slice_names = np.asarray(names, dtype=object)[first_codes].astype(str)
+        bounds = dict(zip(slice_names.tolist(), zip(starts.tolist(), ends.tolist(),
+                                                    strict=True), strict=True))
         bar_ns = int(bar_seconds) * NS
-        return cls(ts=ts, avail=ts + bar_ns, bounds=bounds, bar_ns=bar_ns,
-                   **{k: np.asarray(v, dtype=float) for k, v in columns.items()})
+        out = cls(ts=ts, avail=ts + bar_ns, bounds=bounds, bar_ns=bar_ns,
+                  **{k: np.asarray(v, dtype=float) for k, v in columns.items()})
+        prepared = name_index(slice_names)
+        out._packed["slices"] = (prepared, np.r_[starts, 0].astype(np.int64))
+        if packed is not None:  # the same keys serve ts and avail (avail = ts + bar length)
+            shift, base, keys = packed
+            listed = slice_names.tolist()
+            out._packed["ts"] = (listed, shift, base, keys, prepared)
+            out._packed["avail"] = (listed, shift, base + bar_ns, keys, prepared)
+        return out
 
     @property
     def mid(self) -> np.ndarray:
         return (self.high + self.low) / 2.0
 
-    def search(self, tickers: np.ndarray, instants: np.ndarray, *, on: str, side: str) -> np.ndarray:
+    def mid_at(self, idx: np.ndarray) -> np.ndarray:
+        """Mid of the bars at ``idx``; NaN where ``idx`` is -1 (no bar)."""
+        if not len(self.high):
+            return np.full(len(idx), np.nan)
+        at = np.maximum(idx, 0)
+        return np.where(idx >= 0, (self.high[at] + self.low[at]) / 2.0, np.nan)
+
+    def slices_of(self, tickers: np.ndarray) -> np.ndarray:
+        """Slice number of each ticker (slices in array order), -1 for a ticker without bars.
+        Callers asking several questions about the same tickers compute it once and pass it
+        as ``slices``."""
+        if "slices" not in self._packed:
+            items = sorted(self.bounds.items(), key=lambda kv: kv[1][0])
+            names = [name for name, _ in items]
+            starts = np.array([lo for _, (lo, _) in items] + [0], dtype=np.int64)
+            self._packed["slices"] = (name_index(names), starts)
+        prepared, _ = self._packed["slices"]
+        if not len(prepared[0]):
+            return np.full(len(tickers), -1, dtype=np.int64)
+        return index_of(None, tickers, prepared=prepared)
+
+    def search(self, tickers: np.ndarray, instants: np.ndarray, *, on: str, side: str,
+               slices: np.ndarray | None = None) -> np.ndarray:
         """Global ``searchsorted`` of each instant within its ticker's slice of ``ts``/``avail``.
 
         Returns, per query, the insertion index into the flat arrays (``lo`` of the ticker for
-        an instant before its first bar; ``0`` for a ticker without bars).
+        an instant before its first bar; ``0`` for a ticker without bars). ``slices``:
+        :meth:`slices_of` the tickers, when known.
         """
         keys = self.ts if on == "ts" else self.avail
         if on not in self._packed:
             self._packed[on] = _packed_keys(self.bounds, keys)
-        return search_by_ticker(self.bounds, keys, tickers, instants, side=side,
-                                packed=self._packed[on])
+        packed = self._packed[on]
+        if packed is None or slices is None:
+            return search_by_ticker(self.bounds, keys, tickers, instants, side=side,
+                                    packed=packed)
+        _, shift, base, packed_keys, _ = packed
+        instants = np.asarray(instants, dtype=np.int64)
+        out = np.zeros(len(instants), dtype=np.int64)
+        known = slices >= 0
+        offset = np.clip(instants[known], base - 1, base + (1 << shift) - 1) - base
+        out[known] = np.searchsorted(packed_keys, (slices[known] << shift) + offset, side=side)
+        return out
 
     def last_available(
-        self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None
+        self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None,
+        slices: np.ndarray | None = None,
     ) -> np.ndarray:
         """Index of the last bar of each ticker available at or before each instant, else -1.
 
         With ``not_before``, a bar whose availability is earlier than it does not count.
+        ``slices``: :meth:`slices_of` the tickers, when known (saves the text look-up).
         """
-        end = self.search(tickers, instants, on="avail", side="right")
-        lows = lows_of(self.bounds, tickers)
+        if slices is None and self.bounds:
+            slices = self.slices_of(tickers)
+        end = self.search(tickers, instants, on="avail", side="right", slices=slices)
+        lows = (np.zeros(len(end), dtype=np.int64) if slices is None
+                else np.where(slices >= 0, self._packed["slices"][1][slices], 0))
         idx = end - 1
         ok = idx >= lows
         if not_before is not None and len(self.avail):

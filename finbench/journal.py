@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +44,12 @@ class Journal:
         self.path = Path(run_dir) / JOURNAL
         self.parts = Path(run_dir) / PARTS
         self._written: dict[Path, pa.Table] = {}  # parts this process wrote, kept to re-use
+        self._number: int | None = None  # the next part's number
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
 
     def done(self) -> set[tuple[str, str]]:
+        self.flush()
         keys = {(r["task_id"], r["model"]) for r in self._records()}
         for part in self._part_files():
             table = pq.read_table(part, columns=["task_id", "model"])
@@ -52,20 +57,31 @@ class Journal:
                             table.column("model").to_pylist(), strict=True))
         return keys
 
-    def append(self, rows: pd.DataFrame) -> None:
-        """Append a batch as one Parquet part (atomic rename, fsynced)."""
+    def append(self, rows: pd.DataFrame, *, background: bool = False) -> None:
+        """Append a batch as one Parquet part (written to a temporary name, fsynced, renamed).
+        ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
+        (which every read of the journal calls first) waits for it and raises its error."""
         if rows.empty:
             return
         self.parts.mkdir(exist_ok=True)
-        number = len(self._part_files())
-        final = self.parts / f"{number:06d}.parquet"
-        tmp = final.with_suffix(".tmp")
+        if self._number is None:
+            self._number = len(self._part_files())
+        final = self.parts / f"{self._number:06d}.parquet"
+        self._number += 1
         table = to_table(rows)
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
         self._written[final] = table
+        if not background:
+            _write_part(table, final)
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._pending.append(self._writer.submit(_write_part, table, final))
+
+    def flush(self) -> None:
+        """Wait until every part handed to the writer thread is on disk."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
 
     def _part_files(self) -> list[Path]:
         return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
@@ -115,6 +131,7 @@ class Journal:
 
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
+        self.flush()
         parts = [self._written[p] if p in self._written else
                  pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
         records = self._records()
@@ -122,6 +139,15 @@ class Journal:
             frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
             parts.append(to_table(_typed(frame)))
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
+
+
+def _write_part(table: pa.Table, final: Path) -> None:
+    """Write a part whole or not at all: temporary name, fsync, rename."""
+    tmp = final.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
 
 
 def to_table(rows: pd.DataFrame) -> pa.Table:

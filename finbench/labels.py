@@ -31,18 +31,15 @@ def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int 
 
 
 def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: BarArrays, *,
-               window_seconds: int = 30) -> tuple[np.ndarray, ...]:
+               window_seconds: int = 30, slices: np.ndarray | None = None
+               ) -> tuple[np.ndarray, ...]:
     """(P_ref, P_target, reference bar start, target bar start) per query; NaN and -1 where
-    no bar qualifies."""
+    no bar qualifies. ``slices``: ``bars.slices_of(tickers)``, when known."""
     w = int(window_seconds) * NS
-    ref = bars.last_available(tickers, t_fc, not_before=t_fc - w)
-    tgt = bars.last_available(tickers, t_tg, not_before=t_tg - w)
-    mid = bars.mid
+    ref = bars.last_available(tickers, t_fc, not_before=t_fc - w, slices=slices)
+    tgt = bars.last_available(tickers, t_tg, not_before=t_tg - w, slices=slices)
     ts = bars.ts if len(bars.ts) else np.zeros(1, np.int64)
-    out = []
-    for idx in (ref, tgt):
-        out.append(np.where(idx >= 0, mid[np.clip(idx, 0, None)] if len(mid) else np.nan,
-                            np.nan))
+    out = [bars.mid_at(ref), bars.mid_at(tgt)]
     for idx in (ref, tgt):
         out.append(np.where(idx >= 0, ts[np.clip(idx, 0, None)], -1))
     return tuple(out)

@@ -117,16 +117,18 @@ def day_starts(tasks: pd.DataFrame, timezone: str) -> np.ndarray:
 
 
 def momentum_arrays(bars: BarArrays, tickers: np.ndarray, t: np.ndarray, day_start: np.ndarray,
-                    minutes: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`momentum_sign` on arrays: (sign, availability of the later bar or -1)."""
-    now = bars.last_available(tickers, t, not_before=day_start + bars.bar_ns)
-    then = bars.last_available(tickers, t - minutes * 60 * NS, not_before=day_start + bars.bar_ns)
-    mid = bars.mid
+                    minutes: int, *, slices: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`momentum_sign` on arrays: (sign, availability of the later bar or -1).
+    ``slices``: ``bars.slices_of(tickers)``, when known."""
+    first = day_start + bars.bar_ns
+    now = bars.last_available(tickers, t, not_before=first, slices=slices)
+    then = bars.last_available(tickers, t - minutes * 60 * NS, not_before=first, slices=slices)
     ok = (now >= 0) & (then >= 0)
-    if not len(mid):
+    if not len(bars.avail):
         return np.full(len(t), np.nan), np.full(len(t), -1, np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ret = np.log(mid[np.maximum(now, 0)] / mid[np.maximum(then, 0)])
+        ret = np.log(bars.mid_at(now) / bars.mid_at(then))
     return np.where(ok, np.sign(ret), np.nan), np.where(ok, bars.avail[np.maximum(now, 0)], -1)
 
 
@@ -158,6 +160,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
                    if plan.first_date <= d <= spec.end} | set(by_day))
     tick = everything["ticker"].to_numpy(dtype=object).astype(str)
+    ticker_names, code = np.unique(tick, return_inverse=True)
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
     start = day_starts(everything, spec.timezone)
     n = len(everything)
@@ -180,12 +183,14 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
                 summaries.append(summary)
             if len(rows) == 0:
                 continue
+            slices = bars.slices_of(ticker_names)[code[rows]]  # text look-up: names only
             for target, value in zip(found, label_bars(
                     tick[rows], t_fc[rows], t_tg[rows], bars,
-                    window_seconds=spec.ref_window_seconds), strict=True):
+                    window_seconds=spec.ref_window_seconds, slices=slices), strict=True):
                 target[rows] = value
             for m in minutes_list:
-                sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m)
+                sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m,
+                                             slices=slices)
                 signs[m][0][rows], signs[m][1][rows] = sign, seen
             if echo and (i + 1) % 21 == 0:
                 echo(f"labels: {i + 1}/{len(units)} reads")

@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import finbench
@@ -138,10 +140,14 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         return out
     names = [m.name for m in config.models if m.name not in skipped]
     forecasts = ordered_table(journal.table(), plan.tasks["task_id"].to_numpy(object), names)
-    pq.write_table(forecasts, out / "forecasts.parquet", compression="zstd")
-    manifest.update(skipped_models=skipped, finished_at=_now())
+    manifest.update(skipped_models=skipped)
     _write_json(manifest_path, manifest)
-    scores = score_run(out)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the file is written while scores are
+        written = pool.submit(_write_atomic, forecasts, out / "forecasts.parquet")  # computed
+        scores = score_run(out, forecasts.select(list(SCORED_COLUMNS)).to_pandas())
+        written.result()
+    manifest.update(finished_at=_now())
+    _write_json(manifest_path, manifest)
     echo(render_summary(scores, config, names))
     return out
 
@@ -165,7 +171,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             shared[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
                                  history=resolved.history)
         out_rows = f.forecast(shared[key])
-        journal.append(out_rows)
+        journal.append(out_rows, background=True)
         progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
     textual = [f for f in forecasters if f.needs_context]
     if not textual:
@@ -192,7 +198,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 progress.add(f.name, stats["done"], stats["valid"])
             else:
                 out_rows = f.forecast(inputs)
-                journal.append(out_rows)
+                journal.append(out_rows, background=True)
                 progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
     return estimates
 
@@ -243,10 +249,14 @@ def load_run_config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(manifest["config"])
 
 
-def score_run(run_dir: str | Path) -> pd.DataFrame:
-    """Recompute every score from the stored forecasts, labels and tasks alone."""
+def score_run(run_dir: str | Path, forecasts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Recompute every score from the stored forecasts, labels and tasks alone.
+
+    ``forecasts``: the rows of ``forecasts.parquet`` already in memory (a run passes them while
+    the file is being written), read as they would be from the file."""
     run_dir = Path(run_dir)
-    missing = [f for f in (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
+    needed = [MANIFEST, "tasks.parquet", "labels.parquet"]
+    missing = [f for f in needed + ["forecasts.parquet"] * (forecasts is None)
                if not (run_dir / f).is_file()]
     if missing:
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)})")
@@ -254,7 +264,8 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     manifest = json.loads((run_dir / MANIFEST).read_text())
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
+    if forecasts is None:
+        forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     skipped = manifest.get("skipped_models", {})
     names = [m.name for m in config.models if m.name not in skipped]
     baselines = [b for b in baseline_names(config) if b not in skipped]
@@ -267,6 +278,13 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     scores.to_parquet(run_dir / "scores.parquet", index=False)
     scores.to_csv(run_dir / "scores.csv", index=False, float_format="%.12g")
     return scores
+
+
+def _write_atomic(table: pa.Table, path: Path) -> None:
+    """Write a Parquet file whole or not at all (a killed run leaves no torn file)."""
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
 
 
 def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:

@@ -2,8 +2,9 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from finbench.journal import FORECAST_SCHEMA, ordered_table
+from finbench.journal import FORECAST_SCHEMA, Journal, ordered_table
 
 
 def rows(pairs):
@@ -31,3 +32,29 @@ def test_rows_sorted_deduplicated_and_foreign_rows_dropped():
 def test_rows_already_in_order_are_returned_as_they_are():
     table = rows([("a", "m1", 0.1), ("b", "m1", 0.2), ("a", "m2", 0.3)])
     assert ordered_table(table, np.array(["a", "b"], object), ["m1", "m2"]) is table
+
+
+def test_background_parts_are_numbered_in_order_and_read_back(tmp_path):
+    journal = Journal(tmp_path)
+    first = rows([("a", "m1", 0.1), ("b", "m1", 0.2)]).to_pandas()
+    second = rows([("a", "m2", 0.3)]).to_pandas()
+    journal.append(first, background=True)
+    journal.append(second, background=True)
+    assert journal.done() == {("a", "m1"), ("b", "m1"), ("a", "m2")}  # waits for the writer
+    assert sorted(p.name for p in (tmp_path / "journal.parts").iterdir()) == [
+        "000000.parquet", "000001.parquet"]
+    again = Journal(tmp_path)  # a resumed run reads the parts from disk, in the order written
+    assert again.table().column("p_up").to_pylist() == [0.1, 0.2, 0.3]
+    again.append(second)
+    assert (tmp_path / "journal.parts" / "000002.parquet").is_file()
+
+
+def test_a_failed_background_write_is_raised_when_the_journal_is_read(tmp_path):
+    journal = Journal(tmp_path)
+    journal.append(rows([("a", "m1", 0.1)]).to_pandas(), background=True)
+    journal.flush()
+    (tmp_path / "journal.parts" / "000001.tmp").mkdir()  # the next part cannot be written
+    journal.append(rows([("b", "m1", 0.2)]).to_pandas(), background=True)
+    with pytest.raises(OSError):
+        journal.table()
+    assert [p.name for p in (tmp_path / "journal.parts").glob("*.parquet")] == ["000000.parquet"]
