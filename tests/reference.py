@@ -83,3 +83,23 @@ def naive_daily(bars, calendar, *, timezone="America/New_York", bar_seconds=60):
                 "available_ns": (part["ts"].iloc[-1] + pd.Timedelta(seconds=bar_seconds)).value,
             })
     return pd.DataFrame(rows)
+
+
+def naive_baseline_stats(task, history: pd.DataFrame, *, window: int, sign_column: str | None):
+    """For one task, from SPEC §7 read literally: the last ``window`` resolved labels of the
+    same ticker and horizon known strictly before ``t_forecast`` (ties in time in table order):
+    their count, ups, latest time, the 10%/90% quantiles of their returns, and (with a sign
+    column) how many share the task's sign and how many of those went up."""
+    same = history[(history["ticker"] == task.ticker) & (history["horizon"] == task.horizon)
+                   & (history["status"] == "ok")
+                   & (history["label_known_at"] < task.t_forecast)]
+    same = same.sort_values("label_known_at", kind="stable").tail(window)
+    out = {"count": len(same), "ups": int((same["y"] == 1).sum()),
+           "last": same["label_known_at"].max() if len(same) else None,
+           "q_lo": same["r"].quantile(0.1) if len(same) else math.nan,
+           "q_hi": same["r"].quantile(0.9) if len(same) else math.nan}
+    if sign_column is not None:
+        own = getattr(task, sign_column)
+        match = same[same[sign_column] == own] if not math.isnan(own) else same.iloc[:0]
+        out["sign_count"], out["sign_up"] = len(match), int((match["y"] == 1).sum())
+    return out

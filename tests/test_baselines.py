@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.forecasters.baselines import History, rolling_quantiles, rolling_rate
 
@@ -59,18 +61,21 @@ def test_climatology_quantiles_use_only_past_returns():
 
 
 def test_momentum_conditional_probability_with_add_one_smoothing():
+    from types import SimpleNamespace
+
     from finbench.forecasters import baselines as b
+    from finbench.forecasters.base import Inputs
 
     hist = frame()
-    hist["momentum_sign"] = [1.0, 1.0, -1.0, 1.0, 1.0]
-    history = b.History(hist)
-    # for the last task (sign +1) the window holds days 0..3: signs +,+,-,+ with y 1,0,1,1
-    rows, k, g = history.positions(hist.iloc[[4]])[("X", "CLOSE")]
-    s = g["momentum_sign"].to_numpy()[: k[0]]
-    y = g["y"].to_numpy()[: k[0]]
-    n_plus, up_plus = int((s == 1).sum()), int(((s == 1) & (y == 1)).sum())
-    assert (n_plus, up_plus) == (3, 2)
-    assert (up_plus + 1) / (n_plus + 2) == pytest.approx(0.6)
+    hist["momentum_sign_30"] = [1.0, 1.0, -1.0, 1.0, 1.0]
+    model = b.Momentum(SimpleNamespace(name="m", window=60, min_count=3, lookback_minutes=30))
+    inputs = Inputs(tasks=hist, history=hist)
+    p, details, _ = model._probability(b.History(hist), inputs)
+    # the last task (sign +1) sees days 0..3: signs +,+,-,+ with y 1,0,1,1: 2 ups in 3
+    assert (details["sign_count"].iloc[4], details["sign_up"].iloc[4]) == (3, 2)
+    assert p[4] == pytest.approx((2 + 1) / (3 + 2))
+    # day 3 sees signs +,+,- : two with its sign (+), below min_count 3: the base rate
+    assert details["fallback"].iloc[3] == "base_rate" and p[3] == pytest.approx(2 / 3)
 
 
 def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
@@ -99,3 +104,47 @@ def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():
     full = baseline_input_text(History(hist), hist.iloc[3:], hist).to_pylist()
     part = baseline_input_text(History(short), short.iloc[1:], short).to_pylist()
     assert full == part
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 7))
+def test_vectorised_history_equals_the_naive_reference(seed, window):
+    """Random histories (two tickers x two horizons, unscorable rows, labels known at the
+    same instant, tasks with no history): counts, rates, quantiles, latest label time and
+    momentum counts equal a per-task pandas filter."""
+    from types import SimpleNamespace
+
+    from finbench.forecasters import baselines as b
+    from finbench.forecasters.base import Inputs
+    from tests.reference import naive_baseline_stats
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    day = pd.Timestamp("2025-01-06 20:55", tz="UTC")
+    known = day + pd.to_timedelta(rng.integers(0, 12, n), unit="D")
+    hist = pd.DataFrame({
+        "task_id": [f"t{i}" for i in range(n)],
+        "ticker": rng.choice(["A", "B", "C"], n), "horizon": rng.choice(["H1", "H2"], n),
+        "session": [str(k.date()) for k in known],
+        "t_forecast": known - pd.to_timedelta(rng.integers(0, 3, n), unit="D"),
+        "label_known_at": known,
+        "status": rng.choice(["ok", "ok", "ok", "no_target_price"], n),
+        "y": rng.integers(0, 2, n), "r": np.round(rng.normal(0, 0.01, n), 3),
+        "momentum_sign_30": rng.choice([-1.0, 0.0, 1.0, np.nan], n)})
+    history = b.History(hist)
+    p, count, last = b.rolling_rate(history, hist, window=window, min_count=2)
+    lower, upper = b.rolling_quantiles(history, hist, window=window)
+    model = b.Momentum(SimpleNamespace(name="m", window=window, min_count=1,
+                                       lookback_minutes=30))
+    _, details, _ = model._probability(history, Inputs(tasks=hist, history=hist))
+    for i, task in enumerate(hist.itertuples()):
+        ref = naive_baseline_stats(task, hist, window=window, sign_column="momentum_sign_30")
+        assert count[i] == ref["count"]
+        expected_p = ref["ups"] / ref["count"] if ref["count"] >= 2 else 0.5
+        assert p[i] == pytest.approx(expected_p, abs=1e-15)
+        assert last[i] == (ref["last"].value if ref["last"] is not None else -1)
+        np.testing.assert_allclose([lower[i], upper[i]], [ref["q_lo"], ref["q_hi"]],
+                                   rtol=0, atol=1e-15)
+        if not np.isnan(task.momentum_sign_30):
+            assert details["sign_count"].iloc[i] == ref["sign_count"]
+            assert details["sign_up"].iloc[i] == ref["sign_up"]

@@ -51,46 +51,93 @@ QUANTILES = (0.1, 0.9)
 
 
 class History:
-    """Resolved labels per (ticker, horizon) series, ordered by the time they became known."""
+    """Resolved labels laid out flat, by series (ticker, horizon) and then by the time each
+    became known, so every baseline statistic is a difference of cumulative sums (or a
+    window of rows) looked up with one ``searchsorted`` for all tasks."""
 
     def __init__(self, history: pd.DataFrame) -> None:
-        ok = history[history["status"] == "ok"].copy()
-        ok["known_ns"] = to_ns(ok["label_known_at"])
-        ok = ok.sort_values(["ticker", "horizon", "known_ns"], kind="stable")
-        self.groups = {key: g for key, g in ok.groupby(["ticker", "horizon"], sort=False)}
-        self._known = {key: g["known_ns"].to_numpy() for key, g in self.groups.items()}
+        ok = history[(history["status"] == "ok").to_numpy(bool)]
+        known = to_ns(ok["label_known_at"])
+        tickers = arrow_text(ok["ticker"]).dictionary_encode()
+        horizons = arrow_text(ok["horizon"]).dictionary_encode()
+        self._tickers, self._horizons = tickers.dictionary, horizons.dictionary
+        series = (tickers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                  * len(self._horizons)
+                  + horizons.indices.to_numpy(zero_copy_only=False))
+        order = np.lexsort((known, series))  # stable: equal times keep their table order
+        self._ok, self._order = ok, order
+        self.series, self.known = series[order], known[order]
+        self.y = ok["y"].to_numpy(dtype=float, na_value=np.nan)[order]
+        self.r = ok["r"].to_numpy(float)[order]
+        n_series = len(self._tickers) * len(self._horizons)
+        self.start = np.searchsorted(self.series, np.arange(n_series + 1))
+        base = int(self.known.min()) if len(self.known) else 0
+        span = int(self.known.max()) - base if len(self.known) else 0
+        self._shift, self._base = (span + 1).bit_length(), base
+        self._keys = (self.series << self._shift) + (self.known - base)
         self._memo: dict = {}
 
-    def positions(self, tasks: pd.DataFrame) -> dict:
-        """Per series: (task rows, k = labels known strictly before each t_forecast).
+    def column(self, name: str) -> np.ndarray:
+        """A column of the resolved labels, in this layout's order."""
+        if ("column", name) not in self._memo:
+            self._memo[("column", name)] = self._ok[name].to_numpy()[self._order]
+        return self._memo[("column", name)]
+
+    def frame(self) -> pd.DataFrame:
+        """The resolved labels in this layout's order, with ``known_ns``."""
+        return self._ok.iloc[self._order].assign(known_ns=self.known)
+
+    def locate(self, tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Per task: (first row of its series, end of the labels known strictly before its
+        ``t_forecast``); rows ``[first, end)`` are what it may use (both 0 without a series).
         Remembered for the last tasks frame asked about (every baseline asks about the same)."""
-        last = self._memo.get("positions")
+        last = self._memo.get("locate")
         if last is not None and last[0] is tasks:
             return last[1]
-        out = {}
-        t_fc = to_ns(tasks["t_forecast"])
-        for key, rows in tasks.groupby(["ticker", "horizon"], sort=False).indices.items():
-            g = self.groups.get(key)
-            known = self._known.get(key, np.empty(0, np.int64))
-            out[key] = (rows, np.searchsorted(known, t_fc[rows], side="left"), g)
-        self._memo["positions"] = (tasks, out)
+        t = positions(tasks["ticker"], self._tickers)
+        h = positions(tasks["horizon"], self._horizons)
+        has = (t >= 0) & (h >= 0)
+        series = np.where(has, t * len(self._horizons) + h, 0)
+        offset = np.clip(to_ns(tasks["t_forecast"]) - self._base, 0, (1 << self._shift) - 1)
+        end = np.searchsorted(self._keys, (series << self._shift) + offset, side="left")
+        first = np.where(has, self.start[series], 0)
+        out = (first, np.where(has, end, 0))
+        self._memo["locate"] = (tasks, out)
         return out
 
-    def series(self, key, what: str, window: int | None = None) -> np.ndarray:
-        """Per-series arrays indexed by k (labels known), computed once per history:
-        ``cum_y`` (cumulative sum of y, length n+1) and ``q_lo``/``q_hi`` (quantiles of the
-        last ``window`` returns before position k; NaN at k = 0)."""
-        memo_key = (key, what, window)
-        if memo_key not in self._memo:
-            g = self.groups[key]
-            if what == "cum_y":
-                self._memo[memo_key] = np.r_[0.0, np.cumsum(g["y"].to_numpy(float))]
-            else:
-                roll = pd.Series(g["r"].to_numpy(float)).rolling(window, min_periods=1)
-                for q, name in zip(QUANTILES, ("q_lo", "q_hi"), strict=True):
-                    values = roll.quantile(q, interpolation="linear").to_numpy()
-                    self._memo[(key, name, window)] = np.r_[np.nan, values]
-        return self._memo[memo_key]
+    def cumulative(self, name: str, values: np.ndarray) -> np.ndarray:
+        """``r_[0, cumsum(values)]``, remembered under ``name``."""
+        if ("cum", name) not in self._memo:
+            self._memo[("cum", name)] = np.r_[0.0, np.cumsum(values, dtype=float)]
+        return self._memo[("cum", name)]
+
+    def quantiles(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per row j: the 10% and 90% quantiles (linear interpolation, as pandas' rolling
+        quantile) of the returns of rows ``[max(first, j - window + 1), j]`` of its series."""
+        if ("q", window) not in self._memo:
+            self._memo[("q", window)] = _window_quantiles(self.r, self.start[self.series],
+                                                          window)
+        return self._memo[("q", window)]
+
+
+def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int, block: int = 32_768):
+    out = (np.full(len(r), np.nan), np.full(len(r), np.nan))
+    steps = np.arange(window)
+    for lo in range(0, len(r), block):
+        j = np.arange(lo, min(lo + block, len(r)))
+        at = j[:, None] - window + 1 + steps
+        inside = at >= first[j][:, None]
+        values = np.where(inside, r[np.maximum(at, 0)], np.nan)
+        values.sort(axis=1)  # NaN (outside the series) last
+        count = inside.sum(axis=1)
+        for q, target in zip(QUANTILES, out, strict=True):
+            f = q * (count - 1)
+            i = f.astype(np.int64)
+            low = np.take_along_axis(values, i[:, None], axis=1)[:, 0]
+            high = np.take_along_axis(values, np.minimum(i + 1, window - 1)[:, None],
+                                      axis=1)[:, 0]
+            target[j] = np.where(f == i, low, low + (high - low) * (f - i))
+    return out
 
 
 _HISTORIES: dict[tuple, tuple[pd.DataFrame, History]] = {}
@@ -109,46 +156,41 @@ def shared_history(frame: pd.DataFrame, variant: str = "") -> History:
     return cached[1]
 
 
+def _window_rows(history: History, tasks: pd.DataFrame, window: int):
+    """Per task: (first, end) rows of the last ``window`` labels known before it."""
+    first, end = history.locate(tasks)
+    return np.maximum(end - window, first), end
+
+
 def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: int):
     """(p, count, latest label time used in ns or -1) per task."""
-    n = len(tasks)
-    p, count, last = np.full(n, 0.5), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    for key, (rows, k, g) in history.positions(tasks).items():
-        if g is None:
-            continue
-        cum = history.series(key, "cum_y")
-        lo = np.maximum(k - window, 0)
-        c = k - lo
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = (cum[k] - cum[lo]) / c
-        enough = c >= min_count
-        p[rows] = np.where(enough, rate, 0.5)
-        count[rows] = c
-        known = history._known[key]
-        last[rows] = np.where(k > 0, known[np.maximum(k - 1, 0)], -1)
-    return p, count, last
+    lo, end = _window_rows(history, tasks, window)
+    count = end - lo
+    cum = history.cumulative("y", history.y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = (cum[end] - cum[lo]) / count
+    p = np.where(count >= min_count, rate, 0.5)
+    return p, count, latest_label_known(history, tasks)
 
 
 def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
     """Empirical 10% / 90% quantiles of the past ``window`` returns per task (NaN if none)."""
-    n = len(tasks)
-    lower, upper = np.full(n, np.nan), np.full(n, np.nan)
-    for key, (rows, k, g) in history.positions(tasks).items():
-        if g is None:
-            continue
-        lower[rows] = history.series(key, "q_lo", window)[k]
-        upper[rows] = history.series(key, "q_hi", window)[k]
-    return lower, upper
+    first, end = history.locate(tasks)
+    q_lo, q_hi = history.quantiles(window)
+    last = np.maximum(end - 1, 0)
+    some = end > first
+    nan = np.full(len(tasks), np.nan)
+    return (np.where(some, q_lo[last], nan) if len(q_lo) else nan,
+            np.where(some, q_hi[last], nan) if len(q_hi) else nan)
 
 
 def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
     """Per task: when the latest label of its series known before ``t_forecast`` became
     known (ns; -1 when none). With the store, this names every label a baseline may use."""
-    last = np.full(len(tasks), -1, np.int64)
-    for key, (rows, k, g) in history.positions(tasks).items():
-        if g is not None:
-            last[rows] = np.where(k > 0, history._known[key][np.maximum(k - 1, 0)], -1)
-    return last
+    first, end = history.locate(tasks)
+    if not len(history.known):
+        return np.full(len(tasks), -1, np.int64)
+    return np.where(end > first, history.known[np.maximum(end - 1, 0)], -1)
 
 
 def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
@@ -273,8 +315,8 @@ class BaseRate(_Baseline):
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
-        rows = [g[(g["session"] >= start) & (g["session"] <= end)] for g in history.groups.values()]
-        return pd.concat(rows) if rows else pd.DataFrame(columns=["ticker", "horizon", "y"])
+        rows = history.frame()
+        return rows[((rows["session"] >= start) & (rows["session"] <= end)).to_numpy(bool)]
 
     def _frozen(self, history: History, inputs: Inputs):
         first_eval = inputs.tasks["session"].min()
@@ -334,22 +376,17 @@ class Momentum(_Baseline):
         window, min_count = self._window()
         base_p, base_c, last = rolling_rate(history, tasks, window, min_count)
         sign = _pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
-        n = len(tasks)
+        lo, end = _window_rows(history, tasks, window)
+        past = history.column(self._sign_column).astype(float)
+        n_s, up_s = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
+        for v in (-1.0, 0.0, 1.0):
+            match = past == v
+            cn = history.cumulative(f"{self._sign_column}={v}", match)
+            cu = history.cumulative(f"{self._sign_column}={v},up", match & (history.y == 1))
+            sel = sign == v
+            n_s[sel] = (cn[end] - cn[lo])[sel]
+            up_s[sel] = (cu[end] - cu[lo])[sel]
         p = base_p.copy()
-        n_s, up_s = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        for rows, k, g in history.positions(tasks).values():
-            if g is None:
-                continue
-            s_hist = g[self._sign_column].to_numpy(float)
-            y = g["y"].to_numpy(float)
-            lo = np.maximum(k - window, 0)
-            for v in (-1.0, 0.0, 1.0):
-                match = s_hist == v
-                cn = np.r_[0, np.cumsum(match)]
-                cu = np.r_[0, np.cumsum(match & (y == 1))]
-                sel = sign[rows] == v
-                n_s[rows[sel]] = (cn[k] - cn[lo])[sel]
-                up_s[rows[sel]] = (cu[k] - cu[lo])[sel]
         use = ~np.isnan(sign) & (n_s >= min_count)
         p[use] = (up_s[use] + 1.0) / (n_s[use] + 2.0)
         details = pd.DataFrame({
