@@ -119,12 +119,14 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
     from tests.reference import naive_baseline_stats
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 40))
-    day = pd.Timestamp("2025-01-06 20:55", tz="UTC")
-    known = day + pd.to_timedelta(rng.integers(0, 12, n), unit="D")
+    n = int(rng.integers(1, 60))
+    day = pd.Timestamp("2015-01-06 20:55", tz="UTC")
+    # days apart, or years apart (times in ns then need 58 bits), some at the same instant
+    known = day + pd.to_timedelta(rng.integers(0, 12, n) * rng.choice([1, 300]), unit="D")
+    tickers = [f"T{i}" for i in range(int(rng.choice([3, 90])))]
     hist = pd.DataFrame({
         "task_id": [f"t{i}" for i in range(n)],
-        "ticker": rng.choice(["A", "B", "C"], n), "horizon": rng.choice(["H1", "H2"], n),
+        "ticker": rng.choice(tickers, n), "horizon": rng.choice(["H1", "H2"], n),
         "session": [str(k.date()) for k in known],
         "t_forecast": known - pd.to_timedelta(rng.integers(0, 3, n), unit="D"),
         "label_known_at": known,

@@ -71,10 +71,13 @@ class History:
         self.r = ok["r"].to_numpy(float)[order]
         n_series = len(self._tickers) * len(self._horizons)
         self.start = np.searchsorted(self.series, np.arange(n_series + 1))
-        base = int(self.known.min()) if len(self.known) else 0
-        span = int(self.known.max()) - base if len(self.known) else 0
-        self._shift, self._base = (span + 1).bit_length(), base
-        self._keys = (self.series << self._shift) + (self.known - base)
+        # search keys: series number, then the rank of the time among the distinct times
+        self._times = np.unique(self.known)
+        self._shift = len(self._times).bit_length()
+        if self._shift + n_series.bit_length() > 62:
+            raise ValueError(f"{n_series} series x {len(self._times)} label times do not "
+                             "fit one 63-bit search key")
+        self._keys = (self.series << self._shift) + np.searchsorted(self._times, self.known)
         self._memo: dict = {}
 
     def column(self, name: str) -> np.ndarray:
@@ -98,8 +101,8 @@ class History:
         h = positions(tasks["horizon"], self._horizons)
         has = (t >= 0) & (h >= 0)
         series = np.where(has, t * len(self._horizons) + h, 0)
-        offset = np.clip(to_ns(tasks["t_forecast"]) - self._base, 0, (1 << self._shift) - 1)
-        end = np.searchsorted(self._keys, (series << self._shift) + offset, side="left")
+        before = np.searchsorted(self._times, to_ns(tasks["t_forecast"]), side="left")
+        end = np.searchsorted(self._keys, (series << self._shift) + before, side="left")
         first = np.where(has, self.start[series], 0)
         out = (first, np.where(has, end, 0))
         self._memo["locate"] = (tasks, out)
