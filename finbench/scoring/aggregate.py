@@ -22,9 +22,13 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
                ) -> pd.DataFrame:
     """Forecast rows joined with labels, the policy applied, and per-row scores."""
     frame = forecasts.reset_index(drop=True).copy()
-    for source, cols in ((labels, ("r", "y", "status")), (tasks, ("ticker", "session",
-                                                                     "horizon"))):
-        at = positions(frame["task_id"], source["task_id"])
+    ids = arrow_text(frame["task_id"])
+    task_ids = arrow_text(tasks["task_id"])
+    at_task = positions(ids, task_ids)
+    label_ids = arrow_text(labels["task_id"])  # a run's labels lie in task order: one look-up
+    at_label = at_task if label_ids.equals(task_ids) else positions(ids, label_ids)
+    for source, at, cols in ((labels, at_label, ("r", "y", "status")),
+                             (tasks, at_task, ("ticker", "session", "horizon"))):
         for col in cols:
             frame[col] = take(source[col], at)
     frame["fallback_used"] = False
@@ -64,8 +68,9 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
               horizon_order: list[str] | None = None) -> pd.DataFrame:
     """One row per (model, slice) with counts, mean scores and paired skill.
 
-    Vectorised: rows are laid out as a task × model grid once; every count, mean and paired
-    skill of every slice is a ``bincount`` over slice codes.
+    Vectorised: rows are laid out as a task × model grid once; each model's masked weights
+    are formed once, and every count, mean and paired skill of every slice is a
+    ``bincount`` of them over slice codes.
     """
     model_at = positions(rows["model"], list(models))
     listed = model_at >= 0
@@ -76,7 +81,6 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     n_tasks = len(encoded.dictionary)
     _, first = np.unique(task_codes, return_index=True)  # first row of each task, by code
     per_task = rows.iloc[first].reset_index(drop=True)
-    model_pos = {m: i for i, m in enumerate(models)}
 
     def grid(values, fill=np.nan) -> np.ndarray:
         out = np.full((len(models), n_tasks), fill, dtype=float)
@@ -86,69 +90,65 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     present = grid(1.0, 0.0) > 0
     scored = grid(rows["scored"].to_numpy(float), 0.0) > 0
     metric = {col: grid(rows[col].to_numpy(float)) for col, _ in METRICS}
-    metric["y"] = grid(rows["y"].astype("float64").to_numpy())
-    metric["tie"] = grid(rows["tie"].to_numpy(float))
+    for col in ("y", "tie"):
+        metric[col] = grid(rows[col].astype("float64").to_numpy())
+    status = rows["status"]
     flags = {
-        "valid": grid(rows["valid"].to_numpy(float), 0.0),
-        "fallback": grid(rows["fallback_used"].to_numpy(float), 0.0),
-        "unscorable": grid((rows["status"] != "ok").to_numpy(float), 0.0),
-        "no_ref": grid((rows["status"] == "no_reference_price").to_numpy(float), 0.0),
-        "no_tgt": grid((rows["status"] == "no_target_price").to_numpy(float), 0.0),
+        "n_valid": rows["valid"].to_numpy(float),
+        "n_fallback": rows["fallback_used"].to_numpy(float),
+        "n_unscorable": (status != "ok").to_numpy(float),
+        "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
+        "n_no_target_price": (status == "no_target_price").to_numpy(float),
     }
-    out = []
+    flags = {name: grid(values, 0.0) for name, values in flags.items()}
+    slices = []
     for kind in SLICE_KINDS:
         if kind == "overall":
             codes, values = np.zeros(n_tasks, dtype=np.int64), np.array(["all"], dtype=object)
         else:
             codes, values = pd.factorize(per_task[kind].astype(str))
             values = np.asarray(values, dtype=object)
-        k = len(values)
+        slices.append((kind, codes, values))
+    references = [(f"bss_{b}", "brier", b) for b in baselines]
+    if interval_reference:
+        references.append((f"wss_{interval_reference}", "winkler", interval_reference))
+    index = {m: i for i, m in enumerate(models)}
+    parts = []
+    for i, model in enumerate(models):
+        has, sc = present[i], scored[i]
+        counted = {name: np.where(has, flag[i], 0.0) for name, flag in flags.items()}
+        summed = {col: np.where(sc, metric[col][i], 0.0)
+                  for col in ["y", "tie"] + [c for c, _ in METRICS]}
+        pairs = [(key, *_paired_weights(scored, metric[loss], i, index[ref]))
+                 for key, loss, ref in references]
+        for kind, codes, values in slices:
+            k = len(values)
 
-        def total(weights, mask, codes=codes, k=k) -> np.ndarray:
-            w = np.where(mask, weights, 0.0)
-            return np.bincount(codes, weights=w, minlength=k)
+            def total(weights, codes=codes, k=k) -> np.ndarray:
+                return np.bincount(codes, weights=weights, minlength=k)
 
-        for model, i in model_pos.items():
-            has = present[i]
             n_rows = np.bincount(codes[has], minlength=k)
-            sc = scored[i]
-            n = total(np.ones(n_tasks), sc)
-            recs = {
-                "n_tasks": n_rows, "n_valid": total(flags["valid"][i], has),
-                "n_fallback": total(flags["fallback"][i], has),
-                "n_unscorable": total(flags["unscorable"][i], has),
-                "n_no_reference_price": total(flags["no_ref"][i], has),
-                "n_no_target_price": total(flags["no_tgt"][i], has),
-                "n": n, "positives": total(metric["y"][i], sc), "ties": total(metric["tie"][i], sc),
-            }
+            keep = n_rows > 0
+            n = total(sc.astype(float))
+            cols = {"model": np.full(k, model, dtype=object),
+                    "slice_kind": np.full(k, kind, dtype=object),
+                    "slice": values.astype(str).astype(object), "n_tasks": n_rows}
+            counts = {name: total(w) for name, w in counted.items()}
+            cols["n_valid"] = counts["n_valid"].astype(np.int64)
             with np.errstate(invalid="ignore", divide="ignore"):
-                means = {name: total(metric[col][i], sc) / n for col, name in METRICS}
-                paired = {}
-                for base in baselines:
-                    paired.update(_paired(scored, metric["brier"], i, model_pos[base], codes, k,
-                                          base, "bss"))
-                if interval_reference:
-                    paired.update(_paired(scored, metric["winkler"], i,
-                                          model_pos[interval_reference], codes, k,
-                                          interval_reference, "wss"))
-            for j in range(k):
-                if n_rows[j] == 0:
-                    continue
-                rec = {"model": model, "slice_kind": kind, "slice": str(values[j]),
-                       "n_tasks": int(recs["n_tasks"][j]),
-                       "n_valid": int(recs["n_valid"][j]),
-                       "validity": float(recs["n_valid"][j] / recs["n_tasks"][j]),
-                       "n_fallback": int(recs["n_fallback"][j]),
-                       "n_unscorable": int(recs["n_unscorable"][j]),
-                       "n_no_reference_price": int(recs["n_no_reference_price"][j]),
-                       "n_no_target_price": int(recs["n_no_target_price"][j]),
-                       "n": int(n[j]), "positives": int(recs["positives"][j]),
-                       "ties": int(recs["ties"][j])}
-                rec.update({name: float(v[j]) if n[j] else np.nan for name, v in means.items()})
-                for key, v in paired.items():
-                    rec[key] = int(v[j]) if key.endswith("_n") else float(v[j])
-                out.append(rec)
-    table = pd.DataFrame(out)
+                cols["validity"] = counts["n_valid"] / n_rows
+                for name in ("n_fallback", "n_unscorable", "n_no_reference_price",
+                             "n_no_target_price"):
+                    cols[name] = counts[name].astype(np.int64)
+                cols["n"] = n.astype(np.int64)
+                cols["positives"] = total(summed["y"]).astype(np.int64)
+                cols["ties"] = total(summed["tie"]).astype(np.int64)
+                for col, name in METRICS:
+                    cols[name] = np.where(n > 0, total(summed[col]) / n, np.nan)
+                for key, both, own_w, ref_w in pairs:
+                    cols.update(_paired(total(both), total(own_w), total(ref_w), key))
+            parts.append(pd.DataFrame({c: v[keep] for c, v in cols.items()}))
+    table = pd.concat(parts, ignore_index=True)
     if composite:
         table["composite_secondary"] = sum(w * table[col] for col, w in composite.items())
     order = {m: i for i, m in enumerate(models)}
@@ -162,15 +162,16 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     return table.drop(columns=["_k", "_m", "_s"]).reset_index(drop=True)
 
 
-def _paired(scored, loss, i, b, codes, k, base, prefix) -> dict:
-    """Skill of model ``i`` against model ``b`` on the tasks both scored, per slice."""
+def _paired_weights(scored, loss, i, b):
+    """(both scored, model i's loss there, reference b's loss there) per task."""
     both = scored[i] & scored[b]
-    n = np.bincount(codes, weights=both.astype(float), minlength=k)
-    own_sum = np.bincount(codes, weights=np.where(both, loss[i], 0.0), minlength=k)
-    ref_sum = np.bincount(codes, weights=np.where(both, loss[b], 0.0), minlength=k)
+    return both.astype(float), np.where(both, loss[i], 0.0), np.where(both, loss[b], 0.0)
+
+
+def _paired(n, own_sum, ref_sum, key) -> dict:
+    """Skill against a reference on the tasks both scored, per slice, from the sums."""
     own = np.where(n > 0, own_sum / np.maximum(n, 1), np.nan)
     ref = np.where(n > 0, ref_sum / np.maximum(n, 1), np.nan)
     skill = np.where((n > 0) & (ref_sum != 0), 1.0 - own_sum / np.where(ref_sum == 0, 1, ref_sum),
                      np.nan)
-    return {f"{prefix}_{base}": skill, f"{prefix}_{base}_n": n,
-            f"{prefix}_{base}_model": own, f"{prefix}_{base}_ref": ref}
+    return {key: skill, f"{key}_n": n.astype(np.int64), f"{key}_model": own, f"{key}_ref": ref}
