@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.forecasters.base import FORECAST_COLUMNS
-from finbench.lookup import positions
+from finbench.lookup import arrow_text, positions
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
@@ -49,13 +50,22 @@ class Journal:
         self._pending: list[Future] = []
 
     def done(self) -> set[tuple[str, str]]:
+        """Every (task_id, model) journalled."""
+        return {(t, m) for m, ids in self.done_by_model().items() for t in ids}
+
+    def done_by_model(self) -> dict[str, list[str]]:
+        """The task ids journalled, per model."""
         self.flush()
-        keys = {(r["task_id"], r["model"]) for r in self._records()}
+        out: dict[str, list[str]] = {}
+        for r in self._records():
+            out.setdefault(r["model"], []).append(r["task_id"])
         for part in self._part_files():
-            table = pq.read_table(part, columns=["task_id", "model"])
-            keys.update(zip(table.column("task_id").to_pylist(),
-                            table.column("model").to_pylist(), strict=True))
-        return keys
+            table = (self._written[part] if part in self._written
+                     else pq.read_table(part, columns=["task_id", "model"]))
+            for model in pc.unique(table.column("model")).to_pylist():
+                rows = table.filter(pc.equal(table.column("model"), model))
+                out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
+        return out
 
     def append(self, rows: pd.DataFrame, *, background: bool = False) -> None:
         """Append a batch as one Parquet part (written to a temporary name, fsynced, renamed).
@@ -161,6 +171,8 @@ def to_table(rows: pd.DataFrame) -> pa.Table:
 def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     """Rows of the listed tasks and models, by model (as listed) then task (as listed); of
     rows repeating a (task, model), the last written wins."""
+    if _in_order(table, task_ids, models):
+        return table  # the usual case (each model's rows appended whole, in task order)
     task = positions(table.column("task_id"), task_ids)
     model = positions(table.column("model"), models)
     known = (task >= 0) & (model >= 0)
@@ -172,6 +184,20 @@ def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     if len(take) == table.num_rows and (take == np.arange(len(take))).all():
         return table  # already in order (the usual case): no copy
     return table.take(pa.array(take))
+
+
+def _in_order(table: pa.Table, task_ids, models: list[str]) -> bool:
+    """Whether ``table`` is, exactly, each model's rows for ``task_ids`` in turn."""
+    n = len(task_ids)
+    if table.num_rows != n * len(models) or n == 0:
+        return False
+    ids = arrow_text(task_ids)
+    for i, model in enumerate(models):
+        block = table.slice(i * n, n)
+        if not (pc.all(pc.equal(block.column("model"), model)).as_py()
+                and block.column("task_id").combine_chunks().equals(ids)):
+            return False
+    return True
 
 
 def _forecast_schema() -> pa.Schema:

@@ -23,6 +23,7 @@ from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.batch import BatchJob
 from finbench.journal import Journal, ordered_table
+from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
 from finbench.scoring.aggregate import aggregate, row_scores
@@ -110,13 +111,14 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     jobs = {f.name: BatchJob(out, f) for f in forecasters if f.streaming}
     jobs = {name: job for name, job in jobs.items() if batch or job.state["files"]}
     pending = 0 if dry_run else sum(job.collect(journal, echo) for job in jobs.values())
-    done = journal.done()
-    ids = plan.tasks["task_id"].to_numpy()
+    done = journal.done_by_model()
+    ids = plan.tasks["task_id"]
     todo = {}
     for f in forecasters:
-        sent = jobs[f.name].submitted_task_ids() if f.name in jobs else set()
-        todo[f.name] = np.array([(t, f.name) not in done and t not in sent for t in ids],
-                                dtype=bool)
+        sent = sorted(jobs[f.name].submitted_task_ids()) if f.name in jobs else []
+        finished = [*done.get(f.name, []), *sent]
+        todo[f.name] = (positions(ids, finished) < 0 if finished
+                        else np.ones(len(ids), dtype=bool))
     for f in forecasters:
         if not todo[f.name].any() and not dry_run:
             echo(f"{f.name}: all {len(ids)} forecasts already in the journal")

@@ -31,6 +31,7 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
                              (tasks, at_task, ("ticker", "session", "horizon"))):
         for col in cols:
             frame[col] = take(source[col], at)
+    frame["task_row"] = at_task  # the task's row in ``tasks`` (-1: not a task of the run)
     frame["fallback_used"] = False
     if invalid_policy.startswith("fallback:"):
         base = invalid_policy.split(":", 1)[1]
@@ -76,10 +77,15 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
     listed = model_at >= 0
     rows = rows[listed]
     mcode = model_at[listed]
-    encoded = arrow_text(rows["task_id"]).dictionary_encode()
-    task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    n_tasks = len(encoded.dictionary)
-    _, first = np.unique(task_codes, return_index=True)  # first row of each task, by code
+    if "task_row" in rows and (rows["task_row"].to_numpy() >= 0).all():
+        # tasks numbered in the run's task order, whatever order the rows come in
+        _, first, task_codes = np.unique(rows["task_row"].to_numpy(), return_index=True,
+                                         return_inverse=True)
+    else:
+        encoded = arrow_text(rows["task_id"]).dictionary_encode()
+        task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        _, first = np.unique(task_codes, return_index=True)  # first row of each task
+    n_tasks = len(first)
     per_task = rows.iloc[first].reset_index(drop=True)
 
     def grid(values, fill=np.nan) -> np.ndarray:
