@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from finbench.bars import NS, BarArrays, to_ns
 
@@ -51,8 +52,9 @@ def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.log(p_tgt / p_ref)
     has_ref, has_tgt = ~np.isnan(p_ref), ~np.isnan(p_tgt)
-    status = np.where(~has_ref, NO_REFERENCE, np.where(~has_tgt, NO_TARGET, OK))
-    scorable = status == OK
+    code = np.where(~has_ref, 1, np.where(~has_tgt, 2, 0)).astype(np.int8)  # STATUSES
+    status = pa.DictionaryArray.from_arrays(code, pa.array(STATUSES)).cast(pa.string())
+    scorable = code == 0
     y = pd.array(np.where(scorable, (r > 0).astype("int8"), 0), dtype="Int8")
     y[~scorable] = pd.NA
     return pd.DataFrame(
@@ -62,7 +64,7 @@ def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
             "p_target": p_tgt,
             "r": np.where(scorable, r, np.nan),
             "y": y,
-            "status": status,
+            "status": status.to_pandas(),
             "ref_bar_ts": _stamps(np.maximum(ref_ts, 0), has_ref),
             "target_bar_ts": _stamps(np.maximum(tgt_ts, 0), has_tgt),
             "label_known_at": t_target,

@@ -27,6 +27,7 @@ from finbench.config import RunConfig
 from finbench.data.store import Store
 from finbench.gate import ContextIndex, daily_summaries
 from finbench.labels import label_bars, label_frame, status_counts
+from finbench.lookup import arrow_text
 from finbench.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
@@ -153,14 +154,13 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     spec = plan.config.tasks
     everything = plan.all_tasks
     columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
-    session = everything["session"].to_numpy(dtype=object).astype(str)
-    order = np.argsort(session, kind="stable")
-    names, cuts = np.unique(session[order], return_index=True)
-    by_day = dict(zip(names, np.split(order, cuts[1:]), strict=True)) if len(order) else {}
+    day_names, day_code = _encoded(everything["session"])
+    order = np.argsort(day_code, kind="stable")
+    cuts = np.searchsorted(day_code[order], np.arange(len(day_names) + 1))
+    by_day = {day: order[cuts[i]:cuts[i + 1]] for i, day in enumerate(day_names)}
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
                    if plan.first_date <= d <= spec.end} | set(by_day))
-    tick = everything["ticker"].to_numpy(dtype=object).astype(str)
-    ticker_names, code = np.unique(tick, return_inverse=True)
+    ticker_names, code = _encoded(everything["ticker"])
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
     start = day_starts(everything, spec.timezone)
     n = len(everything)
@@ -184,12 +184,13 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
             if len(rows) == 0:
                 continue
             slices = bars.slices_of(ticker_names)[code[rows]]  # text look-up: names only
+            tick = ticker_names[code[rows]]
             for target, value in zip(found, label_bars(
-                    tick[rows], t_fc[rows], t_tg[rows], bars,
+                    tick, t_fc[rows], t_tg[rows], bars,
                     window_seconds=spec.ref_window_seconds, slices=slices), strict=True):
                 target[rows] = value
             for m in minutes_list:
-                sign, seen = momentum_arrays(bars, tick[rows], t_fc[rows], start[rows], m,
+                sign, seen = momentum_arrays(bars, tick, t_fc[rows], start[rows], m,
                                              slices=slices)
                 signs[m][0][rows], signs[m][1][rows] = sign, seen
             if echo and (i + 1) % 21 == 0:
@@ -205,6 +206,13 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
     return Resolved(labels.set_index("task_id"), history, days_frame)
+
+
+def _encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct texts, code of each row) of a text column, by Arrow's hash kernel."""
+    encoded = arrow_text(column).dictionary_encode()
+    return (np.asarray(encoded.dictionary.to_pylist(), dtype=str),
+            encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
 
 
 def _read_units(plan: Plan, days: list[str], by_day: dict, columns) -> list[tuple]:
