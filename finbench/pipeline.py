@@ -13,6 +13,7 @@ Two passes keep memory bounded whatever the date range:
 from __future__ import annotations
 
 import datetime as dt
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from finbench.lookup import arrow_text
 from finbench.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
+
+
+READERS = 2  # partitions read ahead at once, each in its own thread
 
 
 @dataclass
@@ -170,11 +174,12 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
     summaries = []
     units = _read_units(plan, days, by_day, columns)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # reads the next unit while one is computed
-        ahead = pool.submit(units[0][0]) if units else None
+    with ThreadPoolExecutor(max_workers=READERS) as pool:  # the next units are read while
+        ahead = deque(pool.submit(u[0]) for u in units[:READERS])  # one is computed
         for i, (_, rows, span) in enumerate(units):
-            bars = ahead.result() or empty_bars(plan.store.bar_seconds)
-            ahead = pool.submit(units[i + 1][0]) if i + 1 < len(units) else None
+            bars = ahead.popleft().result() or empty_bars(plan.store.bar_seconds)
+            if i + READERS < len(units):
+                ahead.append(pool.submit(units[i + READERS][0]))
             if daily:
                 summary = daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0]
                 if span is not None:  # a month read with a day either side: its sessions only
