@@ -28,7 +28,7 @@ from finbench.config import RunConfig
 from finbench.data.store import Store
 from finbench.gate import ContextIndex, daily_summaries
 from finbench.labels import label_bars, label_frame, status_counts
-from finbench.lookup import arrow_text
+from finbench.lookup import arrow_text, positions
 from finbench.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
@@ -62,7 +62,10 @@ class Resolved:
     daily: pd.DataFrame    # regular-session OHLCV per (ticker, session), sorted by ticker, session
 
     def labels_of(self, tasks: pd.DataFrame) -> pd.DataFrame:
-        return self.labels.loc[tasks["task_id"]].reset_index()
+        at = positions(tasks["task_id"], self.labels.index)
+        if (at < 0).any():
+            raise KeyError(f"no label for task {tasks['task_id'].iloc[int(np.argmin(at))]}")
+        return self.labels.iloc[at].reset_index()
 
 
 def history_start(config: RunConfig) -> dt.date:

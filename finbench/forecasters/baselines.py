@@ -281,9 +281,11 @@ class _Baseline(Forecaster):
         short = count < min_count
         answers = pd.DataFrame({"p_up": p, "lower": lower, "upper": upper})
         answers.loc[short, ["p_up", "lower", "upper"]] = np.nan
-        reason = pd.Series(None, index=answers.index, dtype=object)
-        reason[short] = [f"insufficient_history: {c} past returns < min_count {min_count} "
-                         "for the climatology interval" for c in count[short]]
+        reason = np.full(len(answers), None, dtype=object)
+        counts, which = np.unique(count[short], return_inverse=True)  # one text per count
+        reason[short] = np.array([f"insufficient_history: {c} past returns < min_count "
+                                  f"{min_count} for the climatology interval" for c in counts],
+                                 dtype=object)[which]
         answers["refused"] = reason  # a baseline that cannot answer says why
         latest = np.maximum(last, p_last)
         hist_time = pd.Series(pd.to_datetime(np.where(latest >= 0, latest, 0), utc=True))
