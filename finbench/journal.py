@@ -24,6 +24,7 @@ from finbench.lookup import arrow_text, positions
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
+ROW_GROUP = 131_072  # rows per row group of the forecast table
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
@@ -44,7 +45,6 @@ class Journal:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL
         self.parts = Path(run_dir) / PARTS
-        self._written: dict[Path, pa.Table] = {}  # parts this process wrote, kept to re-use
         self._number: int | None = None  # the next part's number
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
@@ -60,8 +60,7 @@ class Journal:
         for r in self._records():
             out.setdefault(r["model"], []).append(r["task_id"])
         for part in self._part_files():
-            table = (self._written[part] if part in self._written
-                     else pq.read_table(part, columns=["task_id", "model"]))
+            table = pq.read_table(part, columns=["task_id", "model"])
             for model in pc.unique(table.column("model")).to_pylist():
                 rows = table.filter(pc.equal(table.column("model"), model))
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
@@ -79,7 +78,6 @@ class Journal:
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
         table = to_table(rows)
-        self._written[final] = table
         if not background:
             _write_part(table, final)
             return
@@ -95,6 +93,44 @@ class Journal:
 
     def _part_files(self) -> list[Path]:
         return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
+
+    def write_ordered(self, path: Path, task_ids, models: list[str]) -> None:
+        """Write the forecast table (:func:`ordered_table` of the journal) to ``path``, whole
+        or not at all, in row groups of :data:`ROW_GROUP` rows whatever the parts.
+
+        When every part holds one model's rows in task order and the parts of a model follow
+        one another without overlap (what a run writes), the parts are copied one at a time,
+        so memory holds one part; otherwise the journal is ordered in memory."""
+        self.flush()
+        ids = arrow_text(task_ids)
+        streamed = self.path.is_file() and self.path.stat().st_size > 0
+        parts = None if streamed else self._parts_in_order(ids, models)
+        if parts is None:
+            write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
+        else:
+            write_forecasts(path, (pq.read_table(p, schema=FORECAST_SCHEMA) for p in parts))
+
+    def _parts_in_order(self, ids: pa.Array, models: list[str]) -> list[Path] | None:
+        """The parts holding listed models, in output order, or None when they cannot simply
+        be concatenated (a part mixing models, out of task order, overlapping another, or
+        holding a task not listed)."""
+        found = []
+        for part in self._part_files():
+            table = pq.read_table(part, columns=["task_id", "model"])
+            names = pc.unique(table.column("model")).to_pylist()
+            if len(names) != 1:
+                return None
+            if names[0] not in models:
+                continue  # rows of a model not asked for are left out
+            at = positions(table.column("task_id"), ids)
+            if (at < 0).any() or (np.diff(at) <= 0).any():
+                return None
+            found.append((models.index(names[0]), int(at[0]), int(at[-1]), part))
+        found.sort()
+        for before, after in zip(found, found[1:], strict=False):
+            if before[0] == after[0] and before[2] >= after[1]:
+                return None
+        return [part for *_, part in found]
 
     def append_records(self, records: list[dict], *, sync: bool = True) -> None:
         """Append plain dict rows (one JSON line each) and flush them to the OS at once."""
@@ -142,13 +178,36 @@ class Journal:
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
         self.flush()
-        parts = [self._written[p] if p in self._written else
-                 pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
+        parts = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
         records = self._records()
         if records:
             frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
             parts.append(to_table(_typed(frame)))
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
+
+
+def write_forecasts(path: Path, tables) -> None:
+    """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
+    not at all, in row groups of exactly ROW_GROUP rows (the last may be shorter), each from
+    one contiguous chunk, so the file's layout depends on its rows only."""
+    tmp = Path(path).with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, FORECAST_SCHEMA, compression="zstd") as writer:
+        _write_groups(writer, tables)
+    os.replace(tmp, path)
+
+
+def _write_groups(writer: pq.ParquetWriter, tables) -> None:
+    held, count = [], 0
+    for table in tables:
+        held.append(table)
+        count += table.num_rows
+        while count >= ROW_GROUP:
+            joined = pa.concat_tables(held)
+            writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
+                               row_group_size=ROW_GROUP)
+            held, count = [joined.slice(ROW_GROUP)], count - ROW_GROUP
+    if count:
+        writer.write_table(pa.concat_tables(held).combine_chunks(), row_group_size=ROW_GROUP)
 
 
 def _write_part(table: pa.Table, final: Path) -> None:

@@ -60,6 +60,12 @@ class Resolved:
     labels: pd.DataFrame   # task_id-indexed rows for all tasks
     history: pd.DataFrame  # all tasks + labels + momentum_sign_<minutes> columns
     daily: pd.DataFrame    # regular-session OHLCV per (ticker, session), sorted by ticker, session
+    n_tasks: int           # evaluated tasks: the last rows of ``history``
+
+    def history_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Rows of ``history`` holding the evaluated tasks at ``rows`` (the history is the
+        tasks before the evaluated ones, then the evaluated ones, in plan order)."""
+        return len(self.history) - self.n_tasks + np.asarray(rows, dtype=np.int64)
 
     def labels_of(self, tasks: pd.DataFrame) -> pd.DataFrame:
         at = positions(tasks["task_id"], self.labels.index)
@@ -93,6 +99,17 @@ def plan_run(config: RunConfig) -> Plan:
     history = (build_tasks(spec, start=first, end=before).tasks if first <= before
                else taskset.tasks.iloc[:0])
     return Plan(config, Store(config.data.store), taskset.tasks, taskset.excluded, history, first)
+
+
+def month_rows(tasks: pd.DataFrame) -> list[np.ndarray]:
+    """Row numbers of the tasks of each calendar month (by session), months in order."""
+    if tasks.empty:
+        return []
+    months, code = np.unique(tasks["session"].to_numpy(dtype=object).astype("U7"),
+                             return_inverse=True)
+    order = np.argsort(code, kind="stable")
+    cuts = np.searchsorted(code[order], np.arange(len(months) + 1))
+    return [order[cuts[i]:cuts[i + 1]] for i in range(len(months))]
 
 
 def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[dt.date, dt.date]]:
@@ -213,7 +230,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
         empty_bars(plan.store.bar_seconds), calendar=spec.calendar, timezone=spec.timezone)[0])
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
-    return Resolved(labels.set_index("task_id"), history, days_frame)
+    return Resolved(labels.set_index("task_id"), history, days_frame, len(plan.tasks))
 
 
 def _encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -9,22 +9,19 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 import finbench
 from finbench.config import BASELINE_KINDS, RunConfig, load_config
 from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.batch import BatchJob
-from finbench.journal import Journal, ordered_table
+from finbench.journal import Journal
 from finbench.lookup import positions
-from finbench.pipeline import Plan, context_chunks, plan_run, resolve, summary
+from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
 from finbench.scoring.aggregate import aggregate, row_scores
 
@@ -141,13 +138,11 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
                  f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
         return out
     names = [m.name for m in config.models if m.name not in skipped]
-    forecasts = ordered_table(journal.table(), plan.tasks["task_id"].to_numpy(object), names)
+    journal.write_ordered(out / "forecasts.parquet", plan.tasks["task_id"].to_numpy(object),
+                          names)
     manifest.update(skipped_models=skipped)
     _write_json(manifest_path, manifest)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the file is written while scores are
-        written = pool.submit(_write_atomic, forecasts, out / "forecasts.parquet")  # computed
-        scores = score_run(out, forecasts.select(list(SCORED_COLUMNS)).to_pandas())
-        written.result()
+    scores = score_run(out)
     manifest.update(finished_at=_now())
     _write_json(manifest_path, manifest)
     echo(render_summary(scores, config, names))
@@ -156,25 +151,27 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
 
 def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,
                    batch: bool) -> dict[str, dict]:
-    """Pass 2: forecasters that read no context (baselines) answer all their tasks in one
-    vectorised call; the others get contexts month by month. Answers go to the journal as
-    they come. Returns dry-run estimates."""
+    """Pass 2: forecasters that read no context (baselines) answer a calendar month of tasks
+    per vectorised call; the others get contexts month by month. Answers go to the journal as
+    they come, so memory holds one month of answers. Returns dry-run estimates."""
     ids = plan.tasks["task_id"].to_numpy()
     progress = Progress(forecasters, todo, echo)
     estimates: dict[str, dict] = {}
     plain = [f for f in forecasters if not f.needs_context]
-    shared: dict[bytes, Inputs] = {}  # baselines with the same tasks share inputs (receipts)
-    for f in plain if not dry_run else []:
-        rows = np.flatnonzero(todo[f.name])
-        if len(rows) == 0:
-            continue
-        key = rows.tobytes()
-        if key not in shared:
-            shared[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
-                                 history=resolved.history)
-        out_rows = f.forecast(shared[key])
-        journal.append(out_rows, background=True)
-        progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
+    for month in month_rows(plan.tasks) if plain and not dry_run else []:
+        shared: dict[bytes, Inputs] = {}  # baselines given the same tasks share their receipts
+        for f in plain:
+            rows = month[todo[f.name][month]]
+            if len(rows) == 0:
+                continue
+            key = rows.tobytes()
+            if key not in shared:
+                shared[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
+                                     history=resolved.history,
+                                     history_rows=resolved.history_rows(rows))
+            out_rows = f.forecast(shared[key])
+            journal.append(out_rows, background=True)
+            progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
     textual = [f for f in forecasters if f.needs_context]
     if not textual:
         return estimates
@@ -251,14 +248,10 @@ def load_run_config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(manifest["config"])
 
 
-def score_run(run_dir: str | Path, forecasts: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Recompute every score from the stored forecasts, labels and tasks alone.
-
-    ``forecasts``: the rows of ``forecasts.parquet`` already in memory (a run passes them while
-    the file is being written), read as they would be from the file."""
+def score_run(run_dir: str | Path) -> pd.DataFrame:
+    """Recompute every score from the stored forecasts, labels and tasks alone."""
     run_dir = Path(run_dir)
-    needed = [MANIFEST, "tasks.parquet", "labels.parquet"]
-    missing = [f for f in needed + ["forecasts.parquet"] * (forecasts is None)
+    missing = [f for f in (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
                if not (run_dir / f).is_file()]
     if missing:
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)})")
@@ -266,8 +259,7 @@ def score_run(run_dir: str | Path, forecasts: pd.DataFrame | None = None) -> pd.
     manifest = json.loads((run_dir / MANIFEST).read_text())
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    if forecasts is None:
-        forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     skipped = manifest.get("skipped_models", {})
     names = [m.name for m in config.models if m.name not in skipped]
     baselines = [b for b in baseline_names(config) if b not in skipped]
@@ -280,13 +272,6 @@ def score_run(run_dir: str | Path, forecasts: pd.DataFrame | None = None) -> pd.
     scores.to_parquet(run_dir / "scores.parquet", index=False)
     scores.to_csv(run_dir / "scores.csv", index=False, float_format="%.12g")
     return scores
-
-
-def _write_atomic(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file whole or not at all (a killed run leaves no torn file)."""
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
 
 
 def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:

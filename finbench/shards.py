@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finbench.config import RunConfig
 from finbench.errors import RunError
-from finbench.journal import FORECAST_SCHEMA, JOURNAL, PARTS, ordered_table
+from finbench.journal import FORECAST_SCHEMA, JOURNAL, PARTS, ordered_table, write_forecasts
 from finbench.run import MANIFEST, _now, _write_json, score_run
 
 
@@ -74,7 +74,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
-    pq.write_table(forecasts, out / "forecasts.parquet", compression="zstd")
+    write_forecasts(out / "forecasts.parquet", [forecasts])
     with open(out / JOURNAL, "wb") as fh:
         for d in dirs:
             if (d / JOURNAL).is_file():

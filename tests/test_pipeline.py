@@ -7,7 +7,14 @@ from finbench.config import RunConfig
 from finbench.data.store import Store
 from finbench.gate import ContextIndex
 from finbench.labels import compute_labels
-from finbench.pipeline import context_chunks, momentum_sign, month_ranges, plan_run, resolve
+from finbench.pipeline import (
+    context_chunks,
+    momentum_sign,
+    month_ranges,
+    month_rows,
+    plan_run,
+    resolve,
+)
 
 
 def config(store):
@@ -108,3 +115,15 @@ def test_partition_written_in_microseconds_reads_the_same_instants(sample_store,
     np.testing.assert_array_equal(fresh.ts, original.ts)
     month = Store(copy).read_bar_arrays(start=day, end=day)
     np.testing.assert_array_equal(month.ts, original.ts)
+
+
+def test_month_rows_and_the_history_rows_of_evaluated_tasks(sample_store):
+    plan = plan_run(config(sample_store))
+    resolved = resolve(plan, momentum_minutes={30}, daily=False)
+    months = month_rows(plan.tasks)
+    assert np.array_equal(np.concatenate(months), np.arange(len(plan.tasks)))
+    for rows in months:
+        assert plan.tasks["session"].iloc[rows].str[:7].nunique() == 1
+    rows = np.arange(len(plan.tasks))
+    found = resolved.history["task_id"].to_numpy()[resolved.history_rows(rows)]
+    assert list(found) == list(plan.tasks["task_id"])

@@ -24,7 +24,8 @@ FORECAST_COLUMNS = [
 class Inputs:
     """What a batch of tasks gives a forecaster: tasks, their gated contexts (None for
     forecasters that need none), and the label history known to baselines (``history`` rows
-    carry ``label_known_at``). ``shared`` holds what forecasters given the same inputs compute
+    carry ``label_known_at``; ``history_rows``: where each task lies in it, if the caller
+    knows). ``shared`` holds what forecasters given the same inputs compute
     once (the baselines' receipts)."""
 
     tasks: pd.DataFrame
@@ -32,6 +33,7 @@ class Inputs:
     history: pd.DataFrame | None = None
     bars: object = None  # finbench.bars.BarArrays
     shared: dict = field(default_factory=dict)
+    history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
 
 
 class Forecaster(ABC):

@@ -232,7 +232,9 @@ def _pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:
 def _rows(inputs: Inputs) -> np.ndarray:
     """:func:`history_rows` of the inputs, computed once for every baseline given them."""
     if "history_rows" not in inputs.shared:
-        inputs.shared["history_rows"] = history_rows(inputs.tasks, inputs.history)
+        inputs.shared["history_rows"] = (
+            history_rows(inputs.tasks, inputs.history) if inputs.history_rows is None
+            else inputs.history_rows)
     return inputs.shared["history_rows"]
 
 
