@@ -114,18 +114,27 @@ class Journal:
         """The parts holding listed models, in output order, or None when they cannot simply
         be concatenated (a part mixing models, out of task order, overlapping another, or
         holding a task not listed)."""
-        found = []
+        found, columns = [], []
         for part in self._part_files():
             table = pq.read_table(part, columns=["task_id", "model"])
             names = pc.unique(table.column("model")).to_pylist()
             if len(names) != 1:
                 return None
-            if names[0] not in models:
-                continue  # rows of a model not asked for are left out
-            at = positions(table.column("task_id"), ids)
-            if (at < 0).any() or (np.diff(at) <= 0).any():
+            if names[0] in models:  # rows of a model not asked for are left out
+                found.append((models.index(names[0]), part))
+                columns.append(table.column("task_id"))
+        if not found:
+            return []
+        at = positions(pa.chunked_array([c for col in columns for c in col.chunks],
+                                        pa.string()), ids)  # one look-up for every part
+        cuts = np.cumsum([0] + [len(col) for col in columns])
+        spans = []
+        for (model, part), lo, hi in zip(found, cuts[:-1], cuts[1:], strict=True):
+            rows = at[lo:hi]
+            if (rows < 0).any() or (np.diff(rows) <= 0).any():
                 return None
-            found.append((models.index(names[0]), int(at[0]), int(at[-1]), part))
+            spans.append((model, int(rows[0]), int(rows[-1]), part))
+        found = spans
         found.sort()
         for before, after in zip(found, found[1:], strict=False):
             if before[0] == after[0] and before[2] >= after[1]:
