@@ -125,8 +125,8 @@ class Journal:
                 columns.append(table.column("task_id"))
         if not found:
             return []
-        at = positions(pa.chunked_array([c for col in columns for c in col.chunks],
-                                        pa.string()), ids)  # one look-up for every part
+        at = positions(pa.chunked_array([c.cast(pa.string()) for col in columns
+                                         for c in col.chunks], pa.string()), ids)  # one look-up
         cuts = np.cumsum([0] + [len(col) for col in columns])
         spans = []
         for (model, part), lo, hi in zip(found, cuts[:-1], cuts[1:], strict=True):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 import finbench
 from finbench.config import BASELINE_KINDS, RunConfig, load_config
@@ -23,7 +24,7 @@ from finbench.journal import Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
-from finbench.scoring.aggregate import aggregate, row_scores
+from finbench.scoring.aggregate import Tally, row_scores
 
 MANIFEST = "manifest.json"
 SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid")  # what scores read
@@ -259,19 +260,35 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     manifest = json.loads((run_dir / MANIFEST).read_text())
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     skipped = manifest.get("skipped_models", {})
     names = [m.name for m in config.models if m.name not in skipped]
     baselines = [b for b in baseline_names(config) if b not in skipped]
-    rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
-                      clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
-    scores = aggregate(rows, models=names, baselines=baselines,
-                       interval_reference=interval_reference(config),
-                       composite=config.scores.composite,
-                       horizon_order=list(config.tasks.horizons))
+    policy = config.invalid_policy
+    base = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
+    path = run_dir / "forecasts.parquet"
+    reference = _model_rows(path, base) if base else None
+    tally = Tally(tasks[["ticker", "horizon"]], models=names, baselines=baselines,
+                  interval_reference=interval_reference(config))
+    for name in names:  # one model's rows in memory at a time
+        rows = row_scores(reference if name == base else _model_rows(path, name), labels,
+                          tasks, invalid_policy=policy, clip=config.scores.log_loss_clip,
+                          alpha=config.scores.alpha, reference=reference)
+        stray = np.flatnonzero(rows["task_row"].to_numpy() < 0)
+        if len(stray):
+            raise RunError(f"{path}: model {name} has a row for {rows['task_id'].iloc[stray[0]]}"
+                           ", which is not a task of the run (tasks.parquet)")
+        tally.add(name, rows.assign(task_code=rows["task_row"]))
+    scores = tally.table(composite=config.scores.composite,
+                         horizon_order=list(config.tasks.horizons))
     scores.to_parquet(run_dir / "scores.parquet", index=False)
     scores.to_csv(run_dir / "scores.csv", index=False, float_format="%.12g")
     return scores
+
+
+def _model_rows(path: Path, model: str) -> pd.DataFrame:
+    """The scored columns of one model's rows of a forecast table, in file order."""
+    return pq.read_table(path, columns=list(SCORED_COLUMNS),
+                         filters=[("model", "=", model)]).to_pandas()
 
 
 def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:

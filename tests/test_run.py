@@ -257,3 +257,46 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
     problems = audit_run(bad)
     assert len(problems) == 1
     assert f"row {row + 1} " in problems[0] and "input_sha256 000000000000" in problems[0]
+
+
+@pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])
+def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_path, policy):
+    """score_run reads one model's rows at a time; the table equals the one computed from
+    every row in memory (the scripted model's invalid answers take coin's under fallback)."""
+    import shutil
+
+    from finbench.run import SCORED_COLUMNS, baseline_names, interval_reference, load_run_config
+    from finbench.scoring.aggregate import aggregate, row_scores
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["config"]["invalid_policy"] = policy
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    streamed = score_run(copy)
+    config = load_run_config(copy)
+    skipped = manifest.get("skipped_models", {})
+    rows = row_scores(pd.read_parquet(copy / "forecasts.parquet", columns=list(SCORED_COLUMNS)),
+                      pd.read_parquet(copy / "labels.parquet"),
+                      pd.read_parquet(copy / "tasks.parquet"), invalid_policy=policy)
+    whole = aggregate(rows, models=[m.name for m in config.models if m.name not in skipped],
+                      baselines=[b for b in baseline_names(config) if b not in skipped],
+                      interval_reference=interval_reference(config),
+                      horizon_order=list(config.tasks.horizons))
+    pd.testing.assert_frame_equal(streamed, whole)
+    fallback = streamed[(streamed["model"] == "scripted") & (streamed["slice_kind"] == "overall")]
+    assert (fallback["n_fallback"] > 0).all() == (policy != "exclude")
+
+
+def test_a_forecast_row_for_a_task_not_in_the_run_is_named(run_dir, tmp_path):
+    import shutil
+
+    from finbench.errors import RunError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    f = pd.read_parquet(copy / "forecasts.parquet")
+    f.loc[f.index[f["model"] == "momentum"][0], "task_id"] = "ZZZ|2025-01-13|MORNING"
+    f.to_parquet(copy / "forecasts.parquet", index=False)
+    with pytest.raises(RunError, match=r"model momentum has a row for ZZZ\|2025-01-13\|MORNING"):
+        score_run(copy)

@@ -19,8 +19,10 @@ SLICE_KINDS = ("overall", "horizon", "ticker")
 
 def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFrame, *,
                invalid_policy: str = "exclude", clip: float = 1e-6, alpha: float = 0.2,
-               ) -> pd.DataFrame:
-    """Forecast rows joined with labels, the policy applied, and per-row scores."""
+               reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Forecast rows joined with labels, the policy applied, and per-row scores.
+    ``reference``: the rows holding the fallback baseline's forecasts, when ``forecasts``
+    (e.g. one model's rows) does not."""
     frame = forecasts.reset_index(drop=True).copy()
     ids = arrow_text(frame["task_id"])
     task_ids = arrow_text(tasks["task_id"])
@@ -35,7 +37,8 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     frame["fallback_used"] = False
     if invalid_policy.startswith("fallback:"):
         base = invalid_policy.split(":", 1)[1]
-        ref = forecasts[(forecasts["model"] == base) & forecasts["valid"]].set_index("task_id")
+        source = forecasts if reference is None else reference
+        ref = source[(source["model"] == base) & source["valid"]].set_index("task_id")
         swap = ~frame["valid"] & frame["task_id"].isin(ref.index) & (frame["model"] != base)
         for col in ("p_up", "lower", "upper"):
             frame.loc[swap, col] = ref.loc[frame.loc[swap, "task_id"], col].to_numpy()
@@ -67,16 +70,10 @@ METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss")
 def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
               interval_reference: str | None, composite: dict[str, float] | None = None,
               horizon_order: list[str] | None = None) -> pd.DataFrame:
-    """One row per (model, slice) with counts, mean scores and paired skill.
-
-    Vectorised: rows are laid out as a task × model grid once; each model's masked weights
-    are formed once, and every count, mean and paired skill of every slice is a
-    ``bincount`` of them over slice codes.
-    """
+    """One row per (model, slice) with counts, mean scores and paired skill, from the scored
+    rows of every model (:func:`row_scores`). See :class:`Tally`."""
     model_at = positions(rows["model"], list(models))
-    listed = model_at >= 0
-    rows = rows[listed]
-    mcode = model_at[listed]
+    rows = rows[model_at >= 0]
     if "task_row" in rows and (rows["task_row"].to_numpy() >= 0).all():
         # tasks numbered in the run's task order, whatever order the rows come in
         _, first, task_codes = np.unique(rows["task_row"].to_numpy(), return_index=True,
@@ -85,56 +82,76 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
         encoded = arrow_text(rows["task_id"]).dictionary_encode()
         task_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         _, first = np.unique(task_codes, return_index=True)  # first row of each task
-    n_tasks = len(first)
-    per_task = rows.iloc[first].reset_index(drop=True)
+    rows = rows.assign(task_code=task_codes)
+    tally = Tally(rows.iloc[first].reset_index(drop=True), models=models, baselines=baselines,
+                  interval_reference=interval_reference)
+    for model in models:
+        tally.add(model, rows[(rows["model"] == model).to_numpy(bool)])
+    return tally.table(composite=composite, horizon_order=horizon_order)
 
-    def grid(values, fill=np.nan) -> np.ndarray:
-        out = np.full((len(models), n_tasks), fill, dtype=float)
-        out[mcode, task_codes] = values
-        return out
 
-    present = grid(1.0, 0.0) > 0
-    scored = grid(rows["scored"].to_numpy(float), 0.0) > 0
-    metric = {col: grid(rows[col].to_numpy(float)) for col, _ in METRICS}
-    for col in ("y", "tie"):
-        metric[col] = grid(rows[col].astype("float64").to_numpy())
-    status = rows["status"]
-    flags = {
-        "n_valid": rows["valid"].to_numpy(float),
-        "n_fallback": rows["fallback_used"].to_numpy(float),
-        "n_unscorable": (status != "ok").to_numpy(float),
-        "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
-        "n_no_target_price": (status == "no_target_price").to_numpy(float),
-    }
-    flags = {name: grid(values, 0.0) for name, values in flags.items()}
-    slices = []
-    for kind in SLICE_KINDS:
-        if kind == "overall":
-            codes, values = np.zeros(n_tasks, dtype=np.int64), np.array(["all"], dtype=object)
-        else:
-            codes, values = pd.factorize(per_task[kind].astype(str))
-            values = np.asarray(values, dtype=object)
-        slices.append((kind, codes, values))
-    references = [(f"bss_{b}", "brier", b) for b in baselines]
-    if interval_reference:
-        references.append((f"wss_{interval_reference}", "winkler", interval_reference))
-    index = {m: i for i, m in enumerate(models)}
-    parts = []
-    for i, model in enumerate(models):
-        has, sc = present[i], scored[i]
-        counted = {name: np.where(has, flag[i], 0.0) for name, flag in flags.items()}
-        summed = {col: np.where(sc, metric[col][i], 0.0)
-                  for col in ["y", "tie"] + [c for c, _ in METRICS]}
-        pairs = [(key, *_paired_weights(scored, metric[loss], i, index[ref]))
-                 for key, loss, ref in references]
-        for kind, codes, values in slices:
+class Tally:
+    """Counts, mean scores and paired skill per (model, slice), one model at a time.
+
+    ``per_task`` has one row per task (``ticker``, ``horizon``), in the numbering the rows'
+    ``task_code`` uses. :meth:`add` takes one model's scored rows and lays them out as arrays
+    over tasks; every count and mean of every slice is a ``bincount`` of them over slice
+    codes. Only what paired skill needs (scored, Brier and Winkler per task: 17 bytes a task)
+    is kept per model until :meth:`table`, so memory holds one model's rows at a time.
+    """
+
+    def __init__(self, per_task: pd.DataFrame, *, models: list[str], baselines: list[str],
+                 interval_reference: str | None) -> None:
+        self.n_tasks, self.models = len(per_task), list(models)
+        self.slices = []
+        for kind in SLICE_KINDS:
+            if kind == "overall":
+                codes = np.zeros(self.n_tasks, dtype=np.int64)
+                values = np.array(["all"], dtype=object)
+            else:
+                codes, values = pd.factorize(per_task[kind].astype(str))
+                values = np.asarray(values, dtype=object)
+            self.slices.append((kind, codes, values))
+        self.references = [(f"bss_{b}", "brier", b) for b in baselines]
+        if interval_reference:
+            self.references.append((f"wss_{interval_reference}", "winkler", interval_reference))
+        self.parts: dict[str, list] = {}
+        self.kept: dict[str, dict[str, np.ndarray]] = {}
+
+    def add(self, model: str, rows: pd.DataFrame) -> None:
+        """Take the scored rows of ``model`` (each with its ``task_code``)."""
+        at = rows["task_code"].to_numpy(np.int64)
+
+        def lay(values, fill=np.nan) -> np.ndarray:
+            out = np.full(self.n_tasks, fill, dtype=float)
+            out[at] = values
+            return out
+
+        has = lay(1.0, 0.0) > 0
+        sc = lay(rows["scored"].to_numpy(float), 0.0) > 0
+        status = rows["status"]
+        flags = {
+            "n_valid": rows["valid"].to_numpy(float),
+            "n_fallback": rows["fallback_used"].to_numpy(float),
+            "n_unscorable": (status != "ok").to_numpy(float),
+            "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
+            "n_no_target_price": (status == "no_target_price").to_numpy(float),
+        }
+        counted = {name: np.where(has, lay(v, 0.0), 0.0) for name, v in flags.items()}
+        metric = {col: lay(rows[col].to_numpy(float)) for col, _ in METRICS}
+        for col in ("y", "tie"):
+            metric[col] = lay(rows[col].astype("float64").to_numpy())
+        summed = {col: np.where(sc, values, 0.0) for col, values in metric.items()}
+        self.kept[model] = {"scored": sc, "brier": metric["brier"],
+                            "winkler": metric["winkler"]}
+        parts = self.parts[model] = []
+        for kind, codes, values in self.slices:
             k = len(values)
 
             def total(weights, codes=codes, k=k) -> np.ndarray:
                 return np.bincount(codes, weights=weights, minlength=k)
 
             n_rows = np.bincount(codes[has], minlength=k)
-            keep = n_rows > 0
             n = total(sc.astype(float))
             cols = {"model": np.full(k, model, dtype=object),
                     "slice_kind": np.full(k, kind, dtype=object),
@@ -151,27 +168,40 @@ def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
                 cols["ties"] = total(summed["tie"]).astype(np.int64)
                 for col, name in METRICS:
                     cols[name] = np.where(n > 0, total(summed[col]) / n, np.nan)
-                for key, both, own_w, ref_w in pairs:
-                    cols.update(_paired(total(both), total(own_w), total(ref_w), key))
-            parts.append(pd.DataFrame({c: v[keep] for c, v in cols.items()}))
-    table = pd.concat(parts, ignore_index=True)
-    if composite:
-        table["composite_secondary"] = sum(w * table[col] for col, w in composite.items())
-    order = {m: i for i, m in enumerate(models)}
-    kinds = {k: i for i, k in enumerate(SLICE_KINDS)}
-    hz = {h: i for i, h in enumerate(horizon_order or [])}
-    table["_k"] = table["slice_kind"].map(kinds)
-    table["_m"] = table["model"].map(order)
-    table["_s"] = [hz.get(v, len(hz)) if k == "horizon" else 0
-                   for k, v in zip(table["slice_kind"], table["slice"], strict=True)]
-    table = table.sort_values(["_k", "_s", "slice", "_m"], kind="stable")
-    return table.drop(columns=["_k", "_m", "_s"]).reset_index(drop=True)
+            parts.append((codes, k, n_rows > 0, cols))
 
+    def table(self, *, composite: dict[str, float] | None = None,
+              horizon_order: list[str] | None = None) -> pd.DataFrame:
+        """The scores table: paired skill added, rows in the report's order."""
+        frames = []
+        for model in self.models:
+            own = self.kept.get(model)
+            for codes, k, keep, cols in self.parts.get(model, []):
+                for key, loss, ref in self.references:
+                    other = self.kept.get(ref, {"scored": np.zeros(self.n_tasks, bool),
+                                                loss: np.full(self.n_tasks, np.nan)})
+                    both = own["scored"] & other["scored"]
 
-def _paired_weights(scored, loss, i, b):
-    """(both scored, model i's loss there, reference b's loss there) per task."""
-    both = scored[i] & scored[b]
-    return both.astype(float), np.where(both, loss[i], 0.0), np.where(both, loss[b], 0.0)
+                    def total(weights, codes=codes, k=k) -> np.ndarray:
+                        return np.bincount(codes, weights=weights, minlength=k)
+
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        cols.update(_paired(total(both.astype(float)),
+                                            total(np.where(both, own[loss], 0.0)),
+                                            total(np.where(both, other[loss], 0.0)), key))
+                frames.append(pd.DataFrame({c: v[keep] for c, v in cols.items()}))
+        table = pd.concat(frames, ignore_index=True)
+        if composite:
+            table["composite_secondary"] = sum(w * table[col] for col, w in composite.items())
+        order = {m: i for i, m in enumerate(self.models)}
+        kinds = {k: i for i, k in enumerate(SLICE_KINDS)}
+        hz = {h: i for i, h in enumerate(horizon_order or [])}
+        table["_k"] = table["slice_kind"].map(kinds)
+        table["_m"] = table["model"].map(order)
+        table["_s"] = [hz.get(v, len(hz)) if k == "horizon" else 0
+                       for k, v in zip(table["slice_kind"], table["slice"], strict=True)]
+        table = table.sort_values(["_k", "_s", "slice", "_m"], kind="stable")
+        return table.drop(columns=["_k", "_m", "_s"]).reset_index(drop=True)
 
 
 def _paired(n, own_sum, ref_sum, key) -> dict:
