@@ -98,48 +98,33 @@ class Journal:
         """Write the forecast table (:func:`ordered_table` of the journal) to ``path``, whole
         or not at all, in row groups of :data:`ROW_GROUP` rows whatever the parts.
 
-        When every part holds one model's rows in task order and the parts of a model follow
-        one another without overlap (what a run writes), the parts are copied one at a time,
-        so memory holds one part; otherwise the journal is ordered in memory."""
+        When each part holds one model's rows and a model's parts, in the order written,
+        hold its tasks in task order, each once (what a run writes), the parts are copied
+        one at a time, so memory holds one part; otherwise the journal is ordered in
+        memory."""
         self.flush()
-        ids = arrow_text(task_ids)
         streamed = self.path.is_file() and self.path.stat().st_size > 0
-        parts = None if streamed else self._parts_in_order(ids, models)
-        if parts is None:
-            write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
-        else:
-            write_forecasts(path, (pq.read_table(p, schema=FORECAST_SCHEMA) for p in parts))
+        by_model = None if streamed else self._parts_by_model(models)
+        if by_model is not None:
+            ids = arrow_text(task_ids)
+            try:
+                write_forecasts(path, _checked_parts(by_model, models, ids))
+                return
+            except _OutOfOrder:
+                pass
+        write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
 
-    def _parts_in_order(self, ids: pa.Array, models: list[str]) -> list[Path] | None:
-        """The parts holding listed models, in output order, or None when they cannot simply
-        be concatenated (a part mixing models, out of task order, overlapping another, or
-        holding a task not listed)."""
-        found, columns = [], []
+    def _parts_by_model(self, models: list[str]) -> dict[str, list[Path]] | None:
+        """The parts of each listed model in the order written; None if a part mixes models.
+        Parts of models not listed are left out."""
+        found: dict[str, list[Path]] = {}
         for part in self._part_files():
-            table = pq.read_table(part, columns=["task_id", "model"])
-            names = pc.unique(table.column("model")).to_pylist()
+            names = pc.unique(pq.read_table(part, columns=["model"]).column("model"))
             if len(names) != 1:
                 return None
-            if names[0] in models:  # rows of a model not asked for are left out
-                found.append((models.index(names[0]), part))
-                columns.append(table.column("task_id"))
-        if not found:
-            return []
-        at = positions(pa.chunked_array([c.cast(pa.string()) for col in columns
-                                         for c in col.chunks], pa.string()), ids)  # one look-up
-        cuts = np.cumsum([0] + [len(col) for col in columns])
-        spans = []
-        for (model, part), lo, hi in zip(found, cuts[:-1], cuts[1:], strict=True):
-            rows = at[lo:hi]
-            if (rows < 0).any() or (np.diff(rows) <= 0).any():
-                return None
-            spans.append((model, int(rows[0]), int(rows[-1]), part))
-        found = spans
-        found.sort()
-        for before, after in zip(found, found[1:], strict=False):
-            if before[0] == after[0] and before[2] >= after[1]:
-                return None
-        return [part for *_, part in found]
+            if names[0].as_py() in models:
+                found.setdefault(names[0].as_py(), []).append(part)
+        return found
 
     def append_records(self, records: list[dict], *, sync: bool = True) -> None:
         """Append plain dict rows (one JSON line each) and flush them to the OS at once."""
@@ -195,13 +180,37 @@ class Journal:
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
 
 
+class _OutOfOrder(Exception):
+    """The journal's parts do not simply concatenate into the forecast table."""
+
+
+def _checked_parts(by_model: dict[str, list[Path]], models: list[str], ids: pa.Array):
+    """Each listed model's parts, read one at a time, checked to hold exactly ``ids`` in
+    order (raises :class:`_OutOfOrder` otherwise)."""
+    for model in models:
+        done = 0
+        for part in by_model.get(model, []):
+            table = pq.read_table(part, schema=FORECAST_SCHEMA)
+            expected = ids.slice(done, table.num_rows)
+            if not table.column("task_id").combine_chunks().equals(expected):
+                raise _OutOfOrder(part)
+            done += table.num_rows
+            yield table
+        if done != len(ids):
+            raise _OutOfOrder(model)
+
+
 def write_forecasts(path: Path, tables) -> None:
     """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
     not at all, in row groups of exactly ROW_GROUP rows (the last may be shorter), each from
     one contiguous chunk, so the file's layout depends on its rows only."""
     tmp = Path(path).with_suffix(".tmp")
-    with pq.ParquetWriter(tmp, FORECAST_SCHEMA, compression="zstd") as writer:
-        _write_groups(writer, tables)
+    try:
+        with pq.ParquetWriter(tmp, FORECAST_SCHEMA, compression="zstd") as writer:
+            _write_groups(writer, tables)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 

@@ -65,7 +65,6 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
     import pyarrow.parquet as pq
 
     from finbench import journal as journal_module
-    from finbench.lookup import arrow_text
 
     monkeypatch.setattr(journal_module, "ROW_GROUP", 3)
     ids = np.array(["a", "b", "c", "d", "e"], object)
@@ -74,7 +73,7 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
     journal.append(rows([("a", "m1", 0.1), ("b", "m1", 0.1)]).to_pandas())
     journal.append(rows([("a", "other", 0.9)]).to_pandas())  # a model not asked for
     journal.append(rows([(t, "m1", 0.3) for t in ("c", "d", "e")]).to_pandas())
-    assert journal._parts_in_order(arrow_text(ids), ["m1", "m2"]) is not None  # streams
+    assert list(journal._parts_by_model(["m1", "m2"])) == ["m2", "m1"]
     journal.write_ordered(tmp_path / "f.parquet", ids, ["m1", "m2"])
     meta = pq.ParquetFile(tmp_path / "f.parquet").metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 3, 3, 1]
@@ -88,12 +87,15 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
 def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_path):
     import pyarrow.parquet as pq
 
+    from finbench import journal as journal_module
     from finbench.lookup import arrow_text
 
     ids = np.array(["a", "b"], object)
     journal = Journal(tmp_path)
     journal.append(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]).to_pandas())
     journal.append(rows([("b", "m1", 0.7)]).to_pandas())  # a resumed run answered b again
-    assert journal._parts_in_order(arrow_text(ids), ["m1"]) is None
+    parts = journal._parts_by_model(["m1"])
+    with pytest.raises(journal_module._OutOfOrder):
+        list(journal_module._checked_parts(parts, ["m1"], arrow_text(ids)))
     journal.write_ordered(tmp_path / "f.parquet", ids, ["m1"])
     assert pq.read_table(tmp_path / "f.parquet").column("p_up").to_pylist() == [0.1, 0.7]
