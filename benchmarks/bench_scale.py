@@ -77,35 +77,12 @@ def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple
 
 
 def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float]]:
-    """Where a run's time goes: its library steps timed one by one in this process."""
-    from finbench.config import load_config
-    from finbench.forecasters.base import Inputs, build_forecaster
-    from finbench.journal import to_table
-    from finbench.pipeline import plan_run, resolve
-    from finbench.run import score_run
+    """Where a run's time goes: the same run again, in this process, timed step by step."""
+    from finbench.run import run
 
-    out = []
-    t0 = time.perf_counter()
-    config, _ = load_config(cfg)
-    plan = plan_run(config)
-    out.append(("plan tasks (calendar, ids)", time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    resolved = resolve(plan, momentum_minutes={30}, daily=False)
-    out.append(("label pass (read + labels + momentum signs)", time.perf_counter() - t0))
-    inputs = Inputs(tasks=plan.tasks, history=resolved.history)
-    rows = []
-    t0 = time.perf_counter()
-    for model in config.models:
-        rows.append(build_forecaster(model).forecast(inputs))
-    out.append(("4 baselines: answers, validation, receipts", time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    for frame in rows:
-        pq.write_table(to_table(frame), run_dir / "phase.parquet", compression="zstd")
-    out.append(("write 1.49M forecast rows (once)", time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    score_run(run_dir)
-    out.append(("score the run from its files", time.perf_counter() - t0))
-    return out
+    timings: dict[str, float] = {}
+    run(cfg, run_dir, echo=lambda *_: None, timings=timings)
+    return list(timings.items())
 
 
 def main() -> None:
@@ -143,7 +120,7 @@ def main() -> None:
         n_forecasts = len(pd.read_parquet(tmp / "run" / "forecasts.parquet",
                                           columns=["task_id"]))
 
-        phases = phase_times(cfg, tmp / "run")
+        phases = phase_times(cfg, tmp / "run_again")
 
         # naive reference: per-task pandas filters over the whole frame (labels only)
         frame = Store(tmp / "store").read_bars()

@@ -19,6 +19,7 @@ import finbench
 from finbench.config import BASELINE_KINDS, RunConfig, load_config
 from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
+from finbench.forecasters.baselines import clear_histories
 from finbench.forecasters.batch import BatchJob
 from finbench.journal import Journal
 from finbench.lookup import positions
@@ -54,7 +55,8 @@ def momentum_minutes(config: RunConfig) -> set[int]:
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
-        dry_run: bool = False, shard: tuple | None = None, batch: bool = False) -> Path:
+        dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
+        timings: dict[str, float] | None = None) -> Path:
     """Run (or resume) the config into ``out``; returns the run directory.
 
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
@@ -63,7 +65,10 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     calendar month at a time (:mod:`finbench.pipeline`), so memory stays bounded. ``batch``
     sends LLM calls through the Batch API (:mod:`finbench.forecasters.batch`); any later run
     of the same directory polls and collects them, and scores once every batch is in.
+    ``timings``, when given, receives the seconds each step took (plan, label pass,
+    forecasts, forecast table, scores).
     """
+    lap = _Laps(timings)
     config, config_sha = load_config(config_path)
     if shard is not None:
         config = shard_config(config, *shard)
@@ -89,6 +94,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             skipped[model.name] = reason
         else:
             forecasters.append(build_forecaster(model))
+    lap("plan")
     resolved = resolve(plan, momentum_minutes=momentum_minutes(config),
                        daily=any(f.needs_context for f in forecasters))
     labels = resolved.labels_of(plan.tasks)
@@ -103,6 +109,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     manifest["shard"] = _shard_field(shard)
     _write_json(manifest_path, manifest)
 
+    lap("label pass")
     journal = Journal(out)
     for name, reason in skipped.items():
         echo(f"skip {name}: {reason}")
@@ -122,6 +129,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
     estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
                                dry_run=dry_run, batch=batch)
+    del resolved, labels  # what follows reads the run directory
+    clear_histories()
+    lap("forecasts")
     if batch and not dry_run:
         for job in jobs.values():
             if job.new:
@@ -143,11 +153,26 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
                           names)
     manifest.update(skipped_models=skipped)
     _write_json(manifest_path, manifest)
+    lap("forecast table")
     scores = score_run(out)
+    lap("scores")
     manifest.update(finished_at=_now())
     _write_json(manifest_path, manifest)
     echo(render_summary(scores, config, names))
     return out
+
+
+class _Laps:
+    """Adds the seconds since the last call to ``out[name]`` (nothing when ``out`` is None)."""
+
+    def __init__(self, out: dict[str, float] | None) -> None:
+        self.out, self.t = out, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.out is not None:
+            self.out[name] = self.out.get(name, 0.0) + now - self.t
+        self.t = now
 
 
 def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,

@@ -300,3 +300,11 @@ def test_a_forecast_row_for_a_task_not_in_the_run_is_named(run_dir, tmp_path):
     f.to_parquet(copy / "forecasts.parquet", index=False)
     with pytest.raises(RunError, match=r"model momentum has a row for ZZZ\|2025-01-13\|MORNING"):
         score_run(copy)
+
+
+def test_a_run_reports_where_its_time_went(run_dir, tmp_path):
+    timings: dict[str, float] = {}
+    run(run_dir.parent / "cfg.toml", tmp_path / "t", echo=lambda *_: None,
+        shard=("2025-01-13", "2025-01-13"), timings=timings)
+    assert list(timings) == ["plan", "label pass", "forecasts", "forecast table", "scores"]
+    assert all(seconds >= 0 for seconds in timings.values())

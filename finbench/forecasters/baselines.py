@@ -159,6 +159,11 @@ def shared_history(frame: pd.DataFrame, variant: str = "") -> History:
     return cached[1]
 
 
+def clear_histories() -> None:
+    """Forget the shared histories (a run calls this once its forecasts are made)."""
+    _HISTORIES.clear()
+
+
 def _window_rows(history: History, tasks: pd.DataFrame, window: int):
     """Per task: (first, end) rows of the last ``window`` labels known before it."""
     first, end = history.locate(tasks)
