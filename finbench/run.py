@@ -62,7 +62,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
     and stops before any request. ``shard = (start, end)`` runs only the sessions of that
     sub-range of the config's dates (see :mod:`finbench.shards`). Market data are read one
-    calendar month at a time (:mod:`finbench.pipeline`), so memory stays bounded. ``batch``
+    date partition at a time (:mod:`finbench.pipeline`), baselines answer a month of tasks at
+    a time, the forecast table is written part by part and scored one model at a time, so
+    what memory holds grows with the number of tasks, not of forecast rows. ``batch``
     sends LLM calls through the Batch API (:mod:`finbench.forecasters.batch`); any later run
     of the same directory polls and collects them, and scores once every batch is in.
     ``timings``, when given, receives the seconds each step took (plan, label pass,
