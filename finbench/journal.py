@@ -66,10 +66,12 @@ class Journal:
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
         return out
 
-    def append(self, rows: pd.DataFrame, *, background: bool = False) -> None:
+    def append(self, rows: pd.DataFrame, *, background: bool = False, then=None) -> None:
         """Append a batch as one Parquet part (written to a temporary name, fsynced, renamed).
         ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
-        (which every read of the journal calls first) waits for it and raises its error."""
+        (which every read of the journal calls first) waits for it and raises its error.
+        ``then``: called with the part's table once it is written (e.g.
+        :meth:`ForecastTable.add`), in the same thread, so parts reach it in order."""
         if rows.empty:
             return
         self.parts.mkdir(exist_ok=True)
@@ -79,11 +81,11 @@ class Journal:
         self._number += 1
         table = to_table(rows)
         if not background:
-            _write_part(table, final)
+            _write_part(table, final, then)
             return
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
-        self._pending.append(self._writer.submit(_write_part, table, final))
+        self._pending.append(self._writer.submit(_write_part, table, final, then))
 
     def flush(self) -> None:
         """Wait until every part handed to the writer thread is on disk."""
@@ -207,34 +209,91 @@ def write_forecasts(path: Path, tables) -> None:
     tmp = Path(path).with_suffix(".tmp")
     try:
         with pq.ParquetWriter(tmp, FORECAST_SCHEMA, compression="zstd") as writer:
-            _write_groups(writer, tables)
+            groups = _RowGroups(writer)
+            for table in tables:
+                groups.add(table)
+            groups.finish()
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
 
 
-def _write_groups(writer: pq.ParquetWriter, tables) -> None:
-    held, count = [], 0
-    for table in tables:
-        held.append(table)
-        count += table.num_rows
-        while count >= ROW_GROUP:
-            joined = pa.concat_tables(held)
-            writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
-                               row_group_size=ROW_GROUP)
-            held, count = [joined.slice(ROW_GROUP)], count - ROW_GROUP
-    if count:
-        writer.write_table(pa.concat_tables(held).combine_chunks(), row_group_size=ROW_GROUP)
+class _RowGroups:
+    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer, self.held, self.count = writer, [], 0
+
+    def add(self, table: pa.Table) -> None:
+        self.held.append(table)
+        self.count += table.num_rows
+        while self.count >= ROW_GROUP:
+            joined = pa.concat_tables(self.held)
+            self.writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
+                                    row_group_size=ROW_GROUP)
+            self.held, self.count = [joined.slice(ROW_GROUP)], self.count - ROW_GROUP
+
+    def finish(self) -> None:
+        if self.count:
+            self.writer.write_table(pa.concat_tables(self.held).combine_chunks(),
+                                    row_group_size=ROW_GROUP)
+        self.held, self.count = [], 0
 
 
-def _write_part(table: pa.Table, final: Path) -> None:
-    """Write a part whole or not at all: temporary name, fsync, rename."""
+class ForecastTable:
+    """The forecast table written while its rows arrive, when they arrive in its order (each
+    model's rows in task order, the models in turn), in the same row groups as
+    :func:`write_forecasts`. Rows out of that order stop it; :meth:`close` publishes the file
+    only when every row came in order (else :meth:`Journal.write_ordered` has to write it)."""
+
+    def __init__(self, path: Path, task_ids, models: list[str]) -> None:
+        self.path, self.tmp = Path(path), Path(path).with_suffix(".tmp")
+        self.ids, self.models = arrow_text(task_ids), list(models)
+        self.model, self.done, self.in_order = 0, 0, True
+        self.writer = pq.ParquetWriter(self.tmp, FORECAST_SCHEMA, compression="zstd")
+        self.groups = _RowGroups(self.writer)
+
+    def add(self, table: pa.Table) -> None:
+        """Take the next rows (a journal part), or stop if they are not the next in order."""
+        if not self.in_order:
+            return
+        n = table.num_rows
+        self.in_order = (
+            self.model < len(self.models) and n > 0
+            and bool(pc.all(pc.equal(table.column("model"), self.models[self.model])).as_py())
+            and table.column("task_id").combine_chunks().equals(self.ids.slice(self.done, n)))
+        if not self.in_order:
+            return
+        self.done += n
+        if self.done == len(self.ids):
+            self.model, self.done = self.model + 1, 0
+        self.groups.add(table)
+
+    def close(self) -> bool:
+        """Publish the file if every row came in order; True when it did."""
+        complete = self.in_order and self.model == len(self.models) and self.done == 0
+        try:
+            if complete:
+                self.groups.finish()
+        finally:
+            self.writer.close()
+        if complete:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+        return complete
+
+
+def _write_part(table: pa.Table, final: Path, then=None) -> None:
+    """Write a part whole or not at all: temporary name, fsync, rename; then ``then(table)``."""
     tmp = final.with_suffix(".tmp")
     pq.write_table(table, tmp, compression="zstd")
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)
+    if then is not None:
+        then(table)
 
 
 def to_table(rows: pd.DataFrame) -> pa.Table:

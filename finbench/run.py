@@ -21,7 +21,7 @@ from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.baselines import clear_histories
 from finbench.forecasters.batch import BatchJob
-from finbench.journal import Journal
+from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
@@ -129,8 +129,20 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     for f in forecasters:
         if not todo[f.name].any() and not dry_run:
             echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
-    estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
-                               dry_run=dry_run, batch=batch)
+    names = [m.name for m in config.models if m.name not in skipped]
+    table = None  # baselines answering every task write the forecast table as they go
+    if (not dry_run and forecasters and not any(f.needs_context for f in forecasters)
+            and [f.name for f in forecasters] == names and all(t.all() for t in todo.values())):
+        table = ForecastTable(out / "forecasts.parquet", ids.to_numpy(object), names)
+    try:
+        estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
+                                   dry_run=dry_run, batch=batch, table=table)
+        journal.flush()
+    except BaseException:
+        if table is not None:
+            table.in_order = False
+            table.close()  # leaves no partial file
+        raise
     del resolved, labels  # what follows reads the run directory
     clear_histories()
     lap("forecasts")
@@ -150,9 +162,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
                  f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
         return out
-    names = [m.name for m in config.models if m.name not in skipped]
-    journal.write_ordered(out / "forecasts.parquet", plan.tasks["task_id"].to_numpy(object),
-                          names)
+    if table is None or not table.close():
+        journal.write_ordered(out / "forecasts.parquet", ids.to_numpy(object), names)
     manifest.update(skipped_models=skipped)
     _write_json(manifest_path, manifest)
     lap("forecast table")
@@ -178,27 +189,31 @@ class _Laps:
 
 
 def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,
-                   batch: bool) -> dict[str, dict]:
+                   batch: bool, table: ForecastTable | None = None) -> dict[str, dict]:
     """Pass 2: forecasters that read no context (baselines) answer a calendar month of tasks
-    per vectorised call; the others get contexts month by month. Answers go to the journal as
-    they come, so memory holds one month of answers. Returns dry-run estimates."""
+    per vectorised call, one forecaster after the other (``table``, when given, takes each
+    month's rows as they are journalled); the others get contexts month by month. Answers go
+    to the journal as they come, so memory holds one month of answers. Returns dry-run
+    estimates."""
     ids = plan.tasks["task_id"].to_numpy()
     progress = Progress(forecasters, todo, echo)
     estimates: dict[str, dict] = {}
     plain = [f for f in forecasters if not f.needs_context]
-    for month in month_rows(plan.tasks) if plain and not dry_run else []:
-        shared: dict[bytes, Inputs] = {}  # baselines given the same tasks share their receipts
-        for f in plain:
+    months = month_rows(plan.tasks) if plain and not dry_run else []
+    shared: list[dict[bytes, Inputs]] = [{} for _ in months]  # baselines given the same
+    for f in plain:                                            # tasks share their receipts
+        for month, inputs in zip(months, shared, strict=True):
             rows = month[todo[f.name][month]]
             if len(rows) == 0:
                 continue
             key = rows.tobytes()
-            if key not in shared:
-                shared[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
+            if key not in inputs:
+                inputs[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
                                      history=resolved.history,
                                      history_rows=resolved.history_rows(rows))
-            out_rows = f.forecast(shared[key])
-            journal.append(out_rows, background=True)
+            out_rows = f.forecast(inputs[key])
+            journal.append(out_rows, background=True,
+                           then=table.add if table is not None else None)
             progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
     textual = [f for f in forecasters if f.needs_context]
     if not textual:

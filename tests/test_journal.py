@@ -99,3 +99,23 @@ def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_pa
         list(journal_module._checked_parts(parts, ["m1"], arrow_text(ids)))
     journal.write_ordered(tmp_path / "f.parquet", ids, ["m1"])
     assert pq.read_table(tmp_path / "f.parquet").column("p_up").to_pylist() == [0.1, 0.7]
+
+
+def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path):
+    from finbench.journal import ForecastTable
+
+    ids = np.array(["a", "b"], object)
+    table = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
+    table.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
+    table.add(rows([("b", "m2", 0.3)]))  # m2 must start at task a
+    table.add(rows([("a", "m2", 0.4), ("b", "m2", 0.5)]))
+    assert table.close() is False
+    assert list(tmp_path.iterdir()) == []
+    whole = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
+    whole.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
+    assert whole.close() is False  # m2 never came
+    done = ForecastTable(tmp_path / "f.parquet", ids, ["m1"])
+    done.add(rows([("a", "m1", 0.1)]))
+    done.add(rows([("b", "m1", 0.2)]))
+    assert done.close() is True
+    assert pd.read_parquet(tmp_path / "f.parquet")["p_up"].tolist() == [0.1, 0.2]

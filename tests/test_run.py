@@ -308,3 +308,36 @@ def test_a_run_reports_where_its_time_went(run_dir, tmp_path):
         shard=("2025-01-13", "2025-01-13"), timings=timings)
     assert list(timings) == ["plan", "label pass", "forecasts", "forecast table", "scores"]
     assert all(seconds >= 0 for seconds in timings.values())
+
+
+def test_baselines_only_run_writes_the_forecast_table_as_answers_arrive(
+        sample_store, tmp_path, monkeypatch):
+    """Baselines answering every task hand each journalled month to the forecast table; the
+    file equals the journal ordered in memory, and a resumed run (nothing left to answer)
+    writes it from the journal instead."""
+    from finbench.journal import ordered_table
+
+    cfg = tmp_path / "b.toml"
+    cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]
+                   .replace('start = "2025-01-13"', 'start = "2024-12-16"'))
+    orig, calls = Journal.write_ordered, []
+
+    def spy(self, *args, **kwargs):
+        calls.append(args)
+        return orig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Journal, "write_ordered", spy)
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    assert calls == []  # streamed: the journal was never ordered in memory
+    assert len({p.name for p in (out / "journal.parts").iterdir()}) == 4 * 2  # 4 models x 2 months
+    assert not list(out.glob("*.tmp"))
+    tasks = pd.read_parquet(out / "tasks.parquet")
+    names = ["coin", "base_rate", "momentum", "climatology"]
+    want = ordered_table(Journal(out).table(), tasks["task_id"].to_numpy(object), names)
+    got = pd.read_parquet(out / "forecasts.parquet")
+    pd.testing.assert_frame_equal(got, want.to_pandas())
+    before = (out / "scores.csv").read_bytes()
+    run(cfg, out, echo=lambda *_: None)  # resumed: nothing to answer, table from the journal
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "forecasts.parquet"), got)
+    assert (out / "scores.csv").read_bytes() == before
