@@ -108,12 +108,16 @@ class Journal:
         streamed = self.path.is_file() and self.path.stat().st_size > 0
         by_model = None if streamed else self._parts_by_model(models)
         if by_model is not None:
-            ids = arrow_text(task_ids)
+            table = ForecastTable(path, task_ids, models)
             try:
-                write_forecasts(path, _checked_parts(by_model, models, ids))
+                for part in (p for model in models for p in by_model.get(model, [])):
+                    table.add(pq.read_table(part, schema=FORECAST_SCHEMA))
+                    if not table.in_order:
+                        break
+            finally:
+                written = table.close()
+            if written:
                 return
-            except _OutOfOrder:
-                pass
         write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
 
     def _parts_by_model(self, models: list[str]) -> dict[str, list[Path]] | None:
@@ -182,26 +186,6 @@ class Journal:
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
 
 
-class _OutOfOrder(Exception):
-    """The journal's parts do not simply concatenate into the forecast table."""
-
-
-def _checked_parts(by_model: dict[str, list[Path]], models: list[str], ids: pa.Array):
-    """Each listed model's parts, read one at a time, checked to hold exactly ``ids`` in
-    order (raises :class:`_OutOfOrder` otherwise)."""
-    for model in models:
-        done = 0
-        for part in by_model.get(model, []):
-            table = pq.read_table(part, schema=FORECAST_SCHEMA)
-            expected = ids.slice(done, table.num_rows)
-            if not table.column("task_id").combine_chunks().equals(expected):
-                raise _OutOfOrder(part)
-            done += table.num_rows
-            yield table
-        if done != len(ids):
-            raise _OutOfOrder(model)
-
-
 def write_forecasts(path: Path, tables) -> None:
     """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
     not at all, in row groups of exactly ROW_GROUP rows (the last may be shorter), each from
@@ -259,10 +243,8 @@ class ForecastTable:
         if not self.in_order:
             return
         n = table.num_rows
-        self.in_order = (
-            self.model < len(self.models) and n > 0
-            and bool(pc.all(pc.equal(table.column("model"), self.models[self.model])).as_py())
-            and table.column("task_id").combine_chunks().equals(self.ids.slice(self.done, n)))
+        self.in_order = self.model < len(self.models) and _rows_are(
+            table, self.models[self.model], self.ids.slice(self.done, n))
         if not self.in_order:
             return
         self.done += n
@@ -328,12 +310,14 @@ def _in_order(table: pa.Table, task_ids, models: list[str]) -> bool:
     if table.num_rows != n * len(models) or n == 0:
         return False
     ids = arrow_text(task_ids)
-    for i, model in enumerate(models):
-        block = table.slice(i * n, n)
-        if not (pc.all(pc.equal(block.column("model"), model)).as_py()
-                and block.column("task_id").combine_chunks().equals(ids)):
-            return False
-    return True
+    return all(_rows_are(table.slice(i * n, n), model, ids) for i, model in enumerate(models))
+
+
+def _rows_are(table: pa.Table, model: str, ids: pa.Array) -> bool:
+    """Whether ``table`` holds exactly ``model``'s rows for ``ids``, in that order."""
+    return (table.num_rows == len(ids) > 0
+            and bool(pc.all(pc.equal(table.column("model"), model)).as_py())
+            and table.column("task_id").combine_chunks().equals(ids))
 
 
 def _forecast_schema() -> pa.Schema:
