@@ -105,15 +105,12 @@ def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
     starts = np.array([lo for _, (lo, _) in items], dtype=np.int64)
     if lengths.sum() != len(keys) or (starts != np.r_[0, np.cumsum(lengths)[:-1]]).any():
         return None  # slices do not tile the array
-    if len(keys) == 0:
+    packed = _pack_slices(starts, keys)
+    if packed is None:
         return None
-    base, span = int(keys.min()), int(keys.max()) - int(keys.min())
-    shift = (span + 1).bit_length()
-    if shift + len(items).bit_length() > 62:
-        return None
-    code = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
+    shift, base, packed_keys = packed
     names = [name for name, _ in items]
-    return names, shift, base, (code << shift) + (keys - base), name_index(names)
+    return names, shift, base, packed_keys, name_index(names)
 
 
 def _pack_slices(starts: np.ndarray, ts: np.ndarray):
