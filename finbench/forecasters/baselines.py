@@ -123,9 +123,12 @@ class History:
         return self._memo[("q", window)]
 
 
-def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int, block: int = 32_768):
+def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
+    """:meth:`History.quantiles`: each row's window laid out as a matrix row and sorted, a
+    block of rows at a time (about two million cells, whatever the window)."""
     out = (np.full(len(r), np.nan), np.full(len(r), np.nan))
     steps = np.arange(window)
+    block = max(1, 2_000_000 // window)
     for lo in range(0, len(r), block):
         j = np.arange(lo, min(lo + block, len(r)))
         at = j[:, None] - window + 1 + steps
