@@ -150,3 +150,18 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
         if not np.isnan(task.momentum_sign_30):
             assert details["sign_count"].iloc[i] == ref["sign_count"]
             assert details["sign_up"].iloc[i] == ref["sign_up"]
+
+
+def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles():
+    """A window of 1,000 makes blocks of 2,000 rows: 5,000 rows in three series span three
+    blocks, and every row equals pandas' rolling quantile of its own series."""
+    from finbench.forecasters.baselines import _window_quantiles
+
+    rng = np.random.default_rng(7)
+    r = np.round(rng.normal(0, 0.01, 5000), 4)
+    first = np.repeat([0, 1700, 3100], [1700, 1400, 1900])
+    lower, upper = _window_quantiles(r, first, 1000)
+    for lo, hi in ((0, 1700), (1700, 3100), (3100, 5000)):
+        roll = pd.Series(r[lo:hi]).rolling(1000, min_periods=1)
+        assert np.array_equal(lower[lo:hi], roll.quantile(0.1).to_numpy())
+        assert np.array_equal(upper[lo:hi], roll.quantile(0.9).to_numpy())
