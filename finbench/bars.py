@@ -214,10 +214,6 @@ class BarArrays:
             out._packed["avail"] = (listed, shift, base + bar_ns, keys, prepared)
         return out
 
-    @property
-    def mid(self) -> np.ndarray:
-        return (self.high + self.low) / 2.0
-
     def mid_at(self, idx: np.ndarray) -> np.ndarray:
         """Mid of the bars at ``idx``; NaN where ``idx`` is -1 (no bar)."""
         if not len(self.high):
