@@ -93,6 +93,12 @@ class Journal:
         for future in pending:
             future.result()
 
+    def settle(self) -> list[BaseException]:
+        """Wait until every part handed to the writer thread is written or has failed, and
+        return the errors (for a caller already failing, whose own error comes first)."""
+        pending, self._pending = self._pending, []
+        return [e for e in (f.exception() for f in pending) if e is not None]
+
     def _part_files(self) -> list[Path]:
         return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
 

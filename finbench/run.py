@@ -138,10 +138,16 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
                                    dry_run=dry_run, batch=batch, table=table)
         journal.flush()
-    except BaseException:
+    except BaseException as error:
         if table is not None:
-            table.in_order = False
-            table.close()  # leaves no partial file
+            table.in_order = False  # parts still being written leave it alone
+        for late in journal.settle():  # answers made before the error land on disk first
+            error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
+        if table is not None:
+            try:
+                table.close()  # leaves no partial file
+            except Exception as late:
+                error.add_note(f"also failed while stopping: closing {table.tmp}: {late!r}")
         raise
     del resolved, labels  # what follows reads the run directory
     clear_histories()

@@ -341,3 +341,38 @@ def test_baselines_only_run_writes_the_forecast_table_as_answers_arrive(
     assert len(calls) == 1
     pd.testing.assert_frame_equal(pd.read_parquet(out / "forecasts.parquet"), got)
     assert (out / "scores.csv").read_bytes() == before
+
+
+def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
+        sample_store, tmp_path, monkeypatch):
+    """The forecast table is written by the journal's thread as parts land. When a forecaster
+    fails, the run waits for the parts already handed over (they are on disk when the error
+    reaches the caller), publishes no table, and the same command resumes to the clean result."""
+    import time
+
+    from finbench.forecasters.baselines import Momentum
+    from finbench.journal import ForecastTable
+
+    cfg = tmp_path / "b.toml"
+    cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]
+                   .replace('start = "2025-01-13"', 'start = "2024-12-16"'))
+    clean = run(cfg, tmp_path / "clean", echo=lambda *_: None)
+    slow_add, answer = ForecastTable.add, Momentum._answer
+
+    def slow(self, table):
+        time.sleep(0.2)  # the table lags the forecasters
+        return slow_add(self, table)
+
+    def fail(self, inputs):
+        raise RuntimeError("momentum failed")
+
+    monkeypatch.setattr(ForecastTable, "add", slow)
+    monkeypatch.setattr(Momentum, "_answer", fail)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="momentum failed"):
+        run(cfg, out, echo=lambda *_: None)
+    assert len(list((out / "journal.parts").glob("*.parquet"))) == 2 * 2  # coin, base_rate
+    assert not (out / "forecasts.parquet").exists() and not list(out.glob("*.tmp"))
+    monkeypatch.setattr(Momentum, "_answer", answer)
+    run(cfg, out, echo=lambda *_: None)
+    assert (out / "scores.csv").read_bytes() == (clean / "scores.csv").read_bytes()
