@@ -23,14 +23,26 @@ def json_lines(columns: dict[str, object], n: int) -> pd.Series:
         lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
         pieces += [pa.scalar(lead, pa.string()), _values(columns[key], n)]
     pieces.append(pa.scalar("}", pa.string()))
-    return pc.binary_join_element_wise(*pieces, "").to_pandas()
+    text = pc.binary_join_element_wise(*pieces, "")
+    if isinstance(text, pa.Scalar):  # every column held one value
+        text = pa.array(np.full(n, text.as_py(), dtype=object), pa.string())
+    return text.to_pandas()
 
 
-def _values(values, n: int) -> pa.Array:
+def _values(values, n: int) -> pa.Array | pa.Scalar:
     """JSON text of one column: numbers and booleans by Arrow's cast, text by json.dumps of
-    each distinct value."""
+    each distinct value. A scalar, or a column holding one number throughout, is written once
+    (a scalar the join repeats)."""
     if np.isscalar(values) or values is None:
-        values = [values] * n
+        return _column_text([values], 1)[0]
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf" and len(values) == n > 0:
+        bits = values.view(f"u{values.itemsize}")  # bit equality: 0.0 and -0.0 differ
+        if (bits == bits[0]).all():
+            return _column_text(values[:1], 1)[0]
+    return _column_text(values, n)
+
+
+def _column_text(values, n: int) -> pa.Array:
     series = pd.Series(values)
     if len(series) != n:
         raise ValueError(f"column of {len(series)} values for {n} rows")

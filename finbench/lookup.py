@@ -26,6 +26,8 @@ def positions(keys, index) -> np.ndarray:
 
 def take(column: pd.Series, at: np.ndarray) -> pd.Series:
     """``column`` at rows ``at`` (missing where ``at`` is -1), keeping its dtype."""
+    if len(at) == len(column) and np.array_equal(at, np.arange(len(at))):
+        return column.reset_index(drop=True)  # rows already in place (one comparison)
     taken = pa.array(column, from_pandas=True).take(pa.array(at, mask=at < 0))
     if column.dtype.kind == "f":
         return pd.Series(taken.to_numpy(zero_copy_only=False), dtype=column.dtype)

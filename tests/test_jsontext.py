@@ -22,12 +22,30 @@ def test_hand_written_objects():
     ]
 
 
-@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=20))
+def test_scalars_and_columns_of_one_value_are_written_alike():
+    out = json_lines({"p": 0.5, "n": np.full(3, 7), "s": "x", "none": None,
+                      "z": np.array([0.0, -0.0, 0.0])}, 3)
+    assert list(out) == ['{"n":7,"none":null,"p":0.5,"s":"x","z":0}',
+                         '{"n":7,"none":null,"p":0.5,"s":"x","z":-0}',
+                         '{"n":7,"none":null,"p":0.5,"s":"x","z":0}']
+    assert list(json_lines({"z": np.full(2, -0.0)}, 2)) == ['{"z":-0}'] * 2
+    assert list(json_lines({"p": 0.5, "ok": np.full(2, True)}, 2)) == [
+        '{"ok":true,"p":0.5}'] * 2  # every column one value: still one object per row
+
+
+_FEW = st.sampled_from([0.0, -0.0, 0.5, 1e-300, float("nan"), float("inf")])
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | _FEW, min_size=1,
+                max_size=20) | st.builds(lambda v, n: [v] * n, _FEW, st.integers(1, 5)))
 def test_numbers_round_trip_and_non_finite_is_null(values):
     out = json_lines({"x": np.array(values, float)}, len(values))
+    assert len(out) == len(values)
     for text, v in zip(out, values, strict=True):
         got = json.loads(text)["x"]
         assert got is None if not np.isfinite(v) else got == v
+    if all(np.isfinite(values)):  # a column of one value reads as each value on its own
+        assert list(out) == [json_lines({"x": np.array([v])}, 1)[0] for v in values]
 
 
 def test_length_mismatch_is_an_error():

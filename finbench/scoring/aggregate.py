@@ -26,7 +26,8 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     frame = forecasts.reset_index(drop=True).copy()
     ids = arrow_text(frame["task_id"])
     task_ids = arrow_text(tasks["task_id"])
-    at_task = positions(ids, task_ids)
+    # a run writes each model's rows in task order: then one comparison replaces the look-up
+    at_task = np.arange(len(ids)) if ids.equals(task_ids) else positions(ids, task_ids)
     label_ids = arrow_text(labels["task_id"])  # a run's labels lie in task order: one look-up
     at_label = at_task if label_ids.equals(task_ids) else positions(ids, label_ids)
     for source, at, cols in ((labels, at_label, ("r", "y", "status")),
