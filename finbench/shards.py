@@ -4,7 +4,9 @@ Each shard is a normal run over a sub-range of sessions (``finbench run CONFIG -
 START:END``). Baselines read their history from the store, not from other shards, so a shard's
 forecasts equal the unsharded run's. ``merge_shards`` checks that the shards come from the same
 config file and data snapshot and do not overlap, puts tasks, labels and forecasts in the
-unsharded order, and re-scores: the scores are byte-identical to the unsharded run's.
+unsharded order, and re-scores: the scores are byte-identical to the unsharded run's. The
+forecast table is copied one (model, shard) at a time, so memory holds one shard's rows of one
+model, not every shard's forecasts.
 """
 
 from __future__ import annotations
@@ -15,11 +17,19 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.config import RunConfig
 from finbench.errors import RunError
-from finbench.journal import FORECAST_SCHEMA, JOURNAL, PARTS, ordered_table, write_forecasts
+from finbench.journal import (
+    FORECAST_SCHEMA,
+    JOURNAL,
+    PARTS,
+    ForecastTable,
+    ordered_table,
+    write_forecasts,
+)
 from finbench.run import MANIFEST, _now, _write_json, score_run
 
 
@@ -30,6 +40,30 @@ def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
     keyed = tasks.assign(_h=tasks["horizon"].map(h), _t=tasks["ticker"].map(t))
     keyed = keyed.sort_values(["session", "_h", "_t"], kind="stable")
     return keyed.drop(columns=["_h", "_t"]).reset_index(drop=True)
+
+
+def _stream_forecasts(dirs: list[Path], path: Path, task_ids, models: list[str]) -> bool:
+    """Write the merged forecast table one (model, shard) at a time, the shards in the order
+    of their first session: what shards of one config write lines up so (each shard's table
+    holds a model's rows in its task order, and shards are disjoint date ranges). True when it
+    did; False (and no file) when some rows are out of that order, to be ordered in memory."""
+    firsts = [pq.read_table(d / "tasks.parquet", columns=["session"]).column("session")
+              for d in dirs]
+    starts = [pc.min(s).as_py() or "" for s in firsts]
+    ordered = [d for _, d in sorted(zip(starts, dirs, strict=True), key=lambda x: x[0])]
+    table = ForecastTable(path, task_ids, models)
+    try:
+        for model in models:
+            for d in ordered:
+                rows = pq.read_table(d / "forecasts.parquet", schema=FORECAST_SCHEMA,
+                                     filters=[("model", "=", model)])
+                if rows.num_rows:
+                    table.add(rows)
+                if not table.in_order:
+                    return False
+    finally:
+        written = table.close()
+    return written
 
 
 def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
@@ -66,15 +100,16 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     tasks = task_order(tasks, config)
     labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
     labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
-    forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet", schema=FORECAST_SCHEMA)
-                                  for d in dirs])
     names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
-    forecasts = ordered_table(forecasts, tasks["task_id"].to_numpy(object), names)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
-    write_forecasts(out / "forecasts.parquet", [forecasts])
+    ids = tasks["task_id"].to_numpy(object)
+    if not _stream_forecasts(dirs, out / "forecasts.parquet", ids, names):
+        forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet",
+                                                    schema=FORECAST_SCHEMA) for d in dirs])
+        write_forecasts(out / "forecasts.parquet", [ordered_table(forecasts, ids, names)])
     with open(out / JOURNAL, "wb") as fh:
         for d in dirs:
             if (d / JOURNAL).is_file():

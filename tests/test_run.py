@@ -11,7 +11,7 @@ import pytest
 from finbench.audit import audit_run
 from finbench.config import load_config
 from finbench.errors import ConfigError
-from finbench.journal import Journal
+from finbench.journal import Journal, ordered_table
 from finbench.run import run, score_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,19 +212,31 @@ def test_pilot_config_parses_and_points_at_the_sample():
     assert [m.kind for m in config.models][:4] == ["coin", "base_rate", "momentum", "climatology"]
 
 
-def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path):
-    from finbench.shards import merge_shards
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, monkeypatch,
+                                                            shuffled):
+    """Shards' forecast tables are copied (model, shard) by shard, never all in memory; a
+    shard whose table is out of order (``shuffled``) is ordered in memory, same result."""
+    import finbench.shards as shards
 
     cfg = run_dir.parent / "cfg.toml"
     a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
     b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
-    merged = merge_shards([b, a], tmp_path / "merged")  # order of shards does not matter
+    if shuffled:
+        rows = pd.read_parquet(b / "forecasts.parquet")
+        rows.sample(frac=1, random_state=0).to_parquet(b / "forecasts.parquet", index=False)
+    calls = []
+    monkeypatch.setattr(shards, "ordered_table",
+                        lambda *args: calls.append(1) or ordered_table(*args))
+    merged = shards.merge_shards([b, a], tmp_path / "merged")  # order of shards is free
+    assert len(calls) == shuffled
     for name in ("scores.parquet", "scores.csv", "tasks.parquet", "labels.parquet"):
         assert (merged / name).read_bytes() == (run_dir / name).read_bytes(), name
     whole = pd.read_parquet(run_dir / "forecasts.parquet").drop(columns=["latency"])
     parts = pd.read_parquet(merged / "forecasts.parquet").drop(columns=["latency"])
     pd.testing.assert_frame_equal(parts, whole)
     assert str(whole["tokens"].dtype) == "Int64"  # the journal's pandas metadata travels along
+    assert not list(merged.glob("*.tmp"))
     assert audit_run(merged) == []
 
 
@@ -315,7 +327,6 @@ def test_baselines_only_run_writes_the_forecast_table_as_answers_arrive(
     """Baselines answering every task hand each journalled month to the forecast table; the
     file equals the journal ordered in memory, and a resumed run (nothing left to answer)
     writes it from the journal instead."""
-    from finbench.journal import ordered_table
 
     cfg = tmp_path / "b.toml"
     cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]
