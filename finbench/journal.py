@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from finbench.forecasters.base import FORECAST_COLUMNS
@@ -36,6 +37,10 @@ _ARROW_SCHEMA = pa.schema([
     ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
     ("latency", pa.float64()), ("tokens", pa.int64()),
 ])
+# journal.jsonl as Arrow's JSON reader takes it: times as written (ISO text), typed after
+_LINE_SCHEMA = pa.schema([pa.field(f.name, _TEXT if f.name in TIME_COLUMNS else f.type)
+                          for f in _ARROW_SCHEMA])
+_JSON_BLOCK = 1 << 26  # 64 MiB: a line must fit in one block (an LLM answer is far smaller)
 
 
 
@@ -57,8 +62,10 @@ class Journal:
         """The task ids journalled, per model."""
         self.flush()
         out: dict[str, list[str]] = {}
-        for r in self._records():
-            out.setdefault(r["model"], []).append(r["task_id"])
+        lines = self._lines()
+        for model in pc.unique(lines.column("model")).to_pylist():
+            rows = lines.filter(pc.equal(lines.column("model"), model))
+            out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
         for part in self._part_files():
             table = pq.read_table(part, columns=["task_id", "model"])
             for model in pc.unique(table.column("model")).to_pylist():
@@ -106,25 +113,40 @@ class Journal:
         """Write the forecast table (:func:`ordered_table` of the journal) to ``path``, whole
         or not at all, in row groups of :data:`ROW_GROUP` rows whatever the parts.
 
-        When each part holds one model's rows and a model's parts, in the order written,
-        hold its tasks in task order, each once (what a run writes), the parts are copied
-        one at a time, so memory holds one part; otherwise the journal is ordered in
-        memory."""
+        Model by model, so memory holds one model's rows at most: a model whose rows are
+        only in parts that, in the order written, hold its tasks in task order, each once
+        (what a run writes for baselines), is copied one part at a time; any other model
+        (answers streamed into ``journal.jsonl``, or parts out of order) is ordered in
+        memory on its own. Only a part that mixes models (no run writes one) makes the
+        whole journal be ordered at once."""
         self.flush()
-        streamed = self.path.is_file() and self.path.stat().st_size > 0
-        by_model = None if streamed else self._parts_by_model(models)
-        if by_model is not None:
-            table = ForecastTable(path, task_ids, models)
-            try:
-                for part in (p for model in models for p in by_model.get(model, [])):
-                    table.add(pq.read_table(part, schema=FORECAST_SCHEMA))
-                    if not table.in_order:
-                        break
-            finally:
-                written = table.close()
-            if written:
+        by_model = self._parts_by_model(models)
+        if by_model is None:
+            write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
+            return
+        ids = arrow_text(task_ids)
+        lines = self._lines()
+        write_forecasts(path, (table for model in models
+                               for table in self._model_tables(model, by_model.get(model, []),
+                                                               lines, ids)))
+
+    def _model_tables(self, model: str, parts: list[Path], lines: pa.Table, ids: pa.Array):
+        """One model's rows in task order: its parts one at a time when they line up, else
+        its parts and streamed lines ordered in memory (the last written row of a task
+        wins, as in :func:`ordered_table`)."""
+        mine = lines.filter(pc.equal(lines.column("model"), model))
+        if not mine.num_rows:
+            written = [arrow_text(pq.read_table(p, columns=["task_id"]).column("task_id"))
+                       for p in parts]
+            if written and pa.concat_arrays(written).equals(ids):
+                for part in parts:
+                    yield pq.read_table(part, schema=FORECAST_SCHEMA)
                 return
-        write_forecasts(path, [ordered_table(self.table(), task_ids, models)])
+        tables = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in parts]
+        if mine.num_rows:
+            tables.append(_typed_lines(mine))
+        if tables:
+            yield ordered_table(pa.concat_tables(tables), ids, [model])
 
     def _parts_by_model(self, models: list[str]) -> dict[str, list[Path]] | None:
         """The parts of each listed model in the order written; None if a part mixes models.
@@ -162,16 +184,24 @@ class Journal:
             data = fh.seek(0) or fh.read()
             fh.truncate(data.rfind(b"\n") + 1)
 
-    def _records(self) -> list[dict]:
-        if not self.path.is_file():
-            return []
-        out = []
-        with open(self.path, encoding="utf-8") as fh:
-            for line in fh:
-                if not line.endswith("\n"):
-                    break  # torn write from a killed run: that row was not finished
-                out.append(json.loads(line))
-        return out
+    def _lines(self) -> pa.Table:
+        """The streamed rows (``journal.jsonl``) in the order written, as text and numbers
+        (times as written), parsed by Arrow's JSON reader; the torn last line of a killed
+        run is left out."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return _LINE_SCHEMA.empty_table()
+        data = pa.memory_map(str(self.path)).read_buffer()
+        end = _whole_lines(data)
+        if end == 0:
+            return _LINE_SCHEMA.empty_table()
+        try:
+            return pj.read_json(
+                pa.BufferReader(data.slice(0, end)),
+                read_options=pj.ReadOptions(block_size=_JSON_BLOCK),
+                parse_options=pj.ParseOptions(explicit_schema=_LINE_SCHEMA,
+                                              unexpected_field_behavior="ignore"))
+        except pa.ArrowInvalid as error:
+            raise ValueError(f"{self.path}: not journal lines ({error})") from error
 
     def frame(self) -> pd.DataFrame:
         """Every journalled row as a typed frame (later rows win, though none repeat)."""
@@ -185,11 +215,28 @@ class Journal:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
         self.flush()
         parts = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
-        records = self._records()
-        if records:
-            frame = pd.DataFrame.from_records(records, columns=FORECAST_COLUMNS)
-            parts.append(to_table(_typed(frame)))
+        lines = self._lines()
+        if lines.num_rows:
+            parts.append(_typed_lines(lines))
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
+
+
+def _whole_lines(data: pa.Buffer) -> int:
+    """Length of ``data`` up to and including its last newline (0 if it has none)."""
+    step = 1 << 16
+    for start in range(max(data.size - step, 0), -step, -step):
+        start = max(start, 0)
+        at = data.slice(start, min(step, data.size - start)).to_pybytes().rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        if start == 0:
+            break
+    return 0
+
+
+def _typed_lines(lines: pa.Table) -> pa.Table:
+    """Rows of :meth:`Journal._lines` in the journal's schema."""
+    return to_table(_typed(lines.to_pandas()))
 
 
 def write_forecasts(path: Path, tables) -> None:

@@ -119,3 +119,46 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path):
     done.add(rows([("b", "m1", 0.2)]))
     assert done.close() is True
     assert pd.read_parquet(tmp_path / "f.parquet")["p_up"].tolist() == [0.1, 0.2]
+
+
+def test_streamed_answers_are_ordered_one_model_at_a_time(tmp_path, monkeypatch):
+    """Answers streamed into journal.jsonl (LLM calls) and parts (baselines): the table equals
+    the whole journal ordered at once, yet only one model's rows are ever ordered together,
+    and a model whose parts line up is copied part by part."""
+    import pyarrow.parquet as pq
+
+    from finbench import journal as journal_module
+
+    def lines(pairs):
+        return rows(pairs).to_pandas().to_dict("records")
+
+    ids = np.array(["a", "b", "c"], object)
+    journal = Journal(tmp_path)
+    journal.append(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]).to_pandas())
+    journal.append(rows([("c", "m1", 0.3)]).to_pandas())
+    journal.append(rows([("b", "m3", 0.4)]).to_pandas())
+    journal.append_records(lines([("c", "m2", 0.5), ("a", "m2", 0.6), ("x", "other", 0.9)]))
+    journal.append_records(lines([("b", "m3", 0.7), ("a", "m2", 0.8), ("b", "m2", 0.55)]))
+    with open(tmp_path / "journal.jsonl", "a") as fh:
+        fh.write('{"task_id": "c", "model": "m3"')  # torn: a kill mid-write
+    want = ordered_table(journal.table(), ids, ["m1", "m2", "m3"]).to_pandas()
+    seen, orig = [], journal_module.ordered_table
+    monkeypatch.setattr(journal_module, "ordered_table",
+                        lambda table, task_ids, models: seen.append(
+                            (list(models), table.num_rows)) or orig(table, task_ids, models))
+    journal.write_ordered(tmp_path / "f.parquet", ids, ["m1", "m2", "m3"])
+    assert seen == [(["m2"], 4), (["m3"], 2)]  # m1's parts lined up: copied as they are
+    got = pq.read_table(tmp_path / "f.parquet").to_pandas()
+    pd.testing.assert_frame_equal(got, want)
+    assert list(zip(got["model"], got["task_id"], got["p_up"], strict=True)) == [
+        ("m1", "a", 0.1), ("m1", "b", 0.2), ("m1", "c", 0.3), ("m2", "a", 0.8),
+        ("m2", "b", 0.55), ("m2", "c", 0.5), ("m3", "b", 0.7)]
+
+
+def test_a_journal_line_of_the_wrong_type_names_the_file_and_column(tmp_path):
+    journal = Journal(tmp_path)
+    journal.append_records(rows([("a", "m1", 0.1)]).to_pandas().to_dict("records"))
+    with open(tmp_path / "journal.jsonl", "a") as fh:
+        fh.write('{"task_id": "b", "model": "m1", "p_up": "high"}\n')
+    with pytest.raises(ValueError, match=r"journal\.jsonl: not journal lines .*p_up"):
+        journal.table()
