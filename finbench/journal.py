@@ -113,7 +113,8 @@ class Journal:
         """Write the forecast table (:func:`ordered_table` of the journal) to ``path``, whole
         or not at all, in row groups of :data:`ROW_GROUP` rows whatever the parts.
 
-        Model by model, so memory holds one model's rows at most: a model whose rows are
+        Model by model, so memory holds the streamed lines (as Arrow columns) and one model's
+        rows at most: a model whose rows are
         only in parts that, in the order written, hold its tasks in task order, each once
         (what a run writes for baselines), is copied one part at a time; any other model
         (answers streamed into ``journal.jsonl``, or parts out of order) is ordered in
