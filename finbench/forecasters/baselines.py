@@ -56,7 +56,8 @@ class History:
     window of rows) looked up with one ``searchsorted`` for all tasks."""
 
     def __init__(self, history: pd.DataFrame) -> None:
-        ok = history[(history["status"] == "ok").to_numpy(bool)]
+        scorable = (history["status"] == "ok").to_numpy(bool)
+        ok = history if scorable.all() else history[scorable]  # no copy when every row is ok
         known = to_ns(ok["label_known_at"])
         tickers = arrow_text(ok["ticker"]).dictionary_encode()
         horizons = arrow_text(ok["horizon"]).dictionary_encode()
