@@ -2,6 +2,7 @@
 store: labels equal those of the same bars as a plain CSV. Fetch is resumable and idempotent."""
 
 import io
+import json
 
 import pandas as pd
 import pytest
@@ -167,3 +168,62 @@ def test_store_is_readable_by_duckdb_and_polars(tmp_path):
     assert n == 7
     frame = pl.scan_parquet(pattern, hive_partitioning=True).collect()
     assert frame.height == 7 and "date" in frame.columns
+
+
+class _YahooTicker:
+    """Stands in for ``yfinance.Ticker`` (Yahoo cannot be reached offline): ``history``
+    answers in Yahoo's shape (one level of columns, index in the exchange zone) or fails as
+    yfinance does once its exceptions are not hidden."""
+
+    answer: object = None
+    seen_hidden: list = []
+
+    def __init__(self, ticker):
+        self.ticker = ticker
+
+    def history(self, **kwargs):
+        import yfinance as yf
+
+        self.seen_hidden.append(yf.config.debug.hide_exceptions)
+        assert kwargs["interval"] == "1m" and kwargs["prepost"] is True
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        if self.answer == "empty":
+            return pd.DataFrame(columns=["Open", "High", "Low", "Close", "Volume"])
+        bars = BARS[self.ticker]
+        index = pd.DatetimeIndex([pd.Timestamp(ts) for ts in bars]).tz_convert(
+            "America/New_York")
+        return pd.DataFrame(list(bars.values()), index=index,
+                            columns=["Open", "High", "Low", "Close", "Volume"])
+
+
+@pytest.mark.parametrize("answer", ["bars", "empty", ConnectionError("Could not resolve host")])
+def test_yfinance_failures_stop_the_fetch_and_record_nothing(tmp_path, monkeypatch, answer):
+    """yfinance hides a failed download behind an empty frame unless told not to; a failure
+    must not be recorded as a day without bars (it would never be fetched again)."""
+    import yfinance as yf
+
+    from finbench.errors import DataError
+
+    monkeypatch.setattr(yf, "Ticker", _YahooTicker)
+    monkeypatch.setattr(_YahooTicker, "answer", answer)
+    monkeypatch.setattr(_YahooTicker, "seen_hidden", [])
+    before = yf.config.debug.hide_exceptions
+    out = tmp_path / "s"
+    old_day = pytest.warns(UserWarning, match="older than 30 days")  # DAY is long past
+    if isinstance(answer, Exception):
+        with old_day, pytest.raises(DataError, match=r"yfinance AAPL 2025-01-15: the download "
+                                    r"failed \(Could not resolve host\); nothing .* retries"):
+            fetch(sources.YFinance(), ["AAPL"], DAY, DAY, out, echo=lambda *_: None)
+        assert not (out / "fetched.jsonl").exists()
+    else:
+        with old_day:
+            fetch(sources.YFinance(), list(BARS), DAY, DAY, out, echo=lambda *_: None)
+        log = [json.loads(line) for line in (out / "fetched.jsonl").read_text().splitlines()]
+        if answer == "bars":
+            pd.testing.assert_frame_equal(labels_of(out), csv_labels(tmp_path))
+            assert [r["rows"] for r in log] == [5, 2]
+        else:
+            assert [r["rows"] for r in log] == [0, 0]  # a day without bars, recorded so
+    assert set(_YahooTicker.seen_hidden) == {False}  # exceptions shown during the call
+    assert yf.config.debug.hide_exceptions == before  # and the setting restored after

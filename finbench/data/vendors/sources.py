@@ -20,6 +20,7 @@ import warnings
 import pandas as pd
 
 from finbench.data.vendors.base import Vendor, frame, register
+from finbench.errors import DataError
 
 
 def alpaca_bars(barset, ticker: str) -> pd.DataFrame:
@@ -47,7 +48,11 @@ def massive_bars(aggs, ticker: str) -> pd.DataFrame:
 
 
 def yfinance_bars(df: pd.DataFrame, ticker: str) -> pd.DataFrame:
-    """A ``yfinance`` 1-minute frame (index in the exchange zone) → store columns."""
+    """A ``yfinance`` 1-minute frame (``Ticker.history``, or ``download``'s with ticker
+    columns; index in the exchange zone) → store columns. An empty frame is a day without
+    bars."""
+    if df.empty:
+        return frame(ticker, pd.DatetimeIndex([], tz="UTC"), [], [], [], [], [])
     if isinstance(df.columns, pd.MultiIndex):  # yf.download with one or more tickers
         df = df.xs(ticker, axis=1, level=-1) if ticker in df.columns.get_level_values(-1) else (
             df.droplevel(-1, axis=1))
@@ -122,6 +127,22 @@ class YFinance(Vendor):
         if pd.Timestamp.now(tz="UTC") - start_utc > pd.Timedelta(days=30):
             warnings.warn(f"yfinance: {day.date()} is older than 30 days; Yahoo serves no "
                           "1-minute bars that far back", stacklevel=2)
-        df = yf.download(ticker, start=start_utc.to_pydatetime(), end=end_utc.to_pydatetime(),
-                         interval="1m", prepost=True, auto_adjust=False, progress=False)
+        # yfinance logs a failed download and returns an empty frame, which would be recorded
+        # as a day without bars and never fetched again: have it raise instead
+        debug = getattr(getattr(yf, "config", None), "debug", None)
+        hidden = getattr(debug, "hide_exceptions", None)
+        kwargs = {"raise_errors": True} if debug is None else {}
+        try:
+            if debug is not None:
+                debug.hide_exceptions = False
+            df = yf.Ticker(ticker).history(
+                start=start_utc.to_pydatetime(), end=end_utc.to_pydatetime(), interval="1m",
+                prepost=True, auto_adjust=False, actions=False, **kwargs)
+        except Exception as error:
+            raise DataError(f"yfinance {ticker} {day.date()}: the download failed ({error}); "
+                            "nothing of that day was recorded, so running the same command "
+                            "again retries it") from error
+        finally:
+            if debug is not None:
+                debug.hide_exceptions = hidden
         return yfinance_bars(df, ticker)
