@@ -162,3 +162,14 @@ def test_a_journal_line_of_the_wrong_type_names_the_file_and_column(tmp_path):
         fh.write('{"task_id": "b", "model": "m1", "p_up": "high"}\n')
     with pytest.raises(ValueError, match=r"journal\.jsonl: not journal lines .*p_up"):
         journal.table()
+
+
+def test_a_long_torn_last_line_is_left_out(tmp_path):
+    """The last newline is searched back from the end a block at a time, however far."""
+    journal = Journal(tmp_path)
+    journal.append_records(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]).to_pandas()
+                           .to_dict("records"))
+    with open(tmp_path / "journal.jsonl", "a") as fh:
+        fh.write('{"task_id": "c", "model": "m1", "raw": "' + "x" * 200_000)  # killed here
+    assert journal.table().column("task_id").to_pylist() == ["a", "b"]
+    assert journal.done_by_model() == {"m1": ["a", "b"]}
