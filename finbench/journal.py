@@ -43,7 +43,6 @@ _LINE_SCHEMA = pa.schema([pa.field(f.name, _TEXT if f.name in TIME_COLUMNS else 
 _JSON_BLOCK = 1 << 26  # 64 MiB: a line must fit in one block (an LLM answer is far smaller)
 
 
-
 class Journal:
     """One JSON line per finished (task, model); a torn last line from a kill is ignored."""
 
@@ -62,12 +61,8 @@ class Journal:
         """The task ids journalled, per model."""
         self.flush()
         out: dict[str, list[str]] = {}
-        lines = self._lines()
-        for model in pc.unique(lines.column("model")).to_pylist():
-            rows = lines.filter(pc.equal(lines.column("model"), model))
-            out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
-        for part in self._part_files():
-            table = pq.read_table(part, columns=["task_id", "model"])
+        for table in [self._lines(), *(pq.read_table(part, columns=["task_id", "model"])
+                                       for part in self._part_files())]:
             for model in pc.unique(table.column("model")).to_pylist():
                 rows = table.filter(pc.equal(table.column("model"), model))
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
@@ -114,12 +109,11 @@ class Journal:
         or not at all, in row groups of :data:`ROW_GROUP` rows whatever the parts.
 
         Model by model, so memory holds the streamed lines (as Arrow columns) and one model's
-        rows at most: a model whose rows are
-        only in parts that, in the order written, hold its tasks in task order, each once
-        (what a run writes for baselines), is copied one part at a time; any other model
-        (answers streamed into ``journal.jsonl``, or parts out of order) is ordered in
-        memory on its own. Only a part that mixes models (no run writes one) makes the
-        whole journal be ordered at once."""
+        rows at most: a model whose rows are only in parts that, in the order written, hold
+        its tasks in task order, each once (what a run writes for baselines), is copied one
+        part at a time; any other model (answers streamed into ``journal.jsonl``, or parts out
+        of order) is ordered in memory on its own. Only a part that mixes models (no run
+        writes one) makes the whole journal be ordered at once."""
         self.flush()
         by_model = self._parts_by_model(models)
         if by_model is None:
@@ -305,6 +299,10 @@ class ForecastTable:
         if self.done == len(self.ids):
             self.model, self.done = self.model + 1, 0
         self.groups.add(table)
+
+    def stop(self) -> None:
+        """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file."""
+        self.in_order = False
 
     def close(self) -> bool:
         """Publish the file if every row came in order; True when it did."""

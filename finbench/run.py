@@ -140,7 +140,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         journal.flush()
     except BaseException as error:
         if table is not None:
-            table.in_order = False  # parts still being written leave it alone
+            table.stop()  # parts still being written leave it alone
         for late in journal.settle():  # answers made before the error land on disk first
             error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
         if table is not None:
