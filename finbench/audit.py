@@ -56,8 +56,8 @@ def _baseline_receipts(config, plan, resolved, forecasts: pd.DataFrame) -> pd.Da
     if forecasts.empty:
         return pd.DataFrame(columns=["task_id", "model", "ctx_time", "ctx_sha"])
     history = shared_history(resolved.history)
-    digests = baseline_digests(history, plan.tasks, resolved.history).set_axis(
-        plan.tasks["task_id"])
+    digests = pd.Series(baseline_digests(history, plan.tasks, resolved.history).to_pylist(),
+                        index=plan.tasks["task_id"])
     lookback = {m.name: m.lookback_minutes for m in config.models if m.kind == "momentum"}
     seen = resolved.history.set_index("task_id")
     out = forecasts[["task_id", "model"]].copy()

@@ -20,26 +20,21 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from finbench.forecasters.base import FORECAST_COLUMNS
+from finbench.forecasters.rows import (
+    FORECAST_COLUMNS,
+    FORECAST_SCHEMA,
+    TIME_COLUMNS,
+    to_table,
+    typed,
+)
 from finbench.lookup import arrow_text, positions
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
 ROW_GROUP = 131_072  # rows per row group of the forecast table
-TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
-_TEXT = pa.string()
-_TIME = pa.timestamp("ns", tz="UTC")
-_ARROW_SCHEMA = pa.schema([
-    ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
-    ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
-    ("raw", _TEXT), ("rationale", _TEXT), ("max_input_time", _TIME),
-    ("context_max_input_time", _TIME), ("history_max_input_time", _TIME),
-    ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
-    ("latency", pa.float64()), ("tokens", pa.int64()),
-])
 # journal.jsonl as Arrow's JSON reader takes it: times as written (ISO text), typed after
-_LINE_SCHEMA = pa.schema([pa.field(f.name, _TEXT if f.name in TIME_COLUMNS else f.type)
-                          for f in _ARROW_SCHEMA])
+_LINE_SCHEMA = pa.schema([pa.field(f.name, pa.string() if f.name in TIME_COLUMNS else f.type)
+                          for f in FORECAST_SCHEMA])
 _JSON_BLOCK = 1 << 26  # 64 MiB: a line must fit in one block (an LLM answer is far smaller)
 
 
@@ -68,20 +63,25 @@ class Journal:
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
         return out
 
-    def append(self, rows: pd.DataFrame, *, background: bool = False, then=None) -> None:
-        """Append a batch as one Parquet part (written to a temporary name, fsynced, renamed).
+    def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False,
+               then=None) -> None:
+        """Append a batch (a table of the forecast schema, or a frame of its columns) as one
+        Parquet part (written to a temporary name, fsynced, renamed).
         ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
         (which every read of the journal calls first) waits for it and raises its error.
         ``then``: called with the part's table once it is written (e.g.
         :meth:`ForecastTable.add`), in the same thread, so parts reach it in order."""
-        if rows.empty:
+        table = rows if isinstance(rows, pa.Table) else to_table(rows)
+        if table.num_rows == 0:
             return
+        if not table.schema.equals(FORECAST_SCHEMA, check_metadata=True):
+            raise ValueError(f"{self.parts}: a part must have the forecast table's schema, "
+                             f"not {table.schema}")
         self.parts.mkdir(exist_ok=True)
         if self._number is None:
             self._number = len(self._part_files())
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
-        table = to_table(rows)
         if not background:
             _write_part(table, final, then)
             return
@@ -204,7 +204,7 @@ class Journal:
         keys = pd.DataFrame({"t": table.column("task_id").to_numpy(zero_copy_only=False),
                              "m": table.column("model").to_numpy(zero_copy_only=False)})
         keep = ~keys.duplicated(keep="last").to_numpy()
-        return _typed(table.filter(pa.array(keep)).to_pandas()).reset_index(drop=True)
+        return typed(table.filter(pa.array(keep)).to_pandas()).reset_index(drop=True)
 
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
@@ -231,7 +231,7 @@ def _whole_lines(data: pa.Buffer) -> int:
 
 def _typed_lines(lines: pa.Table) -> pa.Table:
     """Rows of :meth:`Journal._lines` in the journal's schema."""
-    return to_table(_typed(lines.to_pandas()))
+    return to_table(typed(lines.to_pandas()))
 
 
 def write_forecasts(path: Path, tables) -> None:
@@ -330,14 +330,6 @@ def _write_part(table: pa.Table, final: Path, then=None) -> None:
         then(table)
 
 
-def to_table(rows: pd.DataFrame) -> pa.Table:
-    """Forecast rows as an Arrow table of the journal's schema (whatever pandas dtypes the
-    rows had, the same schema and pandas metadata: ``tokens`` reads back as Int64)."""
-    table = pa.Table.from_pandas(rows[FORECAST_COLUMNS].reset_index(drop=True),
-                                 schema=_ARROW_SCHEMA, preserve_index=False)
-    return table.replace_schema_metadata(FORECAST_SCHEMA.metadata)
-
-
 def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
     """Rows of the listed tasks and models, by model (as listed) then task (as listed); of
     rows repeating a (task, model), the last written wins."""
@@ -372,30 +364,6 @@ def _rows_are(table: pa.Table, model: str, ids: pa.Array) -> bool:
             and table.column("task_id").combine_chunks().equals(ids))
 
 
-def _forecast_schema() -> pa.Schema:
-    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in FORECAST_COLUMNS})
-    typed = pa.Table.from_pandas(_typed(empty), schema=_ARROW_SCHEMA, preserve_index=False)
-    return typed.schema
-
-
-def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """The journal's column types, whatever the source (JSON lines or Parquet)."""
-    frame = frame.copy()
-    for col in TIME_COLUMNS:
-        if not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
-            frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
-        frame[col] = frame[col].astype("datetime64[ns, UTC]")
-    for col in ("p_up", "lower", "upper", "latency"):
-        frame[col] = pd.to_numeric(frame[col]).astype(float)
-    frame["valid"] = frame["valid"].astype(bool)
-    frame["history_count"] = frame["history_count"].astype("int64")
-    frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
-    for col in ("task_id", "model", "kind", "error", "raw", "rationale", "input_sha256",
-                "detail"):
-        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
-    return frame
-
-
 def _plain(value):
     if value is None or value is pd.NaT:
         return None
@@ -410,5 +378,3 @@ def _plain(value):
     return value
 
 
-FORECAST_SCHEMA = _forecast_schema()  # Arrow types plus the pandas metadata of typed rows
-assert FORECAST_SCHEMA.names == FORECAST_COLUMNS

@@ -18,6 +18,13 @@ def json_lines(columns: dict[str, object], n: int) -> pd.Series:
     """One JSON object per row (a text Series) from equal-length columns."""
     if n == 0:
         return pd.Series([], dtype="str")
+    return json_array(columns, n).to_pandas()
+
+
+def json_array(columns: dict[str, object], n: int) -> pa.Array:
+    """:func:`json_lines` as an Arrow string array."""
+    if n == 0:
+        return pa.array([], pa.string())
     pieces = []
     for i, key in enumerate(sorted(columns)):
         lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
@@ -25,8 +32,8 @@ def json_lines(columns: dict[str, object], n: int) -> pd.Series:
     pieces.append(pa.scalar("}", pa.string()))
     text = pc.binary_join_element_wise(*pieces, "")
     if isinstance(text, pa.Scalar):  # every column held one value
-        text = pa.array(np.full(n, text.as_py(), dtype=object), pa.string())
-    return text.to_pandas()
+        text = pa.repeat(text, n)
+    return text
 
 
 def _values(values, n: int) -> pa.Array | pa.Scalar:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import finbench
@@ -220,7 +222,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             out_rows = f.forecast(inputs[key])
             journal.append(out_rows, background=True,
                            then=table.add if table is not None else None)
-            progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
+            progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     textual = [f for f in forecasters if f.needs_context]
     if not textual:
         return estimates
@@ -247,8 +249,12 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             else:
                 out_rows = f.forecast(inputs)
                 journal.append(out_rows, background=True)
-                progress.add(f.name, len(out_rows), int(out_rows["valid"].sum()))
+                progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     return estimates
+
+
+def _valid(rows: pa.Table) -> int:
+    return int(pc.sum(rows.column("valid")).as_py() or 0)
 
 
 def _add_estimate(estimates: dict, name: str, est: dict) -> None:

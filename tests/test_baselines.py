@@ -92,7 +92,7 @@ def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
     assert lines[1].endswith("momentum_sign_30=none")
     assert lines[4] == ("finbench-baseline-input-v1|X|2025-01-13|CLOSE|"
                         f"labels_known_through_ns={known}|momentum_sign_30=1")
-    digests = baseline_digests(History(hist), hist, hist)
+    digests = baseline_digests(History(hist), hist, hist).to_pylist()
     assert digests[4] == hashlib.sha256(lines[4].encode()).hexdigest()
 
 

@@ -38,12 +38,20 @@ def test_array_validation_agrees_with_the_schema_row_by_row():
     rows = [(0.5, -0.01, 0.01), (1.3, 0, 1), (-0.1, 0, 1), (nan, 0, 1), (0.5, -inf, 0),
             (0.5, 0, inf), (0.5, 0.2, 0.1), (0.0, 0.0, 0.0), (1.0, -1, 1), (0.5, nan, nan)]
     frame = pd.DataFrame(rows, columns=["p_up", "lower", "upper"])
-    got = validate_arrays(frame)
+    got = _frame(validate_arrays(frame))
     want = [parse_answer(json.dumps(dict(zip(("p_up", "lower", "upper"), r, strict=True))))
             for r in rows]
     assert list(got["valid"]) == [w.valid for w in want]
     ok = got["valid"].to_numpy()
     np.testing.assert_array_equal(got.loc[ok, "p_up"], [w.p_up for w in want if w.valid])
     assert got.loc[~ok, "error"].str.startswith("schema:").all()
-    refused = validate_arrays(frame.head(1).assign(refused="insufficient_history: 3 < 20"))
+    refused = _frame(validate_arrays(frame.head(1).assign(refused="insufficient_history: 3 < 20")))
     assert not refused["valid"].iloc[0] and refused["error"].iloc[0].startswith("insufficient")
+
+
+def _frame(columns: dict):
+    import pandas as pd
+    import pyarrow as pa
+
+    return pd.DataFrame({k: v.to_pylist() if isinstance(v, pa.Array) else v
+                         for k, v in columns.items()})

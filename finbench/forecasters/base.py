@@ -1,4 +1,5 @@
-"""The forecaster base class: ``forecast`` times, validates and stamps around ``_answer``."""
+"""The forecaster base class: ``forecast`` times, validates and stamps around ``_answer``,
+and hands back forecast rows as an Arrow table (:mod:`finbench.forecasters.rows`)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.forecast import ParsedAnswer, parse_answer
-from finbench.jsontext import json_lines
-
-FORECAST_COLUMNS = [
-    "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
-    "max_input_time", "context_max_input_time", "history_max_input_time", "input_sha256",
-    "history_count", "detail", "latency", "tokens",
-]
+from finbench.forecasters.rows import forecast_rows, time_array
+from finbench.jsontext import json_array
+from finbench.lookup import arrow_text
 
 
 @dataclass
@@ -49,52 +48,39 @@ class Forecaster(ABC):
         self.config = config
         self.name = config.name
 
-    def forecast(self, inputs: Inputs) -> pd.DataFrame:
+    def forecast(self, inputs: Inputs) -> pa.Table:
+        """Forecast rows for ``inputs.tasks``, in their order: every answer validated with
+        the strict schema (invalid ones kept, with the reason) and stamped with its
+        receipts (latest input time, SHA-256 of the input)."""
         start = time.perf_counter()
         answers, extra = self._answer(inputs)
         elapsed = time.perf_counter() - start
         n = len(inputs.tasks)
         if len(answers) != n:
             raise RuntimeError(f"{self.name}: {len(answers)} answers for {n} tasks")
-        if isinstance(answers, pd.DataFrame):
-            parsed = validate_arrays(answers)
-        else:
-            parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
-            parsed = pd.DataFrame({
-                "p_up": [p.p_up for p in parsed], "lower": [p.lower for p in parsed],
-                "upper": [p.upper for p in parsed], "valid": [p.valid for p in parsed],
-                "error": [p.error for p in parsed], "raw": [p.raw for p in parsed],
-                "rationale": [p.rationale for p in parsed]})
+        parsed = (validate_arrays(answers) if isinstance(answers, pd.DataFrame)
+                  else _parsed_columns(answers))
         ctx_time, digests = self._receipts(inputs)
-        hist_time = extra.pop("history_max_input_time", pd.Series(pd.NaT, index=range(n)))
-        hist_time = pd.Series(pd.to_datetime(hist_time, utc=True)).reset_index(drop=True)
-        overall = pd.concat([ctx_time, hist_time], axis=1).max(axis=1)
-        frame = pd.DataFrame(
-            {
-                "task_id": inputs.tasks["task_id"].reset_index(drop=True),
-                "model": self.name,
-                "kind": self.kind,
-                "p_up": parsed["p_up"].to_numpy(float),
-                "lower": parsed["lower"].to_numpy(float),
-                "upper": parsed["upper"].to_numpy(float),
-                "valid": parsed["valid"].to_numpy(bool),
-                "error": parsed["error"].reset_index(drop=True),
-                "raw": parsed["raw"].reset_index(drop=True),
-                "rationale": parsed["rationale"].reset_index(drop=True),
-                "max_input_time": overall.astype("datetime64[ns, UTC]"),
-                "context_max_input_time": ctx_time.astype("datetime64[ns, UTC]"),
-                "history_max_input_time": hist_time.astype("datetime64[ns, UTC]"),
-                "input_sha256": digests,
-                "history_count": extra.pop("history_count", np.full(n, -1)),
-                "detail": extra.pop("detail", [None] * n),
-                "latency": elapsed / max(n, 1),
-                "tokens": pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)),
-            }
-        )
-        return frame[FORECAST_COLUMNS]
+        ctx_time = time_array(ctx_time, n)
+        hist_time = time_array(extra.pop("history_max_input_time", None), n)
+        return forecast_rows({
+            "task_id": arrow_text(inputs.tasks["task_id"]),
+            "model": self.name,
+            "kind": self.kind,
+            **parsed,
+            "max_input_time": latest(ctx_time, hist_time),
+            "context_max_input_time": ctx_time,
+            "history_max_input_time": hist_time,
+            "input_sha256": digests,
+            "history_count": extra.pop("history_count", -1),
+            "detail": extra.pop("detail", None),
+            "latency": elapsed / max(n, 1),
+            "tokens": None,
+        }, n)
 
-    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, Sequence[str]]:
-        """(latest availability of what each task's input holds, SHA-256 of that input)."""
+    def _receipts(self, inputs: Inputs) -> tuple[object, Sequence[str] | pa.Array]:
+        """(latest availability of what each task's input holds, as times or UTC ns with -1
+        for none; SHA-256 of that input)."""
         return inputs.contexts.max_input_time, inputs.contexts.digests()
 
     @abstractmethod
@@ -102,7 +88,20 @@ class Forecaster(ABC):
         """Return (raw answers, extra per-task columns)."""
 
 
-def validate_arrays(answers: pd.DataFrame) -> pd.DataFrame:
+def latest(*times: pa.Array) -> pa.Array:
+    """Row-wise latest of UTC time arrays, ignoring missing times (missing when all are)."""
+    ns = pc.max_element_wise(*(t.cast(pa.int64()) for t in times), skip_nulls=True)
+    return ns.cast(times[0].type)
+
+
+def _parsed_columns(answers: list) -> dict[str, list]:
+    """Each raw answer (JSON text, mapping or :class:`ParsedAnswer`) validated, as columns."""
+    parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
+    return {name: [getattr(p, name) for p in parsed]
+            for name in ("p_up", "lower", "upper", "valid", "error", "raw", "rationale")}
+
+
+def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
     """The schema's rules (finite numbers, 0 <= p_up <= 1, lower <= upper) applied to whole
     columns, for forecasters that answer with arrays (the baselines). A row whose ``refused``
     holds a reason is invalid with that reason. Raw text is the answer's JSON."""
@@ -121,12 +120,13 @@ def validate_arrays(answers: pd.DataFrame) -> pd.DataFrame:
     has_reason = pd.notna(refused).astype(bool)
     error[has_reason] = refused[has_reason]
     valid = ~pd.notna(error).astype(bool)
-    raw = json_lines({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")},
-                     len(answers)).where(valid, "")
+    raw = json_array({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")},
+                     len(answers))
+    raw = pc.if_else(pa.array(valid), raw, pa.scalar("", pa.string()))
     nan = np.full(len(answers), np.nan)
-    return pd.DataFrame({"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
-                         "upper": np.where(valid, hi, nan), "valid": valid, "error": error,
-                         "raw": raw, "rationale": None})
+    return {"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
+            "upper": np.where(valid, hi, nan), "valid": valid, "error": error,
+            "raw": raw, "rationale": None}
 
 
 def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from finbench.bars import to_ns
 from finbench.errors import ConfigError
 from finbench.forecasters.base import Forecaster, Inputs, register
-from finbench.jsontext import json_lines
+from finbench.jsontext import json_array
 from finbench.lookup import arrow_text, positions
 
 DEFAULT_WINDOW = 60
@@ -248,17 +248,17 @@ def _rows(inputs: Inputs) -> np.ndarray:
 
 
 def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                     rows: np.ndarray | None = None) -> pd.Series:
+                     rows: np.ndarray | None = None) -> pa.Array:
     """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
     sha = hashlib.sha256
     lines = baseline_input_text(history, tasks, frame, rows).cast(pa.binary()).to_pylist()
-    return pa.array([sha(b).hexdigest() for b in lines], pa.string()).to_pandas()
+    return pa.array([sha(b).hexdigest() for b in lines], pa.string())
 
 
 class _Baseline(Forecaster):
     needs_context = False
 
-    def _receipts(self, inputs: Inputs) -> tuple[pd.Series, pd.Series]:
+    def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:
         digests = inputs.shared.get("baseline_digests")
         if digests is None:
             digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history,
@@ -266,9 +266,10 @@ class _Baseline(Forecaster):
             inputs.shared["baseline_digests"] = digests
         return self._bars_read(inputs), digests
 
-    def _bars_read(self, inputs: Inputs) -> pd.Series:
-        """When the latest bar this baseline read became available: it reads none."""
-        return pd.Series(pd.NaT, index=range(len(inputs.tasks)), dtype="datetime64[ns, UTC]")
+    def _bars_read(self, inputs: Inputs) -> np.ndarray:
+        """When the latest bar this baseline read became available (UTC ns, -1 for none):
+        it reads none."""
+        return np.full(len(inputs.tasks), -1, np.int64)
 
     def _window(self) -> tuple[int, int]:
         return (getattr(self.config, "window", DEFAULT_WINDOW),
@@ -298,13 +299,10 @@ class _Baseline(Forecaster):
                                   f"{min_count} for the climatology interval" for c in counts],
                                  dtype=object)[which]
         answers["refused"] = reason  # a baseline that cannot answer says why
-        latest = np.maximum(last, p_last)
-        hist_time = pd.Series(pd.to_datetime(np.where(latest >= 0, latest, 0), utc=True))
-        hist_time[latest < 0] = pd.NaT
         extra = {
             "history_count": count,
             "detail": _json_lines(details),
-            "history_max_input_time": hist_time,
+            "history_max_input_time": np.maximum(last, p_last),  # UTC ns, -1 for none
         }
         return answers, extra
 
@@ -380,12 +378,9 @@ class Momentum(_Baseline):
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
         return shared_history(inputs.history)
 
-    def _bars_read(self, inputs: Inputs) -> pd.Series:
+    def _bars_read(self, inputs: Inputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
-        seen = _pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
-        out = pd.Series(pd.to_datetime(np.maximum(seen, 0), utc=True))
-        out[seen < 0] = pd.NaT
-        return out.astype("datetime64[ns, UTC]")
+        return _pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
 
     def _probability(self, history, inputs):
         tasks = inputs.tasks
@@ -428,7 +423,7 @@ def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFr
     return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
 
 
-def _json_lines(frame: pd.DataFrame) -> pd.Series:
+def _json_lines(frame: pd.DataFrame) -> pa.Array:
     """One compact JSON object per row, keys sorted."""
-    return json_lines({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
+    return json_array({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
                        for c in frame.columns}, len(frame))

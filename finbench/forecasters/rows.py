@@ -1,0 +1,109 @@
+"""Forecast rows as Arrow tables: the one schema of journal parts and ``forecasts.parquet``.
+
+Forecasters hand the run their answers as a table of this schema (:func:`forecast_rows`),
+built from columns, so a batch of a million rows never passes through per-row Python
+objects; rows from elsewhere (a pandas frame, JSON lines) are brought to it by
+:func:`to_table`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+FORECAST_COLUMNS = [
+    "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
+    "max_input_time", "context_max_input_time", "history_max_input_time", "input_sha256",
+    "history_count", "detail", "latency", "tokens",
+]
+TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
+_TEXT = pa.string()
+_TIME = pa.timestamp("ns", tz="UTC")
+_ARROW_SCHEMA = pa.schema([
+    ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
+    ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
+    ("raw", _TEXT), ("rationale", _TEXT), ("max_input_time", _TIME),
+    ("context_max_input_time", _TIME), ("history_max_input_time", _TIME),
+    ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
+    ("latency", pa.float64()), ("tokens", pa.int64()),
+])
+
+
+def forecast_rows(columns: dict[str, object], n: int) -> pa.Table:
+    """A table of :data:`FORECAST_SCHEMA` from ``n`` rows given column by column.
+
+    A column is an Arrow array, a numpy array, a list, or one value for every row (text,
+    number or None). Time columns are UTC nanoseconds (int64, -1 for none) or anything pandas
+    reads as times. Every column must be given."""
+    missing = [c for c in FORECAST_COLUMNS if c not in columns]
+    if missing:
+        raise KeyError(f"forecast rows lack {', '.join(missing)}")
+    arrays = []
+    for field in _ARROW_SCHEMA:
+        value = columns[field.name]
+        if field.name in TIME_COLUMNS:
+            arrays.append(time_array(value, n))
+            continue
+        if value is None or np.isscalar(value):
+            array = pa.repeat(pa.scalar(value, field.type), n)
+        elif isinstance(value, pa.ChunkedArray):
+            array = value.combine_chunks().cast(field.type)
+        elif isinstance(value, pa.Array):
+            array = value.cast(field.type)
+        else:
+            array = pa.array(value, field.type, from_pandas=True)
+        if len(array) != n:
+            raise ValueError(f"forecast column {field.name}: {len(array)} values for {n} rows")
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=FORECAST_SCHEMA)
+
+
+def time_array(value, n: int) -> pa.Array:
+    """UTC times as Arrow: int64 nanoseconds with -1 for none, or anything pandas reads
+    (NaT for none)."""
+    if value is None:
+        return pa.nulls(n, _TIME)
+    if isinstance(value, np.ndarray) and value.dtype.kind == "i":
+        ns = value.astype(np.int64, copy=False)
+        array = pa.array(ns, pa.int64(), mask=ns < 0).cast(_TIME)
+    else:
+        times = pd.to_datetime(pd.Series(value), utc=True).astype("datetime64[ns, UTC]")
+        array = pa.array(times.reset_index(drop=True), _TIME, from_pandas=True)
+    if len(array) != n:
+        raise ValueError(f"time column of {len(array)} values for {n} rows")
+    return array
+
+
+def to_table(rows: pd.DataFrame) -> pa.Table:
+    """Forecast rows as an Arrow table of the journal's schema (whatever pandas dtypes the
+    rows had, the same schema and pandas metadata: ``tokens`` reads back as Int64)."""
+    table = pa.Table.from_pandas(rows[FORECAST_COLUMNS].reset_index(drop=True),
+                                 schema=_ARROW_SCHEMA, preserve_index=False)
+    return table.replace_schema_metadata(FORECAST_SCHEMA.metadata)
+
+
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The journal's column types, whatever the source (JSON lines or Parquet)."""
+    frame = frame.copy()
+    for col in TIME_COLUMNS:
+        if not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
+            frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
+        frame[col] = frame[col].astype("datetime64[ns, UTC]")
+    for col in ("p_up", "lower", "upper", "latency"):
+        frame[col] = pd.to_numeric(frame[col]).astype(float)
+    frame["valid"] = frame["valid"].astype(bool)
+    frame["history_count"] = frame["history_count"].astype("int64")
+    frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
+    for col in ("task_id", "model", "kind", "error", "raw", "rationale", "input_sha256",
+                "detail"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
+
+
+def _forecast_schema() -> pa.Schema:
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in FORECAST_COLUMNS})
+    return pa.Table.from_pandas(typed(empty), schema=_ARROW_SCHEMA, preserve_index=False).schema
+
+
+FORECAST_SCHEMA = _forecast_schema()  # Arrow types plus the pandas metadata of typed rows
