@@ -32,6 +32,8 @@ from finbench.lookup import arrow_text, positions
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
 ROW_GROUP = 131_072  # rows per row group of the forecast table
+AHEAD = 2  # parts handed to the writer thread and not yet written, at most: memory stays
+# bounded (a few batches) when answers come faster than the disk takes them
 # journal.jsonl as Arrow's JSON reader takes it: times as written (ISO text), typed after
 _LINE_SCHEMA = pa.schema([pa.field(f.name, pa.string() if f.name in TIME_COLUMNS else f.type)
                           for f in FORECAST_SCHEMA])
@@ -70,16 +72,21 @@ class Journal:
         ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
         (which every read of the journal calls first) waits for it and raises its error.
         ``then``: called with the part's table once it is written (e.g.
-        :meth:`ForecastTable.add`), in the same thread, so parts reach it in order."""
+        :meth:`ForecastTable.add`), in the same thread, so parts reach it in order. With
+        :data:`AHEAD` parts already waiting, it first waits for the oldest (and raises its
+        error, if writing it failed)."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
         if table.num_rows == 0:
             return
-        if not table.schema.equals(FORECAST_SCHEMA, check_metadata=True):
+        if not table.schema.equals(FORECAST_SCHEMA):
             raise ValueError(f"{self.parts}: a part must have the forecast table's schema, "
                              f"not {table.schema}")
+        table = table.replace_schema_metadata(FORECAST_SCHEMA.metadata)
+        while len(self._pending) >= AHEAD:
+            self._pending.pop(0).result()
         self.parts.mkdir(exist_ok=True)
-        if self._number is None:
-            self._number = len(self._part_files())
+        if self._number is None:  # after the last part on disk (numbers may have gaps)
+            self._number = max(map(_part_number, self._part_files()), default=-1) + 1
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
         if not background:
@@ -317,6 +324,13 @@ class ForecastTable:
         else:
             self.tmp.unlink(missing_ok=True)
         return complete
+
+
+def _part_number(path: Path) -> int:
+    if not (path.stem.isdigit() and path.stem.isascii()):
+        raise ValueError(f"{path}: not a journal part (parts are named NNNNNN.parquet); "
+                         "move it out of the run directory")
+    return int(path.stem)
 
 
 def _write_part(table: pa.Table, final: Path, then=None) -> None:

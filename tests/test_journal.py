@@ -49,6 +49,40 @@ def test_background_parts_are_numbered_in_order_and_read_back(tmp_path):
     assert (tmp_path / "journal.parts" / "000002.parquet").is_file()
 
 
+def test_a_resumed_journal_numbers_parts_after_the_last_one_on_disk(tmp_path):
+    journal = Journal(tmp_path)
+    for pairs in ([("a", "m1", 0.1)], [("b", "m1", 0.2)], [("c", "m1", 0.3)]):
+        journal.append(rows(pairs))
+    (tmp_path / "journal.parts" / "000001.parquet").unlink()  # a gap: 000000, 000002
+    Journal(tmp_path).append(rows([("d", "m1", 0.4)]))
+    assert Journal(tmp_path).table().column("task_id").to_pylist() == ["a", "c", "d"]
+    (tmp_path / "journal.parts" / "notes.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"notes\.parquet: not a journal part"):
+        Journal(tmp_path).append(rows([("e", "m1", 0.5)]))
+
+
+def test_the_writer_thread_is_never_more_than_a_few_parts_behind(tmp_path, monkeypatch):
+    import threading
+
+    import finbench.journal as jn
+
+    gate, write = threading.Event(), jn._write_part
+    monkeypatch.setattr(jn, "_write_part", lambda *a: (gate.wait(), write(*a)))
+    journal = Journal(tmp_path)
+    for i in range(jn.AHEAD):
+        journal.append(rows([(f"t{i}", "m1", 0.5)]), background=True)
+    waited = threading.Thread(
+        target=journal.append, args=(rows([("last", "m1", 0.5)]),), kwargs={"background": True})
+    waited.start()
+    waited.join(0.3)
+    assert waited.is_alive()  # the writer holds AHEAD parts: the next append waits
+    gate.set()
+    waited.join(5)
+    assert not waited.is_alive()
+    journal.flush()
+    assert len(journal.table()) == jn.AHEAD + 1
+
+
 def test_a_failed_background_write_is_raised_when_the_journal_is_read(tmp_path):
     journal = Journal(tmp_path)
     journal.append(rows([("a", "m1", 0.1)]).to_pandas(), background=True)
