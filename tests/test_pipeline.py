@@ -117,6 +117,31 @@ def test_partition_written_in_microseconds_reads_the_same_instants(sample_store,
     np.testing.assert_array_equal(month.ts, original.ts)
 
 
+def test_partition_of_many_row_groups_reads_as_the_month_reader_reads_it(sample_store,
+                                                                         tmp_path):
+    # every row group carries its own ticker dictionary; a ticker filter drops rows of some
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "store"
+    shutil.copytree(sample_store, copy)
+    store = Store(copy)
+    day = store.dates("bars")[3]
+    path = copy / f"bars/date={day.isoformat()}/part.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table, path, row_group_size=37)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 3
+    names = sorted(set(table.column("ticker").to_pylist()))
+    for tickers in (None, names[1:], names[::2]):
+        day_arrays = store.read_day_arrays(day, tickers=tickers)
+        month = store.read_bar_arrays(tickers=tickers, start=day, end=day)
+        assert day_arrays.bounds == month.bounds and len(day_arrays.bounds) == len(
+            tickers or names)
+        for column in ("ts", "high", "low"):
+            np.testing.assert_array_equal(getattr(day_arrays, column), getattr(month, column))
+
+
 def test_month_rows_and_the_history_rows_of_evaluated_tasks(sample_store):
     plan = plan_run(config(sample_store))
     resolved = resolve(plan, momentum_minutes={30}, daily=False)

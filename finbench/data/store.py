@@ -320,24 +320,19 @@ class Store:
             return None
         columns = list(columns)
         table = pq.read_table(path, columns=["ticker", "ts", *columns],
-                              read_dictionary=["ticker"]).combine_chunks()
-        ticker = table.column("ticker").chunk(0) if table.num_rows else None
-        if ticker is None:
+                              read_dictionary=["ticker"])
+        if table.num_rows == 0:
             return None
-        names = np.array(ticker.dictionary.to_pylist(), dtype=str)
-        if len(np.unique(names)) != len(names):  # row groups' dictionaries not unified
-            ticker = ticker.dictionary_decode().dictionary_encode()
-            names = np.array(ticker.dictionary.to_pylist(), dtype=str)
-        order = np.argsort(names, kind="stable")
-        codes = np.empty(len(names), np.int64)
-        codes[order] = np.arange(len(names))  # each name's rank in text order
-        sorted_names = names[order].astype(object)
-        indices = ticker.indices.to_numpy(zero_copy_only=False)
-        row_codes = codes[indices]
+        # each row group has its own dictionary: codes are ranks among all names (text order)
+        chunks = [c for c in table.column("ticker").chunks if len(c)]
+        words = [np.array(c.dictionary.to_pylist(), dtype=str) for c in chunks]
+        names = np.unique(np.concatenate(words))
+        row_codes = np.concatenate([
+            np.searchsorted(names, w)[c.indices.to_numpy(zero_copy_only=False)]
+            for c, w in zip(chunks, words, strict=True)]).astype(np.int64)
+        sorted_names = names.astype(object)
         if tickers is not None:
-            wanted = set(tickers)
-            keep = np.array([name in wanted for name in names], dtype=bool)
-            rows = keep[indices]
+            rows = np.isin(names, list(tickers))[row_codes]
             if not rows.all():
                 table = table.filter(pa.array(rows))
                 row_codes = row_codes[rows]

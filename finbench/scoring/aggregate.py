@@ -122,8 +122,11 @@ class Tally:
     def add(self, model: str, rows: pd.DataFrame) -> None:
         """Take the scored rows of ``model`` (each with its ``task_code``)."""
         at = rows["task_code"].to_numpy(np.int64)
+        every = len(at) == self.n_tasks and bool((at == np.arange(len(at))).all())
 
         def lay(values, fill=np.nan) -> np.ndarray:
+            if every:  # one row per task, in task order (the usual case): nothing to lay out
+                return np.broadcast_to(np.asarray(values, dtype=float), (self.n_tasks,))
             out = np.full(self.n_tasks, fill, dtype=float)
             out[at] = values
             return out
@@ -138,7 +141,8 @@ class Tally:
             "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
             "n_no_target_price": (status == "no_target_price").to_numpy(float),
         }
-        counted = {name: np.where(has, lay(v, 0.0), 0.0) for name, v in flags.items()}
+        counted = {name: lay(v, 0.0) if every else np.where(has, lay(v, 0.0), 0.0)
+                   for name, v in flags.items()}
         metric = {col: lay(rows[col].to_numpy(float)) for col, _ in METRICS}
         for col in ("y", "tie"):
             metric[col] = lay(rows[col].astype("float64").to_numpy())
