@@ -216,7 +216,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 continue
             key = rows.tobytes()
             if key not in inputs:
-                inputs[key] = Inputs(tasks=plan.tasks.iloc[rows].reset_index(drop=True),
+                inputs[key] = Inputs(tasks=_rows_of(plan.tasks, rows),
                                      history=resolved.history,
                                      history_rows=resolved.history_rows(rows))
             out_rows = f.forecast(inputs[key])
@@ -251,6 +251,15 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 journal.append(out_rows, background=True)
                 progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     return estimates
+
+
+def _rows_of(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows at ``rows`` (renumbered from 0): a slice, not a copy, when they are
+    consecutive (a month of tasks, all still to answer), since every month's inputs are kept
+    until the last forecaster has answered it."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows) and (np.diff(rows) == 1).all():
+        return frame.iloc[rows[0]:rows[-1] + 1].reset_index(drop=True)
+    return frame.iloc[rows].reset_index(drop=True)
 
 
 def _valid(rows: pa.Table) -> int:
