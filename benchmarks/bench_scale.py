@@ -10,6 +10,7 @@ Prints, measured in one run on this machine:
     (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows.
 Synthetic data (random walks, 09:00-16:00 ET), generated into a temporary folder.
 Run: .venv/bin/python benchmarks/bench_scale.py [--tickers 500 --sessions 252]
+(the last ``--sessions`` sessions up to 2024-12-31; 1258 = 2020-2024, five years)
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ NEEDED = ["ticker", "ts", "high", "low"]
 
 
 def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple[list, int]:
-    cal = get_calendar("XNYS", pd.Timestamp("2023-12-01"), pd.Timestamp("2025-03-01"))
-    days = list(cal.sessions_in_range("2024-01-02", "2025-02-28")[:sessions])
+    cal = get_calendar("XNYS", pd.Timestamp("2005-01-01"), pd.Timestamp("2025-03-01"))
+    available = cal.sessions_in_range("2005-01-03", "2024-12-31")
+    if not 0 < sessions <= len(available):
+        raise SystemExit(f"--sessions {sessions}: between 1 and {len(available)} "
+                         "(the sessions up to 2024-12-31)")
+    days = list(available[-sessions:])  # the last sessions up to 2024-12-31: 252 = 2024
     names = np.array([f"T{i:03d}" for i in range(tickers)])
     rng = np.random.default_rng(seed)
     store = Store.open_or_create(path, synthetic=True, description="SYNTHETIC benchmark data")

@@ -14,15 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def json_lines(columns: dict[str, object], n: int) -> pd.Series:
-    """One JSON object per row (a text Series) from equal-length columns."""
-    if n == 0:
-        return pd.Series([], dtype="str")
-    return json_array(columns, n).to_pandas()
-
-
 def json_array(columns: dict[str, object], n: int) -> pa.Array:
-    """:func:`json_lines` as an Arrow string array."""
+    """One JSON object per row (an Arrow string array) from equal-length columns."""
     if n == 0:
         return pa.array([], pa.string())
     pieces = []

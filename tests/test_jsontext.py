@@ -7,7 +7,11 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from finbench.jsontext import json_lines
+from finbench.jsontext import json_array
+
+
+def json_lines(columns, n) -> list[str]:
+    return json_array(columns, n).to_pylist()
 
 
 def test_hand_written_objects():
