@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.forecast import ParsedAnswer, parse_answer
-from finbench.forecasters.rows import forecast_rows, time_array
+from finbench.forecasters.rows import forecast_rows, latest, time_array
 from finbench.jsontext import json_array
 from finbench.lookup import arrow_text
 
@@ -86,12 +86,6 @@ class Forecaster(ABC):
     @abstractmethod
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
         """Return (raw answers, extra per-task columns)."""
-
-
-def latest(*times: pa.Array) -> pa.Array:
-    """Row-wise latest of UTC time arrays, ignoring missing times (missing when all are)."""
-    ns = pc.max_element_wise(*(t.cast(pa.int64()) for t in times), skip_nulls=True)
-    return ns.cast(times[0].type)
 
 
 def _parsed_columns(answers: list) -> dict[str, list]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 FORECAST_COLUMNS = [
     "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
@@ -73,6 +74,12 @@ def time_array(value, n: int) -> pa.Array:
     if len(array) != n:
         raise ValueError(f"time column of {len(array)} values for {n} rows")
     return array
+
+
+def latest(*times: pa.Array) -> pa.Array:
+    """Row-wise latest of UTC time arrays, ignoring missing times (missing when all are)."""
+    ns = pc.max_element_wise(*(t.cast(pa.int64()) for t in times), skip_nulls=True)
+    return ns.cast(times[0].type)
 
 
 def to_table(rows: pd.DataFrame) -> pa.Table:
