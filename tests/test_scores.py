@@ -64,6 +64,20 @@ def test_bad_inputs_are_rejected_with_the_argument_named():
         winkler_loss([0.0], [0.1], [0.0])
 
 
+@pytest.mark.parametrize("obs, prob, message", [
+    ([1, 0], [0.5, float("nan")], r"prob: every value must be finite \(row 1\)"),
+    ([1, 0], [float("-inf"), 0.5], r"prob: every value must be finite \(row 0\)"),
+    ([0, float("nan")], [0.5, 0.5], r"obs: every value must be finite \(row 1\)"),
+    ([float("inf"), 1], [0.5, 0.5], r"obs: every value must be finite \(row 0\)"),
+    ([1, 0.5], [0.5, 0.5], "obs: outcomes must be 0 or 1"),
+    ([1, 0], [0.5, -0.01], r"prob: probabilities must lie in \[0, 1\]"),
+])
+def test_non_finite_or_out_of_range_inputs_name_the_argument_and_row(obs, prob, message):
+    for rule in (brier_loss, log_loss):
+        with pytest.raises(ValueError, match=message):
+            rule(obs, prob)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.floats(0.02, 0.98))
 def test_expected_scores_are_lowest_at_the_true_probability(q):

@@ -30,17 +30,22 @@ def _array(name: str, values) -> np.ndarray:
 
 
 def _binary(obs) -> np.ndarray:
-    arr = _array("obs", obs)
+    # NaN and infinities are neither 0 nor 1, so one check proves both rules; a failure
+    # names the first non-finite row if there is one
+    arr = np.asarray(obs, dtype=float)
     if not ((arr == 0.0) | (arr == 1.0)).all():
+        _array("obs", arr)
         raise ValueError("obs: outcomes must be 0 or 1")
     return arr
 
 
 def _prob(prob, n: int) -> np.ndarray:
-    arr = _array("prob", prob)
+    arr = np.asarray(prob, dtype=float)
     if arr.shape != (n,) and arr.shape != ():
         raise ValueError(f"prob: {arr.shape} does not match obs ({n},)")
-    if arr.size and (arr.min() < 0 or arr.max() > 1):
+    # min and max are NaN when any value is, and fail the range check for NaN or infinities
+    if arr.size and not (arr.min() >= 0 and arr.max() <= 1):
+        _array("prob", arr)
         raise ValueError("prob: probabilities must lie in [0, 1]")
     return arr
 
