@@ -8,16 +8,29 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from finbench.bars import to_ns
 from finbench.config import BASELINE_KINDS
 from finbench.forecasters.baselines import baseline_digests, shared_history
 from finbench.forecasters.prompt import messages_sha256, render_messages
+from finbench.lookup import arrow_text, positions
 from finbench.pipeline import context_chunks, plan_run, resolve
 from finbench.run import MANIFEST, load_run_config, momentum_minutes
 
+AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
+                   "history_max_input_time", "input_sha256"]
+BATCH_ROWS = 1 << 19  # forecast rows checked at a time: memory holds receipts per task only
+_NAT = np.iinfo(np.int64).min  # a missing time, as int64 nanoseconds
+
 
 def audit_run(run_dir: str | Path) -> list[str]:
-    """Violations found (empty list: the run passes). Each names the row and the rule."""
+    """Violations found (empty list: the run passes). Each names the row and the rule.
+
+    Receipts are re-derived per task (one digest and input time per task and receipt kind),
+    then the forecast table is read in batches of :data:`BATCH_ROWS` rows, its columns of
+    answers and provenance text left unread, so memory grows with tasks, not forecast rows."""
     run_dir = Path(run_dir)
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
@@ -33,60 +46,90 @@ def audit_run(run_dir: str | Path) -> list[str]:
     if list(tasks["task_id"]) != list(plan.tasks["task_id"]):
         problems.append("tasks.parquet: task list differs from the one the config gives")
         return problems
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
-    baseline = forecasts["kind"].isin(BASELINE_KINDS).to_numpy()
-    resolved = resolve(plan, momentum_minutes=momentum_minutes(config),
-                       daily=bool((~baseline).any()))
+    path = run_dir / "forecasts.parquet"
+    kinds = {k for chunk in pq.read_table(path, columns=["kind"], read_dictionary=["kind"])
+             .column("kind").chunks for k in chunk.dictionary.to_pylist()}
+    contexts = bool(kinds - set(BASELINE_KINDS))
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts)
     fresh = resolved.labels_of(plan.tasks).set_index("task_id")
     stored = labels.set_index("task_id")
     for tid in stored.index[(stored["status"] != fresh["status"]) |
                             ~np.isclose(stored["r"], fresh["r"], rtol=0, atol=0, equal_nan=True)]:
         problems.append(f"labels.parquet task {tid}: label differs from the store's")
-    derived = _baseline_receipts(config, plan, resolved, forecasts[baseline])
-    if (~baseline).any():
-        derived = pd.concat([derived, _context_receipts(plan, resolved, forecasts[~baseline])])
-    rows = forecasts.reset_index().merge(derived, on=["task_id", "model"], how="left")
-    rows = rows.merge(plan.tasks[["task_id", "t_forecast"]], on="task_id", how="left")
-    return problems + _check(rows)
+    receipts = _Receipts(config, plan, resolved, contexts=contexts, prompts="openai" in kinds)
+    del resolved, fresh
+    ids = arrow_text(plan.tasks["task_id"])
+    t_forecast = to_ns(plan.tasks["t_forecast"])
+    first = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
+                                                   columns=AUDITED_COLUMNS):
+        rows = batch.to_pandas()
+        task = positions(batch.column("task_id"), ids)
+        rows["index"] = first + np.arange(len(rows))
+        rows["t_forecast"] = _times(np.where(task >= 0, t_forecast[np.maximum(task, 0)], _NAT))
+        rows["ctx_time"], rows["ctx_sha"] = receipts.of(rows, task)
+        problems += _check(rows)
+        first += len(rows)
+    return problems
 
 
-def _baseline_receipts(config, plan, resolved, forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Re-derived receipts of baseline rows: the digest of their input line (labels known,
-    momentum signs) and when the latest bar a momentum forecast read became available."""
-    if forecasts.empty:
-        return pd.DataFrame(columns=["task_id", "model", "ctx_time", "ctx_sha"])
-    history = shared_history(resolved.history)
-    digests = pd.Series(baseline_digests(history, plan.tasks, resolved.history).to_pylist(),
-                        index=plan.tasks["task_id"])
-    lookback = {m.name: m.lookback_minutes for m in config.models if m.kind == "momentum"}
-    seen = resolved.history.set_index("task_id")
-    out = forecasts[["task_id", "model"]].copy()
-    out["ctx_sha"] = digests.reindex(out["task_id"]).to_numpy(object)
-    out["ctx_time"] = pd.Series(pd.NaT, index=out.index, dtype="datetime64[ns, UTC]")
-    for name, minutes in lookback.items():
-        mine = (out["model"] == name).to_numpy()
-        ns = seen[f"momentum_seen_ns_{minutes}"].reindex(out.loc[mine, "task_id"]).to_numpy()
-        times = pd.to_datetime(np.maximum(ns, 0), utc=True).where(ns >= 0, pd.NaT)
-        out.loc[mine, "ctx_time"] = times
-    return out
+class _Receipts:
+    """What each task's receipts should be, re-derived from the store: the digest of a
+    baseline's input line (labels known, momentum signs) and when the latest bar a momentum
+    forecast read became available; with ``contexts``, each task's context (its latest input
+    time and digest; with ``prompts``, the digest of the rendered LLM prompt)."""
+
+    def __init__(self, config, plan, resolved, *, contexts: bool, prompts: bool) -> None:
+        history = shared_history(resolved.history)
+        self.baseline_sha = baseline_digests(history, plan.tasks, resolved.history)
+        rows = resolved.history_rows(np.arange(len(plan.tasks)))
+        self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
+                     .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
+        self.context_ns = self.context_sha = self.prompt_sha = None
+        if contexts:
+            self._contexts(plan, resolved, prompts)
+
+    def _contexts(self, plan, resolved, prompts: bool) -> None:
+        n = len(plan.tasks)
+        self.context_ns = np.full(n, _NAT, np.int64)
+        sha, prompt = np.full(n, None, object), np.full(n, None, object)
+        at = pd.Series(np.arange(n), index=plan.tasks["task_id"])
+        for chunk, contexts, _ in context_chunks(plan, plan.tasks, resolved.daily):
+            where = at.loc[chunk["task_id"]].to_numpy()
+            self.context_ns[where] = contexts.max_input_ns
+            sha[where] = contexts.digests()
+            if prompts:
+                prompt[where] = [messages_sha256(render_messages(contexts.context(i)))
+                                 for i in range(len(contexts))]
+        self.context_sha = pa.array(sha, pa.string())
+        self.prompt_sha = pa.array(prompt, pa.string()) if prompts else None
+
+    def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, np.ndarray]:
+        """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
+        (-1 for a row of no task of the run, whose receipts are missing)."""
+        known = task >= 0
+        at = pa.array(task, mask=~known)
+        kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
+        baseline = np.isin(kind, list(BASELINE_KINDS))
+        ns = np.full(len(rows), _NAT, np.int64)
+        sha = self.baseline_sha.take(at).to_numpy(zero_copy_only=False)
+        for name, seen in self.seen.items():
+            mine = known & (model == name) & baseline
+            ns[mine] = np.where(seen[task[mine]] >= 0, seen[task[mine]], _NAT)
+        if self.context_ns is not None and not baseline.all():
+            other = known & ~baseline
+            ns[other] = self.context_ns[task[other]]
+            text = self.context_sha.take(at).to_numpy(zero_copy_only=False)
+            if self.prompt_sha is not None:
+                text = np.where(kind == "openai",
+                                self.prompt_sha.take(at).to_numpy(zero_copy_only=False), text)
+            sha = np.where(baseline, sha, text)
+        return _times(ns), sha
 
 
-def _context_receipts(plan, resolved, forecasts: pd.DataFrame) -> pd.DataFrame:
-    """Re-derived receipts of rows with a context: its latest input time and the digest of
-    the context (LLM rows: of the rendered prompt)."""
-    llm = (forecasts["kind"] == "openai").any()
-    parts = []
-    for chunk, contexts, _ in context_chunks(plan, plan.tasks, resolved.daily):
-        parts.append(pd.DataFrame({
-            "task_id": chunk["task_id"], "ctx_time": contexts.max_input_time,
-            "ctx_sha": contexts.digests(),
-            "prompt_sha": [messages_sha256(render_messages(contexts.context(i)))
-                           for i in range(len(contexts))] if llm else None,
-        }))
-    derived = pd.concat(parts, ignore_index=True)
-    rows = forecasts[["task_id", "model", "kind"]].merge(derived, on="task_id", how="left")
-    rows["ctx_sha"] = rows["ctx_sha"].where(rows["kind"] != "openai", rows["prompt_sha"])
-    return rows[["task_id", "model", "ctx_time", "ctx_sha"]]
+def _times(ns: np.ndarray) -> pd.Series:
+    """UTC times from int64 nanoseconds (the smallest int64 is a missing time)."""
+    return pd.Series(ns.astype(np.int64).view("datetime64[ns]")).dt.tz_localize("UTC")
 
 
 def _check(rows: pd.DataFrame) -> list[str]:

@@ -251,8 +251,14 @@ def test_overlapping_shards_are_refused(run_dir, tmp_path):
         merge_shards([a, b], tmp_path / "m")
 
 
-def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_path):
+@pytest.mark.parametrize("batch_rows", [1 << 19, 7])
+def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_path,
+                                                                  monkeypatch, batch_rows):
     import shutil
+
+    import finbench.audit
+
+    monkeypatch.setattr(finbench.audit, "BATCH_ROWS", batch_rows)  # rows read at a time
 
     f = pd.read_parquet(run_dir / "forecasts.parquet")
     base = f[f["kind"].isin(["coin", "base_rate", "momentum", "climatology"])]
@@ -263,12 +269,13 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
     assert base.loc[base["model"] == "coin", "context_max_input_time"].isna().all()
     bad = tmp_path / "forged"
     shutil.copytree(run_dir, bad)
-    row = base.index[base["model"] == "coin"][3]
-    f.at[row, "input_sha256"] = "0" * 64
+    rows = [base.index[base["model"] == "coin"][3], base.index[base["model"] == "climatology"][-2]]
+    f.loc[rows, "input_sha256"] = "0" * 64
     f.to_parquet(bad / "forecasts.parquet", index=False)
     problems = audit_run(bad)
-    assert len(problems) == 1
-    assert f"row {row + 1} " in problems[0] and "input_sha256 000000000000" in problems[0]
+    assert len(problems) == 2
+    for row, problem in zip(rows, problems, strict=True):
+        assert f"row {row + 1} " in problem and "input_sha256 000000000000" in problem
 
 
 @pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])
