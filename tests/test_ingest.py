@@ -164,3 +164,37 @@ def test_validate_detects_a_tampered_partition(store):
     part.write_bytes(part.read_bytes()[:-3] + b"xyz")
     problems = Store(store).verify()
     assert any("does not match the manifest" in p for p in problems)
+
+
+@pytest.mark.parametrize("change, rule", [
+    ("swap", "rows are not sorted by ticker then ts"),
+    ("other_ticker_first", "rows are not sorted by ticker then ts"),
+    ("day_before", "rule 'bar start falls on the partition date' broken in 1 row(s), first row 1"),
+])
+def test_verify_names_a_partition_out_of_order_or_off_its_date(tmp_path, change, rule):
+    # the partition is rewritten and re-listed, so only the broken rule can fire
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from finbench.data.store import sha256_file, snapshot_hash
+
+    f = write(tmp_path / "seed.csv", HEADER + GOOD + "MSFT,2025-01-15T14:29:00Z,50,51,49,50,5\n")
+    ingest_bars(f, tmp_path / "store")
+    store = Store(tmp_path / "store")
+    assert store.verify() == []
+    rel = "bars/date=2025-01-15/part.parquet"
+    table = pq.read_table(store.path / rel)
+    if change == "swap":  # AAPL 14:30 before AAPL 14:29
+        table = table.take([1, 0, 2])
+    elif change == "other_ticker_first":  # MSFT before AAPL
+        table = table.take([2, 0, 1])
+    else:  # 05:00 UTC is midnight in New York: the bar starts on the 14th there
+        ts = table.column("ts").to_pylist()
+        ts[0] = pd.Timestamp("2025-01-15 04:59", tz="UTC")
+        table = table.set_column(table.schema.get_field_index("ts"), "ts",
+                                 pa.array(ts, table.schema.field("ts").type))
+    pq.write_table(table, store.path / rel)
+    store.manifest["partitions"][rel] = sha256_file(store.path / rel)
+    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"])
+    store.save_manifest()
+    assert Store(store.path).verify() == [f"{rel}: {rule}"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.bars import lexical_codes
@@ -399,17 +400,29 @@ class Store:
                 bar_timestamp="start", bar_seconds=self.bar_seconds,
             )
             problems.extend(errs)
-            key = frame[["ticker", "ts"]]
-            if not key.equals(key.sort_values(["ticker", "ts"], kind="stable")):
+            if not _sorted_by_ticker_ts(frame):
                 problems.append(f"{rel}: rows are not sorted by ticker then ts")
-            local = frame["ts"].dt.tz_convert(self.timezone).dt.date
-            wrong = np.flatnonzero((local != day).to_numpy())
+            local = (frame["ts"].dt.tz_convert(self.timezone).dt.tz_localize(None)
+                     .to_numpy().astype("datetime64[D]"))
+            wrong = np.flatnonzero(local != np.datetime64(day, "D"))
             if len(wrong):
                 problems.append(
                     f"{rel}: rule 'bar start falls on the partition date' broken in "
                     f"{len(wrong)} row(s), first row {wrong[0] + 1}"
                 )
         return problems
+
+
+def _sorted_by_ticker_ts(frame: pd.DataFrame) -> bool:
+    """Whether rows are in (ticker, ts) order, ties allowed (compared as whole columns)."""
+    if len(frame) < 2:
+        return True
+    ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
+    ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
+    after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
+    same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
+    return bool((after | (same & (ts[1:] >= ts[:-1]))).all())
 
 
 def _write_json_atomic(path: Path, payload: dict) -> None:
