@@ -1,7 +1,10 @@
 """One test per validation rule: the message names file, row and rule; the store is untouched."""
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.data.ingest import ingest_bars, ingest_headlines
 from finbench.data.store import Store
@@ -198,3 +201,31 @@ def test_verify_names_a_partition_out_of_order_or_off_its_date(tmp_path, change,
     store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"])
     store.save_manifest()
     assert Store(store.path).verify() == [f"{rel}: {rule}"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "BRK.B", "A"]), st.integers(0, 5)),
+                min_size=1, max_size=30))
+def test_bars_come_out_sorted_and_repeats_are_named_as_pandas_finds_them(bars):
+    from finbench.data.schema import MAX_ROWS_NAMED, validate_bars
+
+    frame = pd.DataFrame({
+        "ticker": [t for t, _ in bars],
+        "ts": pd.Timestamp("2025-01-15 14:30", tz="UTC") + pd.to_timedelta(
+            [m for _, m in bars], unit="min"),
+        "open": 100.0, "high": 101.0, "low": 99.0, "close": 100.5, "volume": 10.0})
+    out, problems = validate_bars(frame, file="f.csv", ticker=None, timezone=None,
+                                  bar_timestamp="start", bar_seconds=60)
+    repeats = frame.duplicated(["ticker", "ts"], keep=False).to_numpy()
+    if repeats.any():
+        rows = np.flatnonzero(repeats)
+        named = ", ".join(f"row {r + 1} ({frame['ticker'][r]} {frame['ts'][r].isoformat()})"
+                          for r in rows[:MAX_ROWS_NAMED])
+        more = f" and {len(rows) - MAX_ROWS_NAMED} more" if len(rows) > MAX_ROWS_NAMED else ""
+        assert problems == [f"f.csv: rule 'one bar per (ticker, ts)' broken in {len(rows)} "
+                            f"row(s): {named}{more}"]
+    else:
+        assert problems == []
+        want = frame.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True)
+        assert list(zip(out["ticker"], out["ts"], strict=True)) == list(
+            zip(want["ticker"], want["ts"], strict=True))

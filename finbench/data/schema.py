@@ -192,9 +192,12 @@ def validate_bars(
             unaligned,
             lambda r: f"start={ts.iloc[r].isoformat()}",
         )
-        dup = out.loc[ok_ts].duplicated(["ticker", "ts"], keep=False)
+        # one sort by (ticker, ts) finds the repeats: each equals a neighbour
+        codes = pd.factorize(out["ticker"], sort=True)[0][ok_ts]
+        order = np.lexsort((ns, codes))
+        repeat = (codes[order][1:] == codes[order][:-1]) & (ns[order][1:] == ns[order][:-1])
         dup_mask = np.zeros(len(out), bool)
-        dup_mask[ok_ts] = dup.to_numpy()
+        dup_mask[np.flatnonzero(ok_ts)[order]] = np.r_[False, repeat] | np.r_[repeat, False]
         problems.add(
             "one bar per (ticker, ts)",
             dup_mask,
@@ -202,7 +205,9 @@ def validate_bars(
         )
     if problems:
         return pd.DataFrame(), problems.items
-    out = out.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True)
+    # no problem means every timestamp parsed, so ``order`` (the repeat check's sort by
+    # ticker then ts, stable) covers every row
+    out = out.iloc[order].reset_index(drop=True)
     out["ticker"] = out["ticker"].astype(str)
     return out, []
 
