@@ -278,6 +278,31 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
         assert f"row {row + 1} " in problem and "input_sha256 000000000000" in problem
 
 
+def test_audit_names_a_foreign_row_a_moved_input_time_and_a_forged_context(run_dir, tmp_path,
+                                                                           monkeypatch):
+    import shutil
+
+    import finbench.audit
+
+    monkeypatch.setattr(finbench.audit, "BATCH_ROWS", 10)
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    f = pd.read_parquet(bad / "forecasts.parquet")
+    foreign = f.index[f["model"] == "base_rate"][2]
+    moved = f.index[(f["model"] == "momentum") & f["context_max_input_time"].notna()][1]
+    forged = f.index[f["model"] == "replayed"][5]
+    f.at[foreign, "task_id"] = "ZZZZ|2025-01-15|CLOSE"
+    f.at[moved, "context_max_input_time"] -= pd.Timedelta(minutes=1)  # earlier: not late
+    f.at[forged, "input_sha256"] = "f" * 64
+    f.to_parquet(bad / "forecasts.parquet", index=False)
+    problems = audit_run(bad)
+    assert len(problems) == 3
+    assert problems[0].startswith(f"forecasts.parquet row {foreign + 1} (ZZZZ|2025-01-15|CLOSE,"
+                                  " base_rate): task is not part of this run")
+    assert f"row {moved + 1} " in problems[1] and "does not match the re-derived" in problems[1]
+    assert f"row {forged + 1} " in problems[2] and "input_sha256 ffffffffffff" in problems[2]
+
+
 @pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])
 def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_path, policy):
     """score_run reads one model's rows at a time; the table equals the one computed from
