@@ -301,7 +301,7 @@ class _Baseline(Forecaster):
         answers["refused"] = reason  # a baseline that cannot answer says why
         extra = {
             "history_count": count,
-            "detail": _json_lines(details),
+            "detail": _detail_json(details),
             "history_max_input_time": np.maximum(last, p_last),  # UTC ns, -1 for none
         }
         return answers, extra
@@ -423,7 +423,7 @@ def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFr
     return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
 
 
-def _json_lines(frame: pd.DataFrame) -> pa.Array:
+def _detail_json(frame: pd.DataFrame) -> pa.Array:
     """One compact JSON object per row, keys sorted."""
     return json_array({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
                        for c in frame.columns}, len(frame))

@@ -13,11 +13,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-FORECAST_COLUMNS = [
-    "task_id", "model", "kind", "p_up", "lower", "upper", "valid", "error", "raw", "rationale",
-    "max_input_time", "context_max_input_time", "history_max_input_time", "input_sha256",
-    "history_count", "detail", "latency", "tokens",
-]
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
@@ -29,6 +24,7 @@ _ARROW_SCHEMA = pa.schema([
     ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
     ("latency", pa.float64()), ("tokens", pa.int64()),
 ])
+FORECAST_COLUMNS = _ARROW_SCHEMA.names
 
 
 def forecast_rows(columns: dict[str, object], n: int) -> pa.Table:
