@@ -32,6 +32,12 @@ from finbench.lookup import arrow_text, positions
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
 ROW_GROUP = 131_072  # rows per row group of the forecast table
+# Columns whose values differ from row to row (ids, digests, answers): Parquet would build a
+# dictionary of them only to give it up once it outgrows a page, so they are written plain;
+# the others (models, times, counts, baselines' probabilities) keep dictionary pages.
+_ROW_UNIQUE = ("task_id", "lower", "upper", "raw", "rationale", "input_sha256")
+PARQUET_OPTIONS = {"compression": "zstd",
+                   "use_dictionary": [c for c in FORECAST_COLUMNS if c not in _ROW_UNIQUE]}
 AHEAD = 2  # parts handed to the writer thread and not yet written, at most: memory stays
 # bounded (a few batches) when answers come faster than the disk takes them
 # journal.jsonl as Arrow's JSON reader takes it: times as written (ISO text), typed after
@@ -247,7 +253,7 @@ def write_forecasts(path: Path, tables) -> None:
     one contiguous chunk, so the file's layout depends on its rows only."""
     tmp = Path(path).with_suffix(".tmp")
     try:
-        with pq.ParquetWriter(tmp, FORECAST_SCHEMA, compression="zstd") as writer:
+        with pq.ParquetWriter(tmp, FORECAST_SCHEMA, **PARQUET_OPTIONS) as writer:
             groups = _RowGroups(writer)
             for table in tables:
                 groups.add(table)
@@ -289,13 +295,13 @@ class ForecastTable:
     def __init__(self, path: Path, task_ids, models: list[str]) -> None:
         self.path, self.tmp = Path(path), Path(path).with_suffix(".tmp")
         self.ids, self.models = arrow_text(task_ids), list(models)
-        self.model, self.done, self.in_order = 0, 0, True
-        self.writer = pq.ParquetWriter(self.tmp, FORECAST_SCHEMA, compression="zstd")
+        self.model, self.done, self.in_order, self.stopped = 0, 0, True, False
+        self.writer = pq.ParquetWriter(self.tmp, FORECAST_SCHEMA, **PARQUET_OPTIONS)
         self.groups = _RowGroups(self.writer)
 
     def add(self, table: pa.Table) -> None:
         """Take the next rows (a journal part), or stop if they are not the next in order."""
-        if not self.in_order:
+        if self.stopped or not self.in_order:
             return
         n = table.num_rows
         self.in_order = self.model < len(self.models) and _rows_are(
@@ -308,12 +314,14 @@ class ForecastTable:
         self.groups.add(table)
 
     def stop(self) -> None:
-        """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file."""
-        self.in_order = False
+        """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file.
+        (It may be called while :meth:`add` runs on the journal's writer thread.)"""
+        self.stopped, self.in_order = True, False
 
     def close(self) -> bool:
         """Publish the file if every row came in order; True when it did."""
-        complete = self.in_order and self.model == len(self.models) and self.done == 0
+        complete = (not self.stopped and self.in_order and self.model == len(self.models)
+                    and self.done == 0)
         try:
             if complete:
                 self.groups.finish()
@@ -336,7 +344,7 @@ def _part_number(path: Path) -> int:
 def _write_part(table: pa.Table, final: Path, then=None) -> None:
     """Write a part whole or not at all: temporary name, fsync, rename; then ``then(table)``."""
     tmp = final.with_suffix(".tmp")
-    pq.write_table(table, tmp, compression="zstd")
+    pq.write_table(table, tmp, **PARQUET_OPTIONS)
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)

@@ -94,6 +94,33 @@ def test_a_failed_background_write_is_raised_when_the_journal_is_read(tmp_path):
     assert [p.name for p in (tmp_path / "journal.parts").glob("*.parquet")] == ["000000.parquet"]
 
 
+
+def test_parts_are_handed_on_in_order_once_on_disk_and_a_failed_one_never(tmp_path):
+    seen = []
+
+    def then(table):
+        number = len(seen)
+        on_disk = (tmp_path / "journal.parts" / f"{number:06d}.parquet").is_file()
+        seen.append((table.column("task_id").to_pylist(), on_disk))
+
+    journal = Journal(tmp_path)
+    for i in range(5):
+        journal.append(rows([(f"t{i}", "m1", 0.5)]), background=True, then=then)
+    journal.flush()
+    assert seen == [([f"t{i}"], True) for i in range(5)]
+    (tmp_path / "journal.parts" / "000005.tmp").mkdir()  # the next part cannot be written
+    journal.append(rows([("bad", "m1", 0.5)]), background=True, then=then)
+    errors = journal.settle()
+    assert len(errors) == 1 and isinstance(errors[0], OSError)
+    assert len(seen) == 5  # the part not written was not handed on
+
+    def broken(table):
+        raise RuntimeError("table full")
+
+    journal.append(rows([("u", "m1", 0.5)]), background=True, then=broken)
+    with pytest.raises(RuntimeError, match="table full"):
+        journal.flush()
+
 def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory(
         tmp_path, monkeypatch):
     import pyarrow.parquet as pq
@@ -135,7 +162,8 @@ def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_pa
     assert pq.read_table(tmp_path / "f.parquet").column("p_up").to_pylist() == [0.1, 0.7]
 
 
-def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path):
+def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, monkeypatch):
+    from finbench import journal as journal_module
     from finbench.journal import ForecastTable
 
     ids = np.array(["a", "b"], object)
@@ -153,6 +181,32 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path):
     done.add(rows([("b", "m1", 0.2)]))
     assert done.close() is True
     assert pd.read_parquet(tmp_path / "f.parquet")["p_up"].tolist() == [0.1, 0.2]
+    stopped = ForecastTable(tmp_path / "g.parquet", ids, ["m1"])
+    check = journal_module._rows_are
+
+    def stop_meanwhile(*args):  # a failing run stops it while the journal's thread adds
+        stopped.stop()
+        return check(*args)
+
+    monkeypatch.setattr(journal_module, "_rows_are", stop_meanwhile)
+    stopped.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
+    assert stopped.close() is False and not (tmp_path / "g.parquet").exists()
+
+
+def test_forecast_files_keep_dictionaries_only_for_columns_whose_values_repeat(tmp_path):
+    import pyarrow.parquet as pq
+
+    ids = np.array([f"t{i}" for i in range(50)], object)
+    journal = Journal(tmp_path)
+    journal.append(rows([(t, "m1", 0.5) for t in ids]))
+    journal.write_ordered(tmp_path / "f.parquet", ids, ["m1"])
+    for path in (tmp_path / "f.parquet", tmp_path / "journal.parts" / "000000.parquet"):
+        chunks = pq.ParquetFile(path).metadata.row_group(0)
+        encodings = {chunks.column(i).path_in_schema: chunks.column(i).encodings
+                     for i in range(chunks.num_columns)}
+        assert "RLE_DICTIONARY" in encodings["model"]
+        assert "RLE_DICTIONARY" not in encodings["task_id"]
+        assert "RLE_DICTIONARY" not in encodings["input_sha256"]
 
 
 def test_streamed_answers_are_ordered_one_model_at_a_time(tmp_path, monkeypatch):
