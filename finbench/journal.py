@@ -319,14 +319,18 @@ class ForecastTable:
         self.stopped, self.in_order = True, False
 
     def close(self) -> bool:
-        """Publish the file if every row came in order; True when it did."""
+        """Publish the file if every row came in order; True when it did. Whatever happens,
+        no temporary file is left (a failed last write raises, after removing it)."""
         complete = (not self.stopped and self.in_order and self.model == len(self.models)
                     and self.done == 0)
         try:
             if complete:
                 self.groups.finish()
-        finally:
             self.writer.close()
+        except BaseException:
+            self.writer.close()  # a no-op once closed
+            self.tmp.unlink(missing_ok=True)
+            raise
         if complete:
             os.replace(self.tmp, self.path)
         else:

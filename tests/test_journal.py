@@ -191,6 +191,17 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, 
     monkeypatch.setattr(journal_module, "_rows_are", stop_meanwhile)
     stopped.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
     assert stopped.close() is False and not (tmp_path / "g.parquet").exists()
+    monkeypatch.undo()
+    failing = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
+    failing.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
+
+    def disk_full():
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(failing.groups, "finish", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        failing.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]  # no h.tmp left
 
 
 def test_forecast_files_keep_dictionaries_only_for_columns_whose_values_repeat(tmp_path):
