@@ -229,3 +229,36 @@ def test_bars_come_out_sorted_and_repeats_are_named_as_pandas_finds_them(bars):
         want = frame.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True)
         assert list(zip(out["ticker"], out["ts"], strict=True)) == list(
             zip(want["ticker"], want["ts"], strict=True))
+
+
+def test_verify_reports_every_broken_partition_in_partition_order(tmp_path, monkeypatch):
+    """Partitions are checked several at once; the problems still come out in partition
+    order, the same as one at a time."""
+    import pyarrow.parquet as pq
+
+    import finbench.data.store as store_module
+    from finbench.data.store import sha256_file, snapshot_hash
+
+    days = ["2025-01-13", "2025-01-14", "2025-01-15", "2025-01-16", "2025-01-17"]
+    body = "".join(f"{t},{d}T14:{m}:00Z,100,101,99,100.5,10\n"
+                   for d in days for t in ("AAPL", "MSFT") for m in ("29", "30"))
+    ingest_bars(write(tmp_path / "seed.csv", HEADER + body), tmp_path / "store")
+    store = Store(tmp_path / "store")
+    rel = {d: f"bars/date={d}/part.parquet" for d in days}
+    tampered = store.path / rel["2025-01-14"]
+    tampered.write_bytes(tampered.read_bytes()[:-3] + b"xyz")
+    for day in ("2025-01-15", "2025-01-17"):  # rewritten out of order and re-listed
+        pq.write_table(pq.read_table(store.path / rel[day]).take([1, 0, 2, 3]),
+                       store.path / rel[day])
+        store.manifest["partitions"][rel[day]] = sha256_file(store.path / rel[day])
+    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"])
+    store.save_manifest()
+    (store.path / rel["2025-01-16"]).unlink()
+    want = [f"{rel['2025-01-16']}: listed in the manifest but missing",
+            f"{rel['2025-01-14']}: content hash "
+            f"{sha256_file(tampered)[:12]} does not match the manifest",
+            f"{rel['2025-01-15']}: rows are not sorted by ticker then ts",
+            f"{rel['2025-01-17']}: rows are not sorted by ticker then ts"]
+    for checkers in (1, 4):
+        monkeypatch.setattr(store_module, "CHECKERS", checkers)
+        assert Store(store.path).verify() == want

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ MANIFEST = "manifest.json"
 TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
 NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
+CHECKERS = min(4, os.cpu_count() or 1)  # partitions hashed and checked at once by verify
 
 
 def sha256_file(path: Path) -> str:
@@ -363,9 +365,9 @@ class Store:
 
     # -- checking -------------------------------------------------------------------------------
     def verify(self) -> list[str]:
-        """Re-hash every partition and re-check its order and rules; returns the problems."""
-        from finbench.data.schema import validate_bars
-
+        """Re-hash every partition and re-check its order and rules; returns the problems, in
+        partition order. :data:`CHECKERS` partitions are worked on at once (hashing, Parquet
+        decoding and most array work release the GIL)."""
         problems: list[str] = []
         on_disk = {
             p.relative_to(self.path).as_posix()
@@ -378,38 +380,45 @@ class Store:
         for rel in sorted(listed - on_disk):
             problems.append(f"{rel}: listed in the manifest but missing")
         damaged = set()
-        for rel in sorted(listed & on_disk):
-            sha = sha256_file(self.path / rel)
-            if sha != self.manifest["partitions"][rel]:
-                problems.append(f"{rel}: content hash {sha[:12]} does not match the manifest")
-                damaged.add(rel)
-        if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
-            problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
-        for day in self.dates("bars"):
-            rel = f"bars/date={day.isoformat()}/part.parquet"
-            if rel not in on_disk:
-                continue
-            try:
-                frame = pq.read_table(self.path / rel).to_pandas()
-            except (pa.ArrowInvalid, OSError) as exc:
-                if rel not in damaged:
-                    problems.append(f"{rel}: not a readable Parquet file ({exc})")
-                continue
-            _, errs = validate_bars(
-                frame, file=rel, ticker=None, timezone=None,
-                bar_timestamp="start", bar_seconds=self.bar_seconds,
+        both = sorted(listed & on_disk)
+        bars = [(day, f"bars/date={day.isoformat()}/part.parquet") for day in self.dates("bars")]
+        bars = [(day, rel) for day, rel in bars if rel in on_disk]
+        with ThreadPoolExecutor(max_workers=CHECKERS) as pool:
+            for rel, sha in zip(both, pool.map(lambda r: sha256_file(self.path / r), both),
+                                strict=True):
+                if sha != self.manifest["partitions"][rel]:
+                    problems.append(f"{rel}: content hash {sha[:12]} does not match the "
+                                    "manifest")
+                    damaged.add(rel)
+            if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
+                problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
+            for found in pool.map(lambda b: self._check_bars(*b, rel_damaged=b[1] in damaged),
+                                  bars):
+                problems.extend(found)
+        return problems
+
+    def _check_bars(self, day: dt.date, rel: str, *, rel_damaged: bool) -> list[str]:
+        """The problems of one bars partition: the ingest rules, its order, its date."""
+        from finbench.data.schema import validate_bars
+
+        try:
+            frame = pq.read_table(self.path / rel).to_pandas()
+        except (pa.ArrowInvalid, OSError) as exc:
+            return [] if rel_damaged else [f"{rel}: not a readable Parquet file ({exc})"]
+        _, problems = validate_bars(
+            frame, file=rel, ticker=None, timezone=None,
+            bar_timestamp="start", bar_seconds=self.bar_seconds,
+        )
+        if not _sorted_by_ticker_ts(frame):
+            problems.append(f"{rel}: rows are not sorted by ticker then ts")
+        local = (frame["ts"].dt.tz_convert(self.timezone).dt.tz_localize(None)
+                 .to_numpy().astype("datetime64[D]"))
+        wrong = np.flatnonzero(local != np.datetime64(day, "D"))
+        if len(wrong):
+            problems.append(
+                f"{rel}: rule 'bar start falls on the partition date' broken in "
+                f"{len(wrong)} row(s), first row {wrong[0] + 1}"
             )
-            problems.extend(errs)
-            if not _sorted_by_ticker_ts(frame):
-                problems.append(f"{rel}: rows are not sorted by ticker then ts")
-            local = (frame["ts"].dt.tz_convert(self.timezone).dt.tz_localize(None)
-                     .to_numpy().astype("datetime64[D]"))
-            wrong = np.flatnonzero(local != np.datetime64(day, "D"))
-            if len(wrong):
-                problems.append(
-                    f"{rel}: rule 'bar start falls on the partition date' broken in "
-                    f"{len(wrong)} row(s), first row {wrong[0] + 1}"
-                )
         return problems
 
 
