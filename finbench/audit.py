@@ -43,7 +43,8 @@ def audit_run(run_dir: str | Path) -> list[str]:
     problems += [f"store: {p}" for p in plan.store.verify()]
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    if list(tasks["task_id"]) != list(plan.tasks["task_id"]):
+    ids = arrow_text(plan.tasks["task_id"])
+    if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
         problems.append("tasks.parquet: task list differs from the one the config gives")
         return problems
     path = run_dir / "forecasts.parquet"
@@ -58,7 +59,6 @@ def audit_run(run_dir: str | Path) -> list[str]:
         problems.append(f"labels.parquet task {tid}: label differs from the store's")
     receipts = _Receipts(config, plan, resolved, contexts=contexts, prompts="openai" in kinds)
     del resolved, fresh
-    ids = arrow_text(plan.tasks["task_id"])
     t_forecast = to_ns(plan.tasks["t_forecast"])
     first = 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,

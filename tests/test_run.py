@@ -303,6 +303,23 @@ def test_audit_names_a_foreign_row_a_moved_input_time_and_a_forged_context(run_d
     assert f"row {forged + 1} " in problems[2] and "input_sha256 ffffffffffff" in problems[2]
 
 
+@pytest.mark.parametrize("change", ["swap", "drop", "rename"])
+def test_audit_names_a_task_list_that_is_not_the_configs(run_dir, tmp_path, change):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    tasks = pd.read_parquet(bad / "tasks.parquet")
+    if change == "swap":  # the same tasks in another order
+        tasks = tasks.iloc[[1, 0, *range(2, len(tasks))]]
+    elif change == "drop":
+        tasks = tasks.iloc[:-1]
+    else:
+        tasks = tasks.assign(task_id=tasks["task_id"].where(tasks.index != 3, "ZZZZ|x|y"))
+    tasks.to_parquet(bad / "tasks.parquet", index=False)
+    assert audit_run(bad) == ["tasks.parquet: task list differs from the one the config gives"]
+
+
 @pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])
 def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_path, policy):
     """score_run reads one model's rows at a time; the table equals the one computed from
