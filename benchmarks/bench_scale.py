@@ -203,7 +203,8 @@ def main() -> None:
     print(f"run vs bare read: {run_time / bare:.1f}x (target <= 2x; {run_time / bare_text:.1f}x "
           f"against the text read); peak RSS {rss_gb:.2f} GB (target <= 4 GB)")
     print(f"floor vs bare read: {floor / bare:.1f}x (what any run that starts Python, reads the "
-          "bars and writes the forecast table spends, computing nothing)")
+          f"bars and writes the forecast table spends, computing nothing); run vs floor: "
+          f"{run_time / floor:.1f}x")
     print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
           f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
 
