@@ -262,3 +262,28 @@ def test_verify_reports_every_broken_partition_in_partition_order(tmp_path, monk
     for checkers in (1, 4):
         monkeypatch.setattr(store_module, "CHECKERS", checkers)
         assert Store(store.path).verify() == want
+
+
+def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monkeypatch):
+    import time
+
+    import finbench.data.store as store_module
+
+    days = ["2025-01-13", "2025-01-14", "2025-01-15", "2025-01-16", "2025-01-17"]
+    body = "".join(f"AAPL,{d}T14:30:00Z,100,101,99,100.5,10\n" for d in days)
+    ingest_bars(write(tmp_path / "seed.csv", HEADER + body), tmp_path / "store")
+    checked, check = [], store_module.Store._check_bars
+
+    def failing(self, day, rel, *, rel_damaged):
+        checked.append(str(day))
+        if len(checked) == 2:
+            raise MemoryError("out of memory")
+        if len(checked) > 2:
+            time.sleep(0.5)  # the one partition already started when the error is seen
+        return check(self, day, rel, rel_damaged=rel_damaged)
+
+    monkeypatch.setattr(store_module, "CHECKERS", 1)
+    monkeypatch.setattr(store_module.Store, "_check_bars", failing)
+    with pytest.raises(MemoryError):
+        Store(tmp_path / "store").verify()
+    assert checked[:2] == days[:2] and len(checked) <= 3  # the last two were never started

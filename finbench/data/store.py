@@ -383,7 +383,8 @@ class Store:
         both = sorted(listed & on_disk)
         bars = [(day, f"bars/date={day.isoformat()}/part.parquet") for day in self.dates("bars")]
         bars = [(day, rel) for day, rel in bars if rel in on_disk]
-        with ThreadPoolExecutor(max_workers=CHECKERS) as pool:
+        pool = ThreadPoolExecutor(max_workers=CHECKERS)
+        try:
             for rel, sha in zip(both, pool.map(lambda r: sha256_file(self.path / r), both),
                                 strict=True):
                 if sha != self.manifest["partitions"][rel]:
@@ -395,6 +396,8 @@ class Store:
             for found in pool.map(lambda b: self._check_bars(*b, rel_damaged=b[1] in damaged),
                                   bars):
                 problems.extend(found)
+        finally:  # on an error or Ctrl-C, partitions not started are dropped, not checked
+            pool.shutdown(cancel_futures=True)
         return problems
 
     def _check_bars(self, day: dt.date, rel: str, *, rel_damaged: bool) -> list[str]:
