@@ -8,6 +8,7 @@ renamed, so a part is either whole or absent).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -328,7 +329,8 @@ class ForecastTable:
                 self.groups.finish()
             self.writer.close()
         except BaseException:
-            self.writer.close()  # a no-op once closed
+            with contextlib.suppress(Exception):  # the error raised below says what failed
+                self.writer.close()
             self.tmp.unlink(missing_ok=True)
             raise
         if complete:

@@ -202,6 +202,12 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, 
     with pytest.raises(OSError, match="No space"):
         failing.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]  # no h.tmp left
+    footer = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
+    footer.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
+    monkeypatch.setattr(footer.writer, "close", disk_full)  # the footer cannot be written
+    with pytest.raises(OSError, match="No space"):
+        footer.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]
 
 
 def test_forecast_files_keep_dictionaries_only_for_columns_whose_values_repeat(tmp_path):
