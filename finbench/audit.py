@@ -17,6 +17,7 @@ from finbench.forecasters.baselines import baseline_digests, shared_history
 from finbench.forecasters.prompt import messages_sha256, render_messages
 from finbench.lookup import arrow_text, positions
 from finbench.pipeline import context_chunks, plan_run, resolve
+from finbench.progress import Countdown
 from finbench.run import MANIFEST, load_run_config, momentum_minutes
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
@@ -25,12 +26,13 @@ BATCH_ROWS = 1 << 19  # forecast rows checked at a time: memory holds receipts p
 _NAT = np.iinfo(np.int64).min  # a missing time, as int64 nanoseconds
 
 
-def audit_run(run_dir: str | Path) -> list[str]:
+def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     """Violations found (empty list: the run passes). Each names the row and the rule.
 
     Receipts are re-derived per task (one digest and input time per task and receipt kind),
     then the forecast table is read in batches of :data:`BATCH_ROWS` rows, its columns of
-    answers and provenance text left unread, so memory grows with tasks, not forecast rows."""
+    answers and provenance text left unread, so memory grows with tasks, not forecast rows.
+    ``echo``: where progress goes (store checks, labels, forecast rows)."""
     run_dir = Path(run_dir)
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
@@ -40,7 +42,7 @@ def audit_run(run_dir: str | Path) -> list[str]:
     if plan.store.snapshot_sha256 != want:
         problems.append(f"store {config.data.store}: snapshot {plan.store.snapshot_sha256[:12]}"
                         f" is not the run's {want[:12]}")
-    problems += [f"store: {p}" for p in plan.store.verify()]
+    problems += [f"store: {p}" for p in plan.store.verify(echo=echo)]
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
     ids = arrow_text(plan.tasks["task_id"])
@@ -51,7 +53,8 @@ def audit_run(run_dir: str | Path) -> list[str]:
     kinds = {k for chunk in pq.read_table(path, columns=["kind"], read_dictionary=["kind"])
              .column("kind").chunks for k in chunk.dictionary.to_pylist()}
     contexts = bool(kinds - set(BASELINE_KINDS))
-    resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts)
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts,
+                       echo=echo)
     fresh = resolved.labels_of(plan.tasks).set_index("task_id")
     stored = labels.set_index("task_id")
     for tid in stored.index[(stored["status"] != fresh["status"]) |
@@ -61,8 +64,10 @@ def audit_run(run_dir: str | Path) -> list[str]:
     del resolved, fresh
     t_forecast = to_ns(plan.tasks["t_forecast"])
     first = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS,
-                                                   columns=AUDITED_COLUMNS):
+    table = pq.ParquetFile(path)
+    progress = Countdown("audit", table.metadata.num_rows, echo,
+                         unit="forecast rows checked")
+    for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=AUDITED_COLUMNS):
         rows = batch.to_pandas()
         task = positions(batch.column("task_id"), ids)
         rows["index"] = first + np.arange(len(rows))
@@ -70,6 +75,7 @@ def audit_run(run_dir: str | Path) -> list[str]:
         rows["ctx_time"], rows["ctx_sha"] = receipts.of(rows, task)
         problems += _check(rows)
         first += len(rows)
+        progress.add(len(rows))
     return problems
 
 

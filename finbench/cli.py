@@ -31,11 +31,16 @@ def _data_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(line: str) -> None:
+    """Progress of a check goes to stderr, with the problems; stdout keeps the verdict."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def _data_validate(args: argparse.Namespace) -> int:
     from finbench.data.store import Store
 
     store = Store(args.store)
-    problems = store.verify()
+    problems = store.verify(echo=_progress)
     for line in problems:
         print(line, file=sys.stderr)
     label = " (SYNTHETIC data)" if store.synthetic else ""
@@ -110,7 +115,7 @@ def _score(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from finbench.audit import audit_run
 
-    problems = audit_run(args.run)
+    problems = audit_run(args.run, echo=_progress)
     for line in problems:
         print(line, file=sys.stderr)
     if problems:

@@ -29,6 +29,7 @@ from finbench.data.store import Store
 from finbench.gate import ContextIndex, daily_summaries
 from finbench.labels import label_bars, label_frame, status_counts
 from finbench.lookup import arrow_text, positions
+from finbench.progress import Countdown
 from finbench.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
@@ -197,10 +198,12 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
     summaries = []
     units = _read_units(plan, days, by_day, columns)
+    progress = Countdown("labels", len(units), echo, unit="reads")
     with ThreadPoolExecutor(max_workers=READERS) as pool:  # the next units are read while
         ahead = deque(pool.submit(u[0]) for u in units[:READERS])  # one is computed
         for i, (_, rows, span) in enumerate(units):
             bars = ahead.popleft().result() or empty_bars(plan.store.bar_seconds)
+            progress.add()
             if i + READERS < len(units):
                 ahead.append(pool.submit(units[i + READERS][0]))
             if daily:
@@ -221,8 +224,6 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
                 sign, seen = momentum_arrays(bars, tick, t_fc[rows], start[rows], m,
                                              slices=slices)
                 signs[m][0][rows], signs[m][1][rows] = sign, seen
-            if echo and (i + 1) % 21 == 0:
-                echo(f"labels: {i + 1}/{len(units)} reads")
     labels = label_frame(everything["task_id"].to_numpy(),
                          everything["t_target"].reset_index(drop=True), *found)
     history = pd.concat([everything.reset_index(drop=True),

@@ -100,7 +100,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             forecasters.append(build_forecaster(model))
     lap("plan")
     resolved = resolve(plan, momentum_minutes=momentum_minutes(config),
-                       daily=any(f.needs_context for f in forecasters))
+                       daily=any(f.needs_context for f in forecasters), echo=echo)
     labels = resolved.labels_of(plan.tasks)
     facts = summary(plan, labels)
     label = "SYNTHETIC " if plan.store.synthetic else ""

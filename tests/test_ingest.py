@@ -261,7 +261,10 @@ def test_verify_reports_every_broken_partition_in_partition_order(tmp_path, monk
             f"{rel['2025-01-17']}: rows are not sorted by ticker then ts"]
     for checkers in (1, 4):
         monkeypatch.setattr(store_module, "CHECKERS", checkers)
-        assert Store(store.path).verify() == want
+        lines = []
+        assert Store(store.path).verify(echo=lines.append) == want
+        assert [x.split(",")[0] for x in lines] == [
+            "store: 4/4 partitions hashed", "store: 4/4 bar partitions checked"]
 
 
 def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """End to end on the synthetic sample: run, resume, score byte-identical, audit, config errors."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,10 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.config import load_config
+from finbench.data.store import Store
 from finbench.errors import ConfigError
 from finbench.journal import Journal, ordered_table
-from finbench.run import run, score_run
+from finbench.run import load_run_config, run, score_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,6 +151,13 @@ def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
     cli = subprocess.run([sys.executable, "-m", "finbench", "audit", str(bad)],
                          capture_output=True, text=True)
     assert cli.returncode == 1 and f"row {row + 1} " in cli.stderr
+    progress = [x.split(",")[0] for x in cli.stderr.splitlines() if "elapsed, ETA" in x]
+    n_dates = len(Store(load_run_config(bad).data.store).dates("bars"))
+    assert progress[:2] == [f"store: {2 * n_dates}/{2 * n_dates} partitions hashed",
+                            f"store: {n_dates}/{n_dates} bar partitions checked"]
+    assert re.fullmatch(r"labels: (\d+)/\1 reads", progress[2])  # a small run: done at once
+    assert progress[3:] == [f"audit: {len(f)}/{len(f)} forecast rows checked"]
+    assert cli.stdout == ""  # a failed audit says so on stderr, with its violations
 
 
 def test_interrupted_run_resumes_without_recomputing(run_dir, tmp_path):

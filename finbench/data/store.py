@@ -364,10 +364,12 @@ class Store:
         return frame.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
 
     # -- checking -------------------------------------------------------------------------------
-    def verify(self) -> list[str]:
+    def verify(self, *, echo=None) -> list[str]:
         """Re-hash every partition and re-check its order and rules; returns the problems, in
         partition order. :data:`CHECKERS` partitions are worked on at once (hashing, Parquet
-        decoding and most array work release the GIL)."""
+        decoding and most array work release the GIL). ``echo``: where progress goes."""
+        from finbench.progress import Countdown
+
         problems: list[str] = []
         on_disk = {
             p.relative_to(self.path).as_posix()
@@ -383,10 +385,13 @@ class Store:
         both = sorted(listed & on_disk)
         bars = [(day, f"bars/date={day.isoformat()}/part.parquet") for day in self.dates("bars")]
         bars = [(day, rel) for day, rel in bars if rel in on_disk]
+        hashed = Countdown("store", len(both), echo, unit="partitions hashed")
+        checked = Countdown("store", len(bars), echo, unit="bar partitions checked")
         pool = ThreadPoolExecutor(max_workers=CHECKERS)
         try:
             for rel, sha in zip(both, pool.map(lambda r: sha256_file(self.path / r), both),
                                 strict=True):
+                hashed.add()
                 if sha != self.manifest["partitions"][rel]:
                     problems.append(f"{rel}: content hash {sha[:12]} does not match the "
                                     "manifest")
@@ -396,6 +401,7 @@ class Store:
             for found in pool.map(lambda b: self._check_bars(*b, rel_damaged=b[1] in damaged),
                                   bars):
                 problems.extend(found)
+                checked.add()
         finally:  # on an error or Ctrl-C, partitions not started are dropped, not checked
             pool.shutdown(cancel_futures=True)
         return problems
