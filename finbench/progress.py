@@ -9,14 +9,15 @@ from collections.abc import Callable
 class Countdown:
     """Prints ``what: done/total unit, elapsed, ETA`` through ``echo`` when the count moves,
     at most once per ``every`` seconds and always when it reaches ``total``; with ``echo``
-    None it prints nothing."""
+    None it prints nothing. ``done``: what was done before (a resumed step), counted but
+    left out of the rate the ETA assumes."""
 
     def __init__(self, what: str, total: int, echo: Callable[[str], object] | None, *,
-                 unit: str = "", every: float = 2.0,
+                 unit: str = "", done: int = 0, every: float = 2.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.what, self.total, self.echo, self.unit = what, total, echo, unit
         self.every, self.clock = every, clock
-        self.done = 0
+        self.done = self.before = done
         self.t0 = self.last = clock()
 
     def add(self, n: int = 1) -> None:
@@ -28,7 +29,8 @@ class Countdown:
             return
         self.last = now
         elapsed = now - self.t0
-        left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        now_done = self.done - self.before
+        left = elapsed / now_done * (self.total - self.done) if now_done else 0.0
         unit = f" {self.unit}" if self.unit else ""
         self.echo(f"{self.what}: {self.done}/{self.total}{unit}, {elapsed:.1f}s elapsed, "
                   f"ETA {left:.1f}s")

@@ -37,3 +37,12 @@ def test_counts_given_in_batches_and_no_echo():
     silent = Countdown("audit", 2, None, clock=clock)
     silent.add(2)
     assert silent.done == 2
+
+
+def test_work_done_before_counts_but_not_in_the_rate():
+    clock, lines = Clock(), []
+    progress = Countdown("alpaca", 100, lines.append, unit="ticker-days", done=90, every=0.0,
+                         clock=clock)
+    clock.now += 2.0
+    progress.add()  # one ticker-day in 2 s, nine left: 18 s, not 9 / 91 * 2
+    assert lines == ["alpaca: 91/100 ticker-days, 2.0s elapsed, ETA 18.0s"]

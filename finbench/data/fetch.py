@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +21,7 @@ from finbench.data.schema import BARS_SCHEMA, validate_bars
 from finbench.data.store import Store
 from finbench.data.vendors.base import CANONICAL, Vendor
 from finbench.errors import DataError
+from finbench.progress import Countdown
 
 EXTENDED_START = pd.Timedelta(hours=4)   # 04:00 local
 EXTENDED_END = pd.Timedelta(hours=20)    # 20:00 local
@@ -52,7 +52,7 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
     skipped = sum(_key(vendor, t, d) in done for d in sessions for t in tickers)
     echo(f"{vendor.name}: {skipped}/{total} ticker-days already fetched")
     fetched = rows = 0
-    started = time.perf_counter()
+    progress = Countdown(vendor.name, total, echo, unit="ticker-days", done=skipped)
     for day in sessions:
         todo = [t for t in tickers if _key(vendor, t, day) not in done]
         if not todo:
@@ -68,9 +68,7 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
                 raw = vendor.fetch_day(ticker, pd.Timestamp(day), start_utc, end_utc)
                 _stage(raw, staged, vendor, ticker, day, store.bar_seconds)
             fetched += 1
-            elapsed = time.perf_counter() - started
-            echo(f"{vendor.name}: {skipped + fetched}/{total} ticker-days, "
-                 f"ETA {elapsed / fetched * (total - skipped - fetched):.0f}s")
+            progress.add()
         parts = [pd.read_parquet(stage / f"{t}.parquet") for t in todo]
         bars = pd.concat(parts, ignore_index=True).sort_values(["ticker", "ts"], kind="stable")
         rows += len(bars)
