@@ -277,13 +277,13 @@ def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monk
     ingest_bars(write(tmp_path / "seed.csv", HEADER + body), tmp_path / "store")
     checked, check = [], store_module.Store._check_bars
 
-    def failing(self, day, rel, *, rel_damaged):
+    def failing(self, day, rel, *, damaged):
         checked.append(str(day))
         if len(checked) == 2:
             raise MemoryError("out of memory")
         if len(checked) > 2:
             time.sleep(0.5)  # the one partition already started when the error is seen
-        return check(self, day, rel, rel_damaged=rel_damaged)
+        return check(self, day, rel, damaged=damaged)
 
     monkeypatch.setattr(store_module, "CHECKERS", 1)
     monkeypatch.setattr(store_module.Store, "_check_bars", failing)

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from finbench.bars import lexical_codes
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
 from finbench.errors import StoreError
+from finbench.progress import Countdown
 
 STORE_FORMAT = "finbench-store"
 STORE_VERSION = 1
@@ -368,8 +369,6 @@ class Store:
         """Re-hash every partition and re-check its order and rules; returns the problems, in
         partition order. :data:`CHECKERS` partitions are worked on at once (hashing, Parquet
         decoding and most array work release the GIL). ``echo``: where progress goes."""
-        from finbench.progress import Countdown
-
         problems: list[str] = []
         on_disk = {
             p.relative_to(self.path).as_posix()
@@ -398,7 +397,7 @@ class Store:
                     damaged.add(rel)
             if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
                 problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
-            for found in pool.map(lambda b: self._check_bars(*b, rel_damaged=b[1] in damaged),
+            for found in pool.map(lambda b: self._check_bars(*b, damaged=b[1] in damaged),
                                   bars):
                 problems.extend(found)
                 checked.add()
@@ -406,14 +405,15 @@ class Store:
             pool.shutdown(cancel_futures=True)
         return problems
 
-    def _check_bars(self, day: dt.date, rel: str, *, rel_damaged: bool) -> list[str]:
-        """The problems of one bars partition: the ingest rules, its order, its date."""
+    def _check_bars(self, day: dt.date, rel: str, *, damaged: bool) -> list[str]:
+        """The problems of one bars partition: the ingest rules, its order, its date
+        (``damaged``: its hash is already reported, so an unreadable file is not again)."""
         from finbench.data.schema import validate_bars
 
         try:
             frame = pq.read_table(self.path / rel).to_pandas()
         except (pa.ArrowInvalid, OSError) as exc:
-            return [] if rel_damaged else [f"{rel}: not a readable Parquet file ({exc})"]
+            return [] if damaged else [f"{rel}: not a readable Parquet file ({exc})"]
         _, problems = validate_bars(
             frame, file=rel, ticker=None, timezone=None,
             bar_timestamp="start", bar_seconds=self.bar_seconds,
