@@ -80,7 +80,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
     config, _ = load_config(args.config)
     plan = plan_run(config)
-    labels = resolve(plan, daily=False).labels_of(plan.tasks)
+    labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

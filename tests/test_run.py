@@ -445,3 +445,16 @@ def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
     monkeypatch.setattr(Momentum, "_answer", answer)
     run(cfg, out, echo=lambda *_: None)
     assert (out / "scores.csv").read_bytes() == (clean / "scores.csv").read_bytes()
+
+
+def test_tasks_command_prints_json_on_stdout_and_progress_on_stderr(run_dir, tmp_path):
+    cli = subprocess.run([sys.executable, "-m", "finbench", "tasks",
+                          str(run_dir.parent / "cfg.toml"), "--out", str(tmp_path / "t")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    facts = json.loads(cli.stdout)  # nothing but the summary
+    tasks = pd.read_parquet(tmp_path / "t" / "tasks.parquet")
+    assert facts["tasks"] == len(tasks) == len(pd.read_parquet(run_dir / "tasks.parquet"))
+    assert pd.read_parquet(tmp_path / "t" / "labels.parquet").equals(
+        pd.read_parquet(run_dir / "labels.parquet"))
+    assert re.fullmatch(r"labels: (\d+)/\1 reads, [\d.]+s elapsed, ETA 0\.0s\n", cli.stderr)
