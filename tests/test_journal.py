@@ -94,7 +94,6 @@ def test_a_failed_background_write_is_raised_when_the_journal_is_read(tmp_path):
     assert [p.name for p in (tmp_path / "journal.parts").glob("*.parquet")] == ["000000.parquet"]
 
 
-
 def test_parts_are_handed_on_in_order_once_on_disk_and_a_failed_one_never(tmp_path):
     seen = []
 
@@ -120,6 +119,7 @@ def test_parts_are_handed_on_in_order_once_on_disk_and_a_failed_one_never(tmp_pa
     journal.append(rows([("u", "m1", 0.5)]), background=True, then=broken)
     with pytest.raises(RuntimeError, match="table full"):
         journal.flush()
+
 
 def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory(
         tmp_path, monkeypatch):

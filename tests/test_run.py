@@ -152,8 +152,9 @@ def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
                          capture_output=True, text=True)
     assert cli.returncode == 1 and f"row {row + 1} " in cli.stderr
     progress = [x.split(",")[0] for x in cli.stderr.splitlines() if "elapsed, ETA" in x]
-    n_dates = len(Store(load_run_config(bad).data.store).dates("bars"))
-    assert progress[:2] == [f"store: {2 * n_dates}/{2 * n_dates} partitions hashed",
+    store = Store(load_run_config(bad).data.store)
+    n_files, n_dates = len(store.manifest["partitions"]), len(store.dates("bars"))
+    assert progress[:2] == [f"store: {n_files}/{n_files} partitions hashed",
                             f"store: {n_dates}/{n_dates} bar partitions checked"]
     assert re.fullmatch(r"labels: (\d+)/\1 reads", progress[2])  # a small run: done at once
     assert progress[3:] == [f"audit: {len(f)}/{len(f)} forecast rows checked"]
