@@ -1,7 +1,8 @@
 """Cluster bootstrap: resample whole sessions (rows of one session are correlated).
 
 Every statistic here is a ratio of sums, so a replicate is a weighted sum over clusters: draw
-``B × C`` multinomial cluster counts once (seeded), multiply by per-cluster sums. A row
+``B × C`` multinomial cluster counts once (seeded; a block of replicates at a time when that
+is large), multiply by per-cluster sums. A row
 bootstrap is the same with every row its own cluster. Percentile intervals; paired differences
 get a two-sided p-value from the share of replicates on either side of zero. With fewer than
 two clusters there is no interval (NaN), whatever the number of rows.
@@ -15,6 +16,9 @@ import numpy as np
 
 DEFAULT_REPLICATES = 2000
 MIN_CLUSTERS = 2  # with one cluster every replicate is the sample: no interval exists
+KEEP_DRAWS = 8                   # recent draws kept ...
+KEEP_DRAW_BYTES = 64 * 2**20     # ... each at most this large (2,000 × 4,000 clusters)
+_DRAWS: dict[tuple[int, int, int], np.ndarray] = {}
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,45 @@ class Interval:
 
 
 def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
-    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate."""
+    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate.
+
+    The draw depends on its three arguments only, and a report asks for the same one for
+    every slice with as many sessions (thousands of times at 500 tickers), so recent draws
+    are kept (read-only) while they are small."""
+    key = (n_clusters, replicates, seed)
+    if key in _DRAWS:
+        _DRAWS[key] = _DRAWS.pop(key)  # most recently used last
+        return _DRAWS[key]
     rng = np.random.default_rng(seed)
     if n_clusters == 0:
-        return np.zeros((replicates, 0))
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=replicates)
+        w = np.zeros((replicates, 0))
+    else:
+        w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=replicates)
+    w.flags.writeable = False
+    if w.nbytes <= KEEP_DRAW_BYTES:
+        _DRAWS[key] = w
+        while len(_DRAWS) > KEEP_DRAWS:
+            del _DRAWS[next(iter(_DRAWS))]
+    return w
+
+
+
+def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int) -> np.ndarray:
+    """``(w @ top) / (w @ bottom)`` for each replicate's cluster counts ``w``. A draw too large
+    to keep (e.g. sessions × tickers as clusters over a year of 500 tickers: 2,000 × 126,000
+    counts, 2 GB) is made and used a block of replicates at a time, from the same seeded
+    stream, so memory stays bounded however many clusters there are."""
+    n = len(top)
+    block = max(1, KEEP_DRAW_BYTES // (8 * n)) if n else replicates
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if block >= replicates:
+            w = cluster_weights(n, replicates=replicates, seed=seed)
+            return (w @ top) / (w @ bottom)
+        rng, share, out = np.random.default_rng(seed), np.full(n, 1.0 / n), np.empty(replicates)
+        for start in range(0, replicates, block):
+            w = rng.multinomial(n, share, size=min(block, replicates - start))
+            out[start:start + len(w)] = (w @ top) / (w @ bottom)
+        return out
 
 
 def _sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,9 +92,7 @@ def mean_ci(values, clusters, *, replicates: int = DEFAULT_REPLICATES, seed: int
     """Percentile CI of a mean, resampling clusters."""
     values = np.asarray(values, float)
     sums, counts = _sums(values, np.asarray(clusters))
-    w = cluster_weights(len(sums), replicates=replicates, seed=seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = (w @ sums) / (w @ counts)
+    reps = _ratios(sums, counts, replicates=replicates, seed=seed)
     lo, hi = _percentile(reps, level) if len(sums) >= MIN_CLUSTERS else (np.nan, np.nan)
     est = float(values.mean()) if len(values) else np.nan
     return Interval(est, lo, hi, len(values), len(sums))
@@ -69,9 +105,7 @@ def skill_ci(loss, reference_loss, clusters, *, replicates: int = DEFAULT_REPLIC
     clusters = np.asarray(clusters)
     s_loss, counts = _sums(loss, clusters)
     s_ref, _ = _sums(ref, clusters)
-    w = cluster_weights(len(counts), replicates=replicates, seed=seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = 1.0 - (w @ s_loss) / (w @ s_ref)
+    reps = 1.0 - _ratios(s_loss, s_ref, replicates=replicates, seed=seed)
     lo, hi = _percentile(reps, level) if len(counts) >= MIN_CLUSTERS else (np.nan, np.nan)
     total_ref = ref.sum()
     est = float(1.0 - loss.sum() / total_ref) if len(loss) and total_ref != 0 else np.nan
@@ -83,9 +117,7 @@ def paired_difference(loss_a, loss_b, clusters, *, replicates: int = DEFAULT_REP
     """CI of ``mean(loss_a - loss_b)`` on shared rows and a two-sided bootstrap p-value."""
     diff = np.asarray(loss_a, float) - np.asarray(loss_b, float)
     sums, counts = _sums(diff, np.asarray(clusters))
-    w = cluster_weights(len(sums), replicates=replicates, seed=seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = (w @ sums) / (w @ counts)
+    reps = _ratios(sums, counts, replicates=replicates, seed=seed)
     reps = reps[np.isfinite(reps)]
     lo, hi = _percentile(reps, level)
     if len(reps) == 0 or len(sums) < MIN_CLUSTERS:
