@@ -33,3 +33,11 @@ def take(column: pd.Series, at: np.ndarray) -> pd.Series:
         return pd.Series(taken.to_numpy(zero_copy_only=False), dtype=column.dtype)
     out = taken.to_pandas()
     return out if isinstance(column.dtype, pd.StringDtype) else out.astype(column.dtype)
+
+
+def groups(code: np.ndarray, n: int) -> list[np.ndarray]:
+    """Row numbers holding each code ``0 .. n-1``, each group in row order (other codes,
+    e.g. -1, belong to no group)."""
+    order = np.argsort(code, kind="stable")
+    cuts = np.searchsorted(code[order], np.arange(n + 1))
+    return [order[cuts[i]:cuts[i + 1]] for i in range(n)]

@@ -28,7 +28,7 @@ from finbench.config import RunConfig
 from finbench.data.store import Store
 from finbench.gate import ContextIndex, daily_summaries
 from finbench.labels import label_bars, label_frame, status_counts
-from finbench.lookup import arrow_text, positions
+from finbench.lookup import arrow_text, groups, positions
 from finbench.progress import Countdown
 from finbench.tasks import build_tasks
 
@@ -108,14 +108,7 @@ def month_rows(tasks: pd.DataFrame) -> list[np.ndarray]:
         return []
     months, code = np.unique(tasks["session"].to_numpy(dtype=object).astype("U7"),
                              return_inverse=True)
-    return _groups(code, len(months))
-
-
-def _groups(code: np.ndarray, n: int) -> list[np.ndarray]:
-    """Row numbers holding each code ``0 .. n-1``, each group in row order."""
-    order = np.argsort(code, kind="stable")
-    cuts = np.searchsorted(code[order], np.arange(n + 1))
-    return [order[cuts[i]:cuts[i + 1]] for i in range(n)]
+    return groups(code, len(months))
 
 
 def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[dt.date, dt.date]]:
@@ -185,7 +178,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     everything = plan.all_tasks
     columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
     day_names, day_code = _encoded(everything["session"])
-    by_day = dict(zip(day_names, _groups(day_code, len(day_names)), strict=True))
+    by_day = dict(zip(day_names, groups(day_code, len(day_names)), strict=True))
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
                    if plan.first_date <= d <= spec.end} | set(by_day))
     ticker_names, code = _encoded(everything["ticker"])

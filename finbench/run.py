@@ -27,10 +27,9 @@ from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
-from finbench.scoring.aggregate import Tally, row_scores
+from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 
 MANIFEST = "manifest.json"
-SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid")  # what scores read
 
 
 def baseline_names(config: RunConfig) -> list[str]:

@@ -103,3 +103,78 @@ def naive_baseline_stats(task, history: pd.DataFrame, *, window: int, sign_colum
         match = same[same[sign_column] == own] if not math.isnan(own) else same.iloc[:0]
         out["sign_count"], out["sign_up"] = len(match), int((match["y"] == 1).sum())
     return out
+
+
+def naive_score_table(data, *, slice_kind: str, mean_ci, skill_ci) -> pd.DataFrame:
+    """Report scores per (slice, model) by pandas filters per cell and a merge with the coin
+    on text keys, clusters as texts; ``mean_ci``/``skill_ci`` are the bootstrap functions
+    (the table's cells, not the bootstrap, are what this checks)."""
+    rep = data.config.report
+    coin = next((b for b in data.baselines if b == "coin"), None) or (
+        data.baselines[0] if data.baselines else None)
+    rows = data.rows
+    slices = [("all", rows)] if slice_kind == "overall" else list(
+        rows.groupby(slice_kind, sort=False))
+    if slice_kind == "horizon":
+        order = {h: i for i, h in enumerate(data.config.tasks.horizons)}
+        slices.sort(key=lambda kv: order.get(kv[0], 99))
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level}
+    out = []
+    for value, part in slices:
+        for model in data.models:
+            own = part[(part["model"] == model) & part["scored"]]
+            n = len(own)
+            cl = _naive_clusters(own, rep.cluster)
+            bs, wk = mean_ci(own["brier"], cl, **boot), mean_ci(own["winkler"], cl, **boot)
+            rec = {"slice": value, "model": model, "n": n,
+                   "sessions": int(own["session"].nunique()),
+                   "positives": int(own["y"].sum()) if n else 0,
+                   "accuracy": own["correct"].mean() if n else math.nan,
+                   "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
+                   "log_loss": own["log_loss"].mean() if n else math.nan,
+                   "coverage": own["covered"].mean() if n else math.nan,
+                   "width": own["width"].mean() if n else math.nan,
+                   "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
+                   "validity": part.loc[part["model"] == model, "valid"].mean()}
+            if coin:
+                ref = part[(part["model"] == coin) & part["scored"]][["task_id", "brier"]]
+                pair = own[["task_id", "brier", "session", "ticker"]].merge(
+                    ref, on="task_id", suffixes=("", "_ref"))
+                sk = skill_ci(pair["brier"], pair["brier_ref"],
+                              _naive_clusters(pair, rep.cluster), **boot)
+                rec.update(bss_ref=coin, bss=sk.estimate, bss_lo=sk.lower, bss_hi=sk.upper,
+                           bss_n=sk.n)
+            rec["flag"] = ("descriptive only" if n < rep.min_n or rec["sessions"]
+                           < rep.min_sessions else "")
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def naive_paired_table(data, *, metric: str, paired_difference) -> pd.DataFrame:
+    """Every two models merged on task_id (scored rows), clusters as texts."""
+    from itertools import combinations
+
+    rep = data.config.report
+    rows, out = data.rows, []
+    for a, b in combinations(data.models, 2):
+        ra = rows[(rows["model"] == a) & rows["scored"]]
+        rb = rows[(rows["model"] == b) & rows["scored"]]
+        pair = ra[["task_id", metric, "session", "ticker"]].merge(
+            rb[["task_id", metric]], on="task_id", suffixes=("_a", "_b"))
+        ci, p = paired_difference(pair[f"{metric}_a"], pair[f"{metric}_b"],
+                                  _naive_clusters(pair, rep.cluster),
+                                  replicates=rep.bootstrap_replicates, seed=rep.seed,
+                                  level=rep.level)
+        sessions = int(pair["session"].nunique())
+        out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
+                    "sessions": ci.clusters if rep.cluster == "session" else sessions,
+                    "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
+                    "flag": "descriptive only" if ci.n < rep.min_n or sessions < rep.min_sessions
+                    else ""})
+    return pd.DataFrame(out)
+
+
+def _naive_clusters(rows: pd.DataFrame, cluster: str):
+    if cluster == "session":
+        return rows["session"].to_numpy()
+    return (rows["session"] + "|" + rows["ticker"]).to_numpy()

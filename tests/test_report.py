@@ -4,12 +4,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from finbench.report import figures as F
 from finbench.report.build import paper, report
-from finbench.report.stats import decision, load_run, score_table
+from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
+from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
+from tests.reference import naive_paired_table, naive_score_table
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +88,66 @@ def test_paper_pools_several_runs_with_prefixed_names(pilot, tmp_path):
     paper([pilot, other], tmp_path / "paper")
     text = (tmp_path / "paper" / "tables" / "scores_aggregate.md").read_text()
     assert "pilot/coin" in text and "again/coin" in text
+
+
+def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:
+    """Rows as ``row_scores`` gives them, for 7 tickers x 12 sessions x the horizons and one
+    horizon the config does not name: rows missing, invalid and unscorable here and there,
+    shuffled so that models, tickers and sessions interleave."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for model in ("coin", "base_rate", "mine"):
+        for t in range(7):
+            for d in range(1, 13):
+                for h in [*horizons, "EXTRA"]:
+                    if rng.random() < 0.1:
+                        continue  # no forecast of this model for the task
+                    ok, valid = rng.random() < 0.93, rng.random() < 0.9
+                    y, p = float(rng.random() < 0.5), rng.random()
+                    score = ok and valid
+                    lo, hi = -rng.random() / 50, rng.random() / 50
+                    r = rng.normal(0, 0.01)
+                    nan = np.nan
+                    out.append({
+                        "task_id": f"T{t}|2025-02-{d:02d}|{h}", "model": model, "p_up": p,
+                        "valid": valid, "status": "ok" if ok else "no_target_price",
+                        "ticker": f"T{t}", "session": f"2025-02-{d:02d}", "horizon": h,
+                        "y": y if ok else nan, "r": r if ok else nan, "scored": score,
+                        "brier": (p - y) ** 2 if score else nan,
+                        "log_loss": -np.log(p if y else 1 - p) if score else nan,
+                        "winkler": (hi - lo) + 10 * max(lo - r, 0) + 10 * max(r - hi, 0)
+                        if score else nan,
+                        "covered": float(lo <= r <= hi) if score else nan,
+                        "width": hi - lo if score else nan,
+                        "correct": float((p > 0.5) == bool(y)) if score else nan,
+                        "t_forecast": pd.Timestamp(f"2025-02-{d:02d} 14:30", tz="UTC")})
+    rows = pd.DataFrame(out)
+    rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    for col in ("task_id", "model", "status", "ticker", "session", "horizon"):
+        rows[col] = rows[col].astype("string[pyarrow]")  # as read back from Parquet
+    return rows
+
+
+@pytest.mark.parametrize("cluster", ["session", "session_ticker"])
+def test_score_and_paired_tables_equal_a_naive_per_cell_loop(pilot, cluster):
+    """Cells read by position (clusters as sorted integer codes, one join per pair of models)
+    give exactly what pandas filters and merges per (slice, model) give."""
+    base = load_run(pilot)
+    config = base.config.model_copy(update={"report": base.config.report.model_copy(
+        update={"cluster": cluster, "bootstrap_replicates": 300, "min_n": 20})})
+    rows = _scored_rows(list(config.tasks.horizons))
+    data = RunData("synthetic", config, base.manifest, rows, ["coin", "base_rate", "mine"],
+                   ["coin", "base_rate"])
+    for kind in ("overall", "horizon", "ticker"):
+        got = score_table(data, slice_kind=kind)
+        want = naive_score_table(data, slice_kind=kind, mean_ci=mean_ci, skill_ci=skill_ci)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert len(got) == 3 * {"overall": 1, "horizon": 4, "ticker": 7}[kind]
+        assert got["brier_lo"].notna().all() and (got["n"] > 0).all()
+    assert list(score_table(data, slice_kind="horizon")["slice"].unique()) == [
+        *config.tasks.horizons, "EXTRA"]  # the config's order, unnamed ones last
+    for metric in ("brier", "winkler"):
+        got = paired_table(data, metric=metric)
+        want = naive_paired_table(data, metric=metric, paired_difference=paired_difference)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert got["p_value"].between(0, 1).all()

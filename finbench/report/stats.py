@@ -4,7 +4,7 @@ differences, calibration, coverage by horizon and the decision layer. No drawing
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from finbench.config import BASELINE_KINDS, RunConfig
-from finbench.scoring.aggregate import row_scores
+from finbench.lookup import groups, positions
+from finbench.scoring.aggregate import SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.decision import decision_table, wealth_path
@@ -30,6 +31,36 @@ class RunData:
     rows: pd.DataFrame
     models: list[str]
     baselines: list[str]
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def cluster_codes(self, kind: str) -> np.ndarray:
+        """Each row's bootstrap cluster (``"session"`` or ``"session_ticker"``) as an integer,
+        numbered in the texts' sorted order, so that clusters line up in a bootstrap as the
+        texts would; computed once per kind."""
+        key = ("clusters", kind)
+        if key not in self._memo:
+            self._memo[key] = pd.factorize(clusters_of(self.rows, kind), sort=True)[0]
+        return self._memo[key]
+
+    def model_codes(self) -> np.ndarray:
+        """Each row's model as its place in ``models`` (-1: a model not reported)."""
+        if "models" not in self._memo:
+            self._memo["models"] = positions(self.rows["model"], self.models)
+        return self._memo["models"]
+
+    def scored_pairs(self, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of model ``a`` and of model ``b`` forecasting the same task, both scored,
+        in ``a``'s row order (an inner join on task_id); computed once per pair."""
+        key = ("pairs", a, b)
+        if key not in self._memo:
+            scored, model = self.rows["scored"].to_numpy(bool), self.model_codes()
+            ids = self.rows["task_id"]
+            ra = np.flatnonzero(scored & (model == self.models.index(a)))
+            rb = np.flatnonzero(scored & (model == self.models.index(b)))
+            pair = pd.DataFrame({"task_id": ids.iloc[ra].to_numpy(), "_a": ra}).merge(
+                pd.DataFrame({"task_id": ids.iloc[rb].to_numpy(), "_b": rb}), on="task_id")
+            self._memo[key] = (pair["_a"].to_numpy(np.int64), pair["_b"].to_numpy(np.int64))
+        return self._memo[key]
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -38,7 +69,7 @@ def load_run(run_dir: str | Path) -> RunData:
     config = RunConfig.model_validate(manifest["config"])
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
     rows = rows.merge(tasks[["task_id", "t_forecast"]], on="task_id", how="left")
@@ -59,7 +90,8 @@ def caption_facts(data: RunData) -> str:
     m = data.manifest
     labels = m["tasks"]["labels"]
     excluded = m["tasks"]["excluded"] or {}
-    scored = data.rows[data.rows["model"] == data.models[0]] if data.models else data.rows
+    rows = data.rows[["model", "status", "y", "r"]]
+    scored = rows[rows["model"] == data.models[0]] if data.models else rows
     ok = scored[scored["status"] == "ok"]
     source = (m["data"]["description"] if m["data"]["synthetic"]
               else f"data store {Path(m['data']['store']).name}")
@@ -71,42 +103,61 @@ def caption_facts(data: RunData) -> str:
 
 
 def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
-    """Model × slice (overall, horizon or ticker) with CIs for BS, BSS vs coin and Winkler."""
+    """Model × slice (overall, horizon or ticker) with CIs for BS, BSS vs coin and Winkler.
+
+    Slices come in the order they first appear in the rows (horizons in the config's order);
+    each (slice, model) cell reads its rows by position, so a table of 500 tickers costs
+    little beyond its bootstraps."""
     rep = data.config.report
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level}
     coin = next((b for b in data.baselines if b == "coin"), None) or (
         data.baselines[0] if data.baselines else None)
-    out = []
-    slices = [("all", data.rows)] if slice_kind == "overall" else list(
-        data.rows.groupby(slice_kind, sort=False))
+    rows, n_models = data.rows, len(data.models)
+    if slice_kind == "overall":
+        slice_code, values = np.zeros(len(rows), np.int64), ["all"]
+    else:
+        slice_code, values = pd.factorize(rows[slice_kind].to_numpy(), sort=False)
+        values = list(values)
+    order = list(range(len(values)))
     if slice_kind == "horizon":
-        order = {h: i for i, h in enumerate(data.config.tasks.horizons)}
-        slices.sort(key=lambda kv: order.get(kv[0], 99))
-    for value, part in slices:
-        for model in data.models:
-            own = part[(part["model"] == model) & part["scored"]]
+        rank = {h: i for i, h in enumerate(data.config.tasks.horizons)}
+        order.sort(key=lambda i: rank.get(values[i], 99))
+    model = data.model_codes()
+    cell = np.where((slice_code >= 0) & (model >= 0), slice_code * n_models + model, -1)
+    scored = rows["scored"].to_numpy(bool)
+    every = groups(cell, len(values) * n_models)
+    own_rows = groups(np.where(scored, cell, -1), len(values) * n_models)
+    cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
+    column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct",
+                                                    "log_loss", "covered", "width", "valid")}
+    paired = {}
+    if coin:
+        for m in data.models:
+            own, ref = data.scored_pairs(m, coin)
+            paired[m] = (own, ref, groups(slice_code[own], len(values)))
+    out = []
+    for i in order:
+        for j, name in enumerate(data.models):
+            own = own_rows[i * n_models + j]
             n = len(own)
-            cl = clusters_of(own, rep.cluster)
-            seed = rep.seed
-            bs = mean_ci(own["brier"], cl, replicates=rep.bootstrap_replicates, seed=seed,
-                         level=rep.level)
-            wk = mean_ci(own["winkler"], cl, replicates=rep.bootstrap_replicates, seed=seed,
-                         level=rep.level)
-            rec = {"slice": value, "model": model, "n": n,
-                   "sessions": int(own["session"].nunique()),
-                   "positives": int(own["y"].sum()) if n else 0,
-                   "accuracy": own["correct"].mean() if n else np.nan,
+            cl = cluster[own]
+            bs = mean_ci(column["brier"][own], cl, **boot)
+            wk = mean_ci(column["winkler"][own], cl, **boot)
+            rec = {"slice": values[i], "model": name, "n": n,
+                   "sessions": len(np.unique(session[own])),
+                   "positives": int(column["y"][own].sum()) if n else 0,
+                   "accuracy": _mean(column["correct"][own]),
                    "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
-                   "log_loss": own["log_loss"].mean() if n else np.nan,
-                   "coverage": own["covered"].mean() if n else np.nan,
-                   "width": own["width"].mean() if n else np.nan,
+                   "log_loss": _mean(column["log_loss"][own]),
+                   "coverage": _mean(column["covered"][own]),
+                   "width": _mean(column["width"][own]),
                    "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": part.loc[part["model"] == model, "valid"].mean()}
+                   "validity": _mean(column["valid"][every[i * n_models + j]])}
             if coin:
-                ref = part[(part["model"] == coin) & part["scored"]][["task_id", "brier"]]
-                pair = own[["task_id", "brier", "session", "ticker"]].merge(
-                    ref, on="task_id", suffixes=("", "_ref"))
-                sk = skill_ci(pair["brier"], pair["brier_ref"], clusters_of(pair, rep.cluster),
-                              replicates=rep.bootstrap_replicates, seed=seed, level=rep.level)
+                left, right, by_slice = paired[name]
+                at = by_slice[i]
+                sk = skill_ci(column["brier"][left[at]], column["brier"][right[at]],
+                              cluster[left[at]], **boot)
                 rec.update(bss_ref=coin, bss=sk.estimate, bss_lo=sk.lower, bss_hi=sk.upper,
                            bss_n=sk.n)
             if data.config.scores.composite:
@@ -121,6 +172,11 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     return table
 
 
+def _mean(values: np.ndarray) -> float:
+    """Mean of a column's values (NaN for none), summed as pandas sums them."""
+    return float(values.mean()) if len(values) else np.nan
+
+
 def _composite_source(table: pd.DataFrame, col: str) -> pd.Series:
     mapping = {"bss_coin": "bss", "brier": "brier", "winkler": "winkler",
                "coverage": "coverage", "accuracy": "accuracy"}
@@ -130,22 +186,20 @@ def _composite_source(table: pd.DataFrame, col: str) -> pd.Series:
 def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
     """Every pair of models on their shared scored rows: mean difference, CI, p-value."""
     rep = data.config.report
+    values = data.rows[metric].to_numpy(float)
+    cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
     out = []
     for a, b in combinations(data.models, 2):
-        ra = data.rows[(data.rows["model"] == a) & data.rows["scored"]]
-        rb = data.rows[(data.rows["model"] == b) & data.rows["scored"]]
-        pair = ra[["task_id", metric, "session", "ticker"]].merge(
-            rb[["task_id", metric]], on="task_id", suffixes=("_a", "_b"))
-        ci, p = paired_difference(pair[f"{metric}_a"], pair[f"{metric}_b"],
-                                  clusters_of(pair, rep.cluster),
+        ra, rb = data.scored_pairs(a, b)
+        ci, p = paired_difference(values[ra], values[rb], cluster[ra],
                                   replicates=rep.bootstrap_replicates, seed=rep.seed,
                                   level=rep.level)
+        sessions = len(np.unique(session[ra]))
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
-                    "sessions": ci.clusters if rep.cluster == "session" else int(
-                        pair["session"].nunique()),
+                    "sessions": ci.clusters if rep.cluster == "session" else sessions,
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
-                    "flag": DESCRIPTIVE if ci.n < rep.min_n or int(pair["session"].nunique())
-                    < rep.min_sessions else ""})
+                    "flag": DESCRIPTIVE if ci.n < rep.min_n or sessions < rep.min_sessions
+                    else ""})
     return pd.DataFrame(out)
 
 
@@ -153,8 +207,9 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary per model: Murphy terms and ECE for both binnings; reliability bins, long)."""
     bins = data.config.report.bins
     summary, reliab = [], []
+    rows = data.rows[["model", "scored", "y", "p_up"]]
     for model in data.models:
-        own = data.rows[(data.rows["model"] == model) & data.rows["scored"]]
+        own = rows[(rows["model"] == model) & rows["scored"]]
         if own.empty:
             continue
         y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy()
@@ -173,10 +228,11 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Kelly growth per model and the wealth paths (log wealth per bet)."""
-    table = decision_table(data.rows, data.models)
+    rows = data.rows[["model", "scored", "t_forecast", "task_id", "y", "p_up"]]
+    table = decision_table(rows, data.models)
     paths = {}
     for model in data.models:
-        part = data.rows[(data.rows["model"] == model) & data.rows["scored"]].sort_values(
+        part = rows[(rows["model"] == model) & rows["scored"]].sort_values(
             ["t_forecast", "task_id"], kind="stable")
         paths[model] = wealth_path(part["y"].astype(float), part["p_up"])
     return table, paths

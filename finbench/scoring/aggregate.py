@@ -15,6 +15,7 @@ from finbench.lookup import arrow_text, positions, take
 from finbench.scoring import _core
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
+SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid")  # what rows read
 
 
 def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFrame, *,
