@@ -31,7 +31,8 @@ class Interval:
 
 
 def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
-    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate.
+    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate
+    (as floats, exact, so that weighting sums by them is one BLAS product with no cast).
 
     The draw depends on its three arguments only, and a report asks for the same one for
     every slice with as many sessions (thousands of times at 500 tickers), so recent draws
@@ -44,7 +45,8 @@ def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarra
     if n_clusters == 0:
         w = np.zeros((replicates, 0))
     else:
-        w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=replicates)
+        w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters),
+                            size=replicates).astype(float)
     w.flags.writeable = False
     if w.nbytes <= KEEP_DRAW_BYTES:
         _DRAWS[key] = w
@@ -67,7 +69,7 @@ def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int) 
             return (w @ top) / (w @ bottom)
         rng, share, out = np.random.default_rng(seed), np.full(n, 1.0 / n), np.empty(replicates)
         for start in range(0, replicates, block):
-            w = rng.multinomial(n, share, size=min(block, replicates - start))
+            w = rng.multinomial(n, share, size=min(block, replicates - start)).astype(float)
             out[start:start + len(w)] = (w @ top) / (w @ bottom)
         return out
 
