@@ -151,3 +151,24 @@ def test_score_and_paired_tables_equal_a_naive_per_cell_loop(pilot, cluster):
         want = naive_paired_table(data, metric=metric, paired_difference=paired_difference)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         assert got["p_value"].between(0, 1).all()
+
+
+def test_a_long_wealth_path_is_drawn_from_each_buckets_low_and_high():
+    rng = np.random.default_rng(8)
+    path = np.cumsum(rng.normal(0, 0.01, 1_000_003))
+    path[123_457] = path.max() + 1.0  # a one-bet spike must survive thinning
+    path[900_001] = path.min() - 1.0  # and a one-bet trough
+    x, y = F.wealth_points(path)
+    assert len(x) <= 2 * F.WEALTH_BUCKETS + 2 and (np.diff(x) > 0).all()
+    full = np.r_[0.0, path]
+    np.testing.assert_array_equal(y, full[x])  # points of the path, at their bet numbers
+    assert x[0] == 0 and x[-1] == len(path)
+    assert {123_458, 900_002} <= set(x.tolist())
+    size = -(-len(full) // F.WEALTH_BUCKETS)
+    for b in rng.integers(0, F.WEALTH_BUCKETS - 1, 20):  # every bucket's extremes are drawn
+        part = full[b * size:(b + 1) * size]
+        assert b * size + int(part.argmin()) in x and b * size + int(part.argmax()) in x
+    short = path[:3000]
+    x, y = F.wealth_points(short)
+    np.testing.assert_array_equal(x, np.arange(3001))
+    np.testing.assert_array_equal(y, np.r_[0.0, short])

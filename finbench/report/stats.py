@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from finbench.config import BASELINE_KINDS, RunConfig
-from finbench.lookup import groups, positions
+from finbench.lookup import groups, positions, take
 from finbench.scoring.aggregate import SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
-from finbench.scoring.decision import decision_table, wealth_path
+from finbench.scoring.decision import decision_table
 
 DESCRIPTIVE = "descriptive only"
 
@@ -53,12 +53,14 @@ class RunData:
         in ``a``'s row order (an inner join on task_id); computed once per pair."""
         key = ("pairs", a, b)
         if key not in self._memo:
-            scored, model = self.rows["scored"].to_numpy(bool), self.model_codes()
-            ids = self.rows["task_id"]
+            if "tasks" not in self._memo:  # task ids as integers: joins without text
+                self._memo["tasks"] = pd.factorize(self.rows["task_id"])[0]
+            scored, model, task = (self.rows["scored"].to_numpy(bool), self.model_codes(),
+                                   self._memo["tasks"])
             ra = np.flatnonzero(scored & (model == self.models.index(a)))
             rb = np.flatnonzero(scored & (model == self.models.index(b)))
-            pair = pd.DataFrame({"task_id": ids.iloc[ra].to_numpy(), "_a": ra}).merge(
-                pd.DataFrame({"task_id": ids.iloc[rb].to_numpy(), "_b": rb}), on="task_id")
+            pair = pd.DataFrame({"task": task[ra], "_a": ra}).merge(
+                pd.DataFrame({"task": task[rb], "_b": rb}), on="task")
             self._memo[key] = (pair["_a"].to_numpy(np.int64), pair["_b"].to_numpy(np.int64))
         return self._memo[key]
 
@@ -72,7 +74,7 @@ def load_run(run_dir: str | Path) -> RunData:
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
-    rows = rows.merge(tasks[["task_id", "t_forecast"]], on="task_id", how="left")
+    rows["t_forecast"] = take(tasks["t_forecast"], rows["task_row"].to_numpy())  # -1: none
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
@@ -228,11 +230,5 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Kelly growth per model and the wealth paths (log wealth per bet)."""
-    rows = data.rows[["model", "scored", "t_forecast", "task_id", "y", "p_up"]]
-    table = decision_table(rows, data.models)
-    paths = {}
-    for model in data.models:
-        part = rows[(rows["model"] == model) & rows["scored"]].sort_values(
-            ["t_forecast", "task_id"], kind="stable")
-        paths[model] = wealth_path(part["y"].astype(float), part["p_up"])
-    return table, paths
+    return decision_table(data.rows[["model", "scored", "t_forecast", "task_id", "y", "p_up"]],
+                          data.models)

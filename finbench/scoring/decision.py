@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from finbench.lookup import arrow_text
 from finbench.scoring import _core
 
 
@@ -26,16 +29,26 @@ def max_drawdown(log_wealth) -> float:
     return float(np.max(1.0 - np.exp(lw - peak)))
 
 
-def decision_table(rows: pd.DataFrame, models: list[str]) -> pd.DataFrame:
+def bet_order(t_forecast: pd.Series, task_id: pd.Series) -> np.ndarray:
+    """Positions putting bets in forecast-time order, ties by task id (one Arrow sort, no
+    Python string comparisons)."""
+    table = pa.table({"t": pa.array(t_forecast), "id": arrow_text(task_id)})
+    order = pc.sort_indices(table, sort_keys=[("t", "ascending"), ("id", "ascending")])
+    return order.to_numpy(zero_copy_only=False)
+
+
+def decision_table(rows: pd.DataFrame, models: list[str]
+                   ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per model: bets, growth rate, final log wealth and maximum drawdown (scored rows only,
-    ordered by forecast time then task id)."""
-    out = []
+    ordered by forecast time then task id), and each model's log-wealth path."""
+    out, paths = [], {}
     for model in models:
-        part = rows[(rows["model"] == model) & rows["scored"]].sort_values(
-            ["t_forecast", "task_id"], kind="stable")
-        lw = wealth_path(part["y"].astype(float), part["p_up"])
+        part = rows[(rows["model"] == model) & rows["scored"]]
+        at = bet_order(part["t_forecast"], part["task_id"])
+        lw = wealth_path(part["y"].to_numpy(float)[at], part["p_up"].to_numpy(float)[at])
+        paths[model] = lw
         out.append({"model": model, "bets": len(part),
                     "growth_rate": float(lw[-1] / len(part)) if len(part) else np.nan,
                     "final_log_wealth": float(lw[-1]) if len(part) else np.nan,
                     "max_drawdown": max_drawdown(lw) if len(part) else np.nan})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out), paths
