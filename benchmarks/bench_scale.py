@@ -9,7 +9,9 @@ Prints, measured in one run on this machine:
   - the naive per-task reference (pandas filters over the whole frame) timed on a sample of
     tasks and extrapolated, as a speed-up (target >= 300x);
   - 10M rows of scoring with the validated public rules against bare numpy one-liners
-    (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows.
+    (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows;
+  - `finbench report` of the run (every table with its 2,000-replicate session bootstraps,
+    500 tickers' rows among them, and the figures): wall time and peak RSS.
 Synthetic data (random walks, 09:00-16:00 ET), generated into a temporary folder.
 Run: .venv/bin/python benchmarks/bench_scale.py [--tickers 500 --sessions 252]
 (the last ``--sessions`` sessions up to 2024-12-31; 1258 = 2020-2024, five years)
@@ -94,6 +96,18 @@ def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float]]:
     return list(timings.items())
 
 
+def report_cost(run_dir: Path) -> tuple[float, float]:
+    """(seconds, peak RSS in GB) of `finbench report RUN` in a subprocess of its own."""
+    code = ("import resource, sys; from finbench.cli import main; rc = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
+            "sys.exit(rc)")
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "report", str(run_dir)], check=True,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.perf_counter() - t0
+    return seconds, int(done.stderr.split()[-1]) / 1024**2
+
+
 def floor_parts(run_dir: Path) -> tuple[float, float]:
     """(seconds to start Python and import what `finbench run` imports, in a subprocess;
     seconds to write the run's forecast table once, as the run writes it, from memory)."""
@@ -148,6 +162,7 @@ def main() -> None:
         n_forecasts = len(pd.read_parquet(tmp / "run" / "forecasts.parquet",
                                           columns=["task_id"]))
 
+        report_time, report_gb = report_cost(tmp / "run")
         phases = phase_times(cfg, tmp / "run_again")
         startup, table_write = floor_parts(tmp / "run_again")
         floor = startup + bare + table_write
@@ -197,6 +212,7 @@ def main() -> None:
     print(f"{'start-up: python importing finbench.run':<52}{startup:>10.2f}")
     print(f"{'writing forecasts.parquet once, from memory':<52}{table_write:>10.2f}")
     print(f"{'floor: start-up + reference read + that write':<52}{floor:>10.2f}")
+    print(f"{'finbench report of the run (tables and figures)':<52}{report_time:>10.2f}")
     print("where a run's time goes (steps timed in this process):")
     for name, seconds in phases:
         print(f"  {name:<50}{seconds:>10.2f}")
@@ -207,6 +223,7 @@ def main() -> None:
           f"{run_time / floor:.1f}x")
     print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
           f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
+    print(f"report: {report_time:.1f} s, peak RSS {report_gb:.2f} GB")
 
 
 if __name__ == "__main__":
