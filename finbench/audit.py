@@ -18,7 +18,8 @@ from finbench.forecasters.prompt import messages_sha256, render_messages
 from finbench.lookup import arrow_text, positions
 from finbench.pipeline import context_chunks, plan_run, resolve
 from finbench.progress import Countdown
-from finbench.run import MANIFEST, load_run_config, momentum_minutes
+from finbench.run import load_run_config, momentum_minutes
+from finbench.rundir import MANIFEST, finished_run
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
                    "history_max_input_time", "input_sha256"]
@@ -33,7 +34,7 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     then the forecast table is read in batches of :data:`BATCH_ROWS` rows, its columns of
     answers and provenance text left unread, so memory grows with tasks, not forecast rows.
     ``echo``: where progress goes (store checks, labels, forecast rows)."""
-    run_dir = Path(run_dir)
+    run_dir = finished_run(run_dir)
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     problems: list[str] = []

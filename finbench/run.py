@@ -27,9 +27,8 @@ from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
+from finbench.rundir import MANIFEST, finished_run
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
-
-MANIFEST = "manifest.json"
 
 
 def baseline_names(config: RunConfig) -> list[str]:
@@ -313,11 +312,7 @@ def load_run_config(run_dir: Path) -> RunConfig:
 
 def score_run(run_dir: str | Path) -> pd.DataFrame:
     """Recompute every score from the stored forecasts, labels and tasks alone."""
-    run_dir = Path(run_dir)
-    missing = [f for f in (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
-               if not (run_dir / f).is_file()]
-    if missing:
-        raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)})")
+    run_dir = finished_run(run_dir)
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     tasks = pd.read_parquet(run_dir / "tasks.parquet")

@@ -30,7 +30,8 @@ from finbench.journal import (
     ordered_table,
     write_forecasts,
 )
-from finbench.run import MANIFEST, _now, _write_json, score_run
+from finbench.run import _now, _write_json, score_run
+from finbench.rundir import MANIFEST, finished_run
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
@@ -73,10 +74,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
         raise RunError("merge: give at least one shard directory")
     manifests = []
     for d in dirs:
-        path = d / MANIFEST
-        if not path.is_file() or not (d / "forecasts.parquet").is_file():
-            raise RunError(f"{d}: not a finished run (no manifest.json or forecasts.parquet)")
-        manifests.append(json.loads(path.read_text()))
+        manifests.append(json.loads((finished_run(d) / MANIFEST).read_text()))
     first = manifests[0]
     for d, m in zip(dirs[1:], manifests[1:], strict=True):
         for key, what in (("config_sha256", "config file"),):

@@ -7,10 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from finbench.audit import audit_run
+from finbench.errors import RunError
 from finbench.report import figures as F
 from finbench.report.build import paper, report
 from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
+from finbench.run import score_run
+from finbench.rundir import run_labels
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
+from finbench.shards import merge_shards
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
 from tests.reference import naive_paired_table, naive_score_table
 
@@ -80,6 +85,39 @@ def test_figures_plot_the_table_values(pilot):
     ax = F.plot_wealth(paths)
     ys = [line.get_ydata() for line in ax.get_lines() if len(line.get_ydata()) > 2]
     np.testing.assert_allclose(ys[1], np.r_[0.0, paths["base_rate"]])
+
+
+def test_runs_sharing_a_folder_name_are_told_apart_and_one_run_twice_is_refused(pilot,
+                                                                                 tmp_path):
+    for side in ("a", "b"):
+        shutil.copytree(pilot, tmp_path / side / "pilot")
+    assert run_labels([tmp_path / "a" / "pilot", tmp_path / "b" / "pilot"]) == [
+        "a/pilot", "b/pilot"]
+    assert run_labels([tmp_path / "a" / "pilot", pilot]) == ["a/pilot",
+                                                             f"{pilot.parent.name}/pilot"]
+    assert run_labels([tmp_path / "a" / "pilot", tmp_path / "b"]) == ["pilot", "b"]
+    paper([tmp_path / "a" / "pilot", tmp_path / "b" / "pilot"], tmp_path / "paper")
+    text = (tmp_path / "paper" / "tables" / "scores_aggregate.md").read_text()
+    assert "| a/pilot/coin | 9 |" in text and "| b/pilot/coin | 9 |" in text
+    with pytest.raises(RunError, match="the same run is given twice"):
+        paper([pilot, Path(f"{pilot}/")], tmp_path / "twice")
+    assert not (tmp_path / "twice").exists()
+
+
+@pytest.mark.parametrize("command", ["report", "paper", "score", "audit", "merge"])
+def test_commands_on_a_missing_or_unfinished_run_name_it_and_what_it_lacks(pilot, tmp_path,
+                                                                          command):
+    call = {"report": report, "paper": lambda d: paper([d], tmp_path / "paper"),
+            "score": score_run, "audit": audit_run,
+            "merge": lambda d: merge_shards([d], tmp_path / "merged")}[command]
+    with pytest.raises(RunError, match=f"{tmp_path / 'nowhere'}: no such run directory"):
+        call(tmp_path / "nowhere")
+    waiting = tmp_path / "waiting"  # e.g. a batch run whose batches are not in yet
+    shutil.copytree(pilot, waiting)
+    (waiting / "forecasts.parquet").unlink()
+    with pytest.raises(RunError, match=f"{waiting}: not a finished run \\(missing "
+                                       "forecasts.parquet\\); a run still waiting"):
+        call(waiting)
 
 
 def test_paper_pools_several_runs_with_prefixed_names(pilot, tmp_path):

@@ -17,6 +17,7 @@ from finbench.report.stats import (
     score_table,
 )
 from finbench.report.writers import fmt, with_ci, write_table
+from finbench.rundir import run_labels
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
@@ -121,18 +122,20 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
 def paper(run_dirs: list[str | Path], out: str | Path = "paper") -> list[Path]:
     """Regenerate ``out/tables`` and ``out/figures`` from one or more runs.
 
-    With several runs, their rows are pooled and model names prefixed by the run folder name.
+    With several runs, their rows are pooled and model names prefixed by the run folder name
+    (with its parent folders too where two runs' folders share a name).
     """
+    labels = run_labels(run_dirs)
     datas = [load_run(r) for r in run_dirs]
     data = datas[0]
     if len(datas) > 1:
         rows, models, baselines = [], [], []
-        for d in datas:
-            prefix = f"{d.name}/"
+        for d, label in zip(datas, labels, strict=True):
+            prefix = f"{label}/"
             rows.append(d.rows.assign(model=prefix + d.rows["model"]))
             models += [prefix + m for m in d.models]
             baselines += [prefix + b for b in d.baselines]
-        data = RunData("+".join(d.name for d in datas), data.config, data.manifest,
+        data = RunData("+".join(labels), data.config, data.manifest,
                        pd.concat(rows, ignore_index=True), models, baselines)
     out = Path(out)
     tables = build_tables(data, out / "tables")

@@ -13,6 +13,7 @@ import pandas as pd
 
 from finbench.config import BASELINE_KINDS, RunConfig
 from finbench.lookup import groups, positions, take
+from finbench.rundir import finished_run
 from finbench.scoring.aggregate import SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
@@ -66,7 +67,7 @@ class RunData:
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    run_dir = Path(run_dir)
+    run_dir = finished_run(run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     config = RunConfig.model_validate(manifest["config"])
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
