@@ -2,10 +2,10 @@
 
 Every statistic here is a ratio of sums, so a replicate is a weighted sum over clusters: draw
 ``B × C`` multinomial cluster counts once (seeded; a block of replicates at a time when that
-is large), multiply by per-cluster sums. A row
-bootstrap is the same with every row its own cluster. Percentile intervals; paired differences
-get a two-sided p-value from the share of replicates on either side of zero. With fewer than
-two clusters there is no interval (NaN), whatever the number of rows.
+is large), multiply by per-cluster sums. A row bootstrap is the same with every row its own
+cluster. Percentile intervals; paired differences get a two-sided p-value from the share of
+replicates on either side of zero. With fewer than two clusters there is no interval (NaN),
+whatever the number of rows.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarra
         while len(_DRAWS) > KEEP_DRAWS:
             del _DRAWS[next(iter(_DRAWS))]
     return w
-
 
 
 def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int) -> np.ndarray:
