@@ -65,10 +65,10 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     del resolved, fresh
     t_forecast = to_ns(plan.tasks["t_forecast"])
     first = 0
-    table = pq.ParquetFile(path)
-    progress = Countdown("audit", table.metadata.num_rows, echo,
+    parquet = pq.ParquetFile(path)
+    progress = Countdown("audit", parquet.metadata.num_rows, echo,
                          unit="forecast rows checked")
-    for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=AUDITED_COLUMNS):
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=AUDITED_COLUMNS):
         rows = batch.to_pandas()
         task = positions(batch.column("task_id"), ids)
         rows["index"] = first + np.arange(len(rows))

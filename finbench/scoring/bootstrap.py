@@ -41,12 +41,7 @@ def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarra
     if key in _DRAWS:
         _DRAWS[key] = _DRAWS.pop(key)  # most recently used last
         return _DRAWS[key]
-    rng = np.random.default_rng(seed)
-    if n_clusters == 0:
-        w = np.zeros((replicates, 0))
-    else:
-        w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters),
-                            size=replicates).astype(float)
+    w = _draw(np.random.default_rng(seed), n_clusters, replicates)
     w.flags.writeable = False
     if w.nbytes <= KEEP_DRAW_BYTES:
         _DRAWS[key] = w
@@ -66,11 +61,19 @@ def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int) 
         if block >= replicates:
             w = cluster_weights(n, replicates=replicates, seed=seed)
             return (w @ top) / (w @ bottom)
-        rng, share, out = np.random.default_rng(seed), np.full(n, 1.0 / n), np.empty(replicates)
+        rng, out = np.random.default_rng(seed), np.empty(replicates)
         for start in range(0, replicates, block):
-            w = rng.multinomial(n, share, size=min(block, replicates - start)).astype(float)
+            w = _draw(rng, n, min(block, replicates - start))
             out[start:start + len(w)] = (w @ top) / (w @ bottom)
         return out
+
+
+def _draw(rng: np.random.Generator, n_clusters: int, replicates: int) -> np.ndarray:
+    """The next ``replicates`` rows of cluster counts from ``rng`` (equal chances), as floats."""
+    if n_clusters == 0:
+        return np.zeros((replicates, 0))
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters),
+                           size=replicates).astype(float)
 
 
 def _sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
