@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from finbench.bars import to_ns
 from finbench.config import BASELINE_KINDS
+from finbench.floats import within_ulps
 from finbench.forecasters.baselines import baseline_digests, shared_history
 from finbench.forecasters.prompt import messages_sha256, render_messages
 from finbench.lookup import arrow_text, positions
@@ -56,13 +57,9 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     contexts = bool(kinds - set(BASELINE_KINDS))
     resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts,
                        echo=echo)
-    fresh = resolved.labels_of(plan.tasks).set_index("task_id")
-    stored = labels.set_index("task_id")
-    for tid in stored.index[(stored["status"] != fresh["status"]) |
-                            ~np.isclose(stored["r"], fresh["r"], rtol=0, atol=0, equal_nan=True)]:
-        problems.append(f"labels.parquet task {tid}: label differs from the store's")
+    problems += label_problems(labels, resolved.labels_of(plan.tasks))
     receipts = _Receipts(config, plan, resolved, contexts=contexts, prompts="openai" in kinds)
-    del resolved, fresh
+    del resolved
     t_forecast = to_ns(plan.tasks["t_forecast"])
     first = 0
     parquet = pq.ParquetFile(path)
@@ -78,6 +75,35 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
         first += len(rows)
         progress.add(len(rows))
     return problems
+
+
+def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
+    """Each stored label against the one re-derived from the store, field by field: status,
+    prices (read from the store, so exact) and ``y`` must be equal; ``r`` passes through libm,
+    so it must agree within :data:`~finbench.floats.LIBM_ULPS` ULP (a run made on one CPU
+    audits clean on another)."""
+    stored = stored.set_index("task_id")
+    fresh = fresh.set_index("task_id").reindex(stored.index)
+    differs = {
+        "status": (stored["status"].astype(object) != fresh["status"].astype(object)).to_numpy(),
+        "p_ref": ~_same(stored["p_ref"], fresh["p_ref"]),
+        "p_target": ~_same(stored["p_target"], fresh["p_target"]),
+        "y": ~_same(stored["y"].astype("float64"), fresh["y"].astype("float64")),
+        "r": ~within_ulps(stored["r"].to_numpy(float), fresh["r"].to_numpy(float)),
+    }
+    bad = np.logical_or.reduce(list(differs.values()))
+    problems = []
+    for i in np.flatnonzero(bad):
+        fields = ", ".join(f"{name} {stored[name].iloc[i]!r} (store gives {fresh[name].iloc[i]!r})"
+                           for name, d in differs.items() if d[i])
+        problems.append(f"labels.parquet task {stored.index[i]}: {fields}")
+    return problems
+
+
+def _same(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Exactly equal, NaN matching NaN."""
+    a, b = a.to_numpy(float), b.to_numpy(float)
+    return (a == b) | (np.isnan(a) & np.isnan(b))
 
 
 class _Receipts:

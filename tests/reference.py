@@ -28,13 +28,13 @@ def naive_labels(tasks: pd.DataFrame, bars: pd.DataFrame, *, bar_seconds=60, win
 
         p_ref, p_tgt = price(task.t_forecast), price(task.t_target)
         if p_ref is None:
-            rows.append((task.task_id, "no_reference_price", None, None))
+            rows.append((task.task_id, "no_reference_price", None, p_tgt, None, None))
         elif p_tgt is None:
-            rows.append((task.task_id, "no_target_price", None, None))
+            rows.append((task.task_id, "no_target_price", p_ref, None, None, None))
         else:
             r = math.log(p_tgt / p_ref)
-            rows.append((task.task_id, "ok", r, 1 if r > 0 else 0))
-    return pd.DataFrame(rows, columns=["task_id", "status", "r", "y"])
+            rows.append((task.task_id, "ok", p_ref, p_tgt, r, 1 if r > 0 else 0))
+    return pd.DataFrame(rows, columns=["task_id", "status", "p_ref", "p_target", "r", "y"])
 
 
 def naive_context(task, bars, headlines, daily, *, bar_seconds=60, previous=5, hours=24.0, k=20,

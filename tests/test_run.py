@@ -161,6 +161,37 @@ def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
     assert cli.stdout == ""  # a failed audit says so on stderr, with its violations
 
 
+def test_audit_tolerates_a_libm_ulp_in_r_and_names_any_real_label_change(run_dir, tmp_path):
+    """A run made on another CPU may hold r one ULP from this machine's np.log: the audit
+    passes it. Prices, y, status and a larger change of r are named, field by field."""
+    import shutil
+
+    import numpy as np
+
+    other_cpu = tmp_path / "other_cpu"
+    shutil.copytree(run_dir, other_cpu)
+    labels = pd.read_parquet(other_cpu / "labels.parquet")
+    ok = labels.index[labels["status"] == "ok"]
+    labels.loc[ok, "r"] = np.nextafter(labels.loc[ok, "r"].to_numpy(), np.inf)
+    labels.to_parquet(other_cpu / "labels.parquet", index=False)
+    assert audit_run(other_cpu) == []
+
+    edited = tmp_path / "edited"
+    shutil.copytree(run_dir, edited)
+    labels = pd.read_parquet(edited / "labels.parquet")
+    a, b, c = ok[:3]
+    labels.loc[a, "r"] += 1e-9
+    labels.loc[b, "p_ref"] = np.nextafter(labels.loc[b, "p_ref"], np.inf)  # exact: 1 ULP counts
+    labels.loc[c, "y"] = 1 - labels.loc[c, "y"]
+    labels.to_parquet(edited / "labels.parquet", index=False)
+    problems = [p for p in audit_run(edited) if p.startswith("labels.parquet")]
+    ids = labels["task_id"]
+    assert len(problems) == 3
+    assert problems[0].startswith(f"labels.parquet task {ids[a]}: r ")
+    assert problems[1].startswith(f"labels.parquet task {ids[b]}: p_ref ")
+    assert problems[2].startswith(f"labels.parquet task {ids[c]}: y ")
+
+
 def test_interrupted_run_resumes_without_recomputing(run_dir, tmp_path):
     import shutil
 
