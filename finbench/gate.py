@@ -53,16 +53,14 @@ def daily_summaries(
     Each bar is placed in a session by a ``searchsorted`` of its start on the session opens;
     it is regular when it starts before that session's close.
     """
-    columns = ["ticker", "session", "open", "high", "low", "close", "volume",
-               "session_open_ns", "available_ns"]
     if len(bars.ts) == 0:
-        return pd.DataFrame(columns=columns), {}
+        return empty_daily(), {}
     first = pd.Timestamp(int(bars.ts.min()), tz="UTC").tz_convert(timezone).tz_localize(None)
     last = pd.Timestamp(int(bars.ts.max()), tz="UTC").tz_convert(timezone).tz_localize(None)
     cal = get_calendar(calendar, first.normalize(), last.normalize())
     sessions = cal.sessions_in_range(first.normalize(), last.normalize())
     if len(sessions) == 0:
-        return pd.DataFrame(columns=columns), {}
+        return empty_daily(), {}
     opens = to_ns(cal.opens.loc[sessions].dt.tz_convert("UTC"))
     closes = to_ns(cal.closes.loc[sessions].dt.tz_convert("UTC"))
     pos = np.searchsorted(opens, bars.ts, side="right") - 1
@@ -74,7 +72,7 @@ def daily_summaries(
         code[lo:hi] = i
     idx = np.flatnonzero(regular)
     if len(idx) == 0:
-        return pd.DataFrame(columns=columns), {}
+        return empty_daily(), {}
     key = code[idx] * len(sessions) + pos[idx]  # non-decreasing: bars sorted by ticker, ts
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     ends = np.r_[starts[1:], len(key)]
@@ -94,6 +92,16 @@ def daily_summaries(
         }
     )
     return daily, ticker_bounds(daily["ticker"].to_numpy())
+
+
+DAILY_DTYPES = {"ticker": object, "session": object, "open": np.float64, "high": np.float64,
+                "low": np.float64, "close": np.float64, "volume": np.float64,
+                "session_open_ns": np.int64, "available_ns": np.int64}
+
+
+def empty_daily() -> pd.DataFrame:
+    """Daily summaries of no bars, with the column types of any other."""
+    return pd.DataFrame({c: np.empty(0, dtype=t) for c, t in DAILY_DTYPES.items()})
 
 
 def explode_headlines(headlines: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
@@ -161,8 +169,9 @@ class ContextIndex:
 
         self._h_avail = h_avail
         self._d_avail = d_avail
+        # digests hash these bytes: fixed types, whatever types the frame arrived with
         self._d_cols = [
-            np.ascontiguousarray(self.daily[c].to_numpy())
+            np.ascontiguousarray(self.daily[c].to_numpy(DAILY_DTYPES[c]))
             for c in ("session_open_ns", "open", "high", "low", "close", "volume", "available_ns")
         ]
         self._h_id = self.news["id"].astype(str).tolist()
@@ -276,9 +285,10 @@ class ContextIndex:
         h.update(f"finbench-context-v{DIGEST_VERSION}|{self._task_ids[i]}|"
                  f"{self.t_fc[i]}|".encode())
         b = slice(self.bar_lo[i], self.bar_hi[i])
-        for arr in (self.bars.ts, self.bars.open, self.bars.high, self.bars.low,
-                    self.bars.close, self.bars.volume):
-            h.update(np.ascontiguousarray(arr[b]).tobytes())
+        for arr, dtype in ((self.bars.ts, np.int64), (self.bars.open, np.float64),
+                           (self.bars.high, np.float64), (self.bars.low, np.float64),
+                           (self.bars.close, np.float64), (self.bars.volume, np.float64)):
+            h.update(np.ascontiguousarray(arr[b], dtype=dtype).tobytes())
         d = slice(self.sum_lo[i], self.sum_hi[i])
         for arr in self._d_cols:
             h.update(arr[d].tobytes())

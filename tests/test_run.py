@@ -192,6 +192,38 @@ def test_audit_tolerates_a_libm_ulp_in_r_and_names_any_real_label_change(run_dir
     assert problems[2].startswith(f"labels.parquet task {ids[c]}: y ")
 
 
+def test_receipts_are_the_same_in_two_processes_when_history_starts_before_the_store(
+        tmp_path, sample_store):
+    """Days before the store's first one have no bars; their (empty) daily summaries once
+    turned the summary columns into Python objects, and context digests hashed memory
+    addresses: two identical runs disagreed on almost every replay row's input_sha256."""
+    first_day = Store(sample_store).dates("bars")[0].isoformat()
+    (tmp_path / "replay.csv").write_text(
+        f"ticker,session,horizon,p_up,lower,upper\nAAPL,{first_day},MORNING,0.55,-0.01,0.01\n")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{sample_store}"
+[tasks]
+tickers = ["AAPL", "MSFT"]
+start = "{first_day}"
+end = "2024-09-26"
+[[models]]
+name = "replayed"
+kind = "replay"
+path = "replay.csv"
+""")
+    digests = []
+    for name in ("one", "two"):
+        subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                        str(tmp_path / name)], check=True, capture_output=True)
+        assert audit_run(tmp_path / name) == []
+        digests.append(pd.read_parquet(tmp_path / name / "forecasts.parquet",
+                                       columns=["input_sha256"])["input_sha256"])
+    assert len(digests[0]) == 2 * 5 * 3 and digests[0].notna().all()
+    pd.testing.assert_series_equal(digests[0], digests[1])
+
+
 def test_interrupted_run_resumes_without_recomputing(run_dir, tmp_path):
     import shutil
 
