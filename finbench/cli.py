@@ -145,7 +145,7 @@ def _report(args: argparse.Namespace) -> int:
 def _paper(args: argparse.Namespace) -> int:
     from finbench.report.build import paper
 
-    figures = paper(args.runs, args.out)
+    figures = paper(args.runs, args.out, allow_different_tasks=args.allow_different_tasks)
     print(f"wrote {args.out}/tables and {len(figures)} figure files in {args.out}/figures")
     return 0
 
@@ -213,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+")
     pap.add_argument("--out", default="paper")
+    pap.add_argument("--allow-different-tasks", action="store_true",
+                     help="pool runs whose task sets differ (the overlap is printed)")
     pap.set_defaults(func=_paper)
     return parser
 

@@ -39,6 +39,19 @@ class ForecastAnswer(BaseModel):
         return self
 
 
+class ProbabilityAnswer(BaseModel):
+    """What a probability-only forecaster answers (a replayed market price, say): ``p_up`` in
+    [0, 1]; an interval is not part of its answer (and not allowed in it)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    p_up: Annotated[Number, Field(ge=0.0, le=1.0)]
+    rationale: str | None = None
+
+
+NOT_APPLICABLE = "not_applicable"  # interval_note of a forecaster that gives no interval
+
+
 @dataclass(frozen=True)
 class ParsedAnswer:
     """A raw answer after validation; the raw text is always kept."""
@@ -50,10 +63,13 @@ class ParsedAnswer:
     lower: float = math.nan
     upper: float = math.nan
     rationale: str | None = None
+    interval_note: str | None = None  # why a valid answer has no interval
 
 
-def parse_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
-    """Validate a raw answer (JSON text or a mapping); never raises for a bad answer."""
+def parse_answer(raw: str | dict[str, Any], *, interval: bool = True) -> ParsedAnswer:
+    """Validate a raw answer (JSON text or a mapping); never raises for a bad answer.
+    ``interval=False``: the forecaster gives a probability only (:class:`ProbabilityAnswer`);
+    a valid answer then has interval note ``not_applicable``."""
     text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
     if isinstance(raw, str):
         try:
@@ -66,9 +82,12 @@ def parse_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
         return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
                             text)
     try:
-        answer = ForecastAnswer.model_validate(payload)
+        answer = (ForecastAnswer if interval else ProbabilityAnswer).model_validate(payload)
     except ValidationError as exc:
         return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    if not interval:
+        return ParsedAnswer(True, None, text, float(answer.p_up), rationale=answer.rationale,
+                            interval_note=NOT_APPLICABLE)
     return ParsedAnswer(True, None, text, float(answer.p_up), float(answer.lower),
                         float(answer.upper), answer.rationale)
 

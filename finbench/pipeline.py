@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from finbench.bars import NS, BarArrays, to_ns
-from finbench.calendar import previous_sessions
+from finbench.calendar import get_calendar, previous_sessions
 from finbench.config import RunConfig
 from finbench.data.store import Store
-from finbench.gate import ContextIndex, daily_summaries
-from finbench.labels import label_bars, label_frame, status_counts
+from finbench.gate import ContextIndex, daily_summaries, empty_daily
+from finbench.labels import LABEL_COLUMNS, label_bars, label_frame, status_counts
 from finbench.lookup import arrow_text, groups, positions
 from finbench.progress import Countdown
 from finbench.tasks import build_tasks
@@ -62,6 +62,8 @@ class Resolved:
     history: pd.DataFrame  # all tasks + labels + momentum_sign_<minutes> columns
     daily: pd.DataFrame    # regular-session OHLCV per (ticker, session), sorted by ticker, session
     n_tasks: int           # evaluated tasks: the last rows of ``history``
+    sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
+    # 1970, sorted)
 
     def history_rows(self, rows: np.ndarray) -> np.ndarray:
         """Rows of ``history`` holding the evaluated tasks at ``rows`` (the history is the
@@ -167,7 +169,8 @@ def read_bars(plan: Plan, start: dt.date, stop: dt.date) -> BarArrays:
 
 def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -> Resolved:
     """Pass 1: labels, momentum signs and (with ``daily``) daily summaries, one date partition
-    at a time.
+    at a time; then the history is read further back until every rolling baseline's window
+    can be filled (:func:`fill_windows`).
 
     Every look-up of a task (reference and target bars, the momentum window) lies on its
     session's local date, so each day's partition is read once, as it lies on disk, with only
@@ -175,12 +178,90 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     Results land in arrays aligned with the tasks; frames are built once at the end.
     """
     spec = plan.config.tasks
-    everything = plan.all_tasks
+    history, days_frame = _label_pass(plan, plan.all_tasks, plan.first_date, spec.end,
+                                      momentum_minutes=momentum_minutes, daily=daily, echo=echo)
+    days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
+                                        kind="stable").reset_index(drop=True)
+    resolved = Resolved(history.set_index("task_id")[LABEL_COLUMNS[1:]], history, days_frame,
+                        len(plan.tasks))
+    resolved = fill_windows(plan, resolved, momentum_minutes=momentum_minutes, echo=echo)
+    resolved.sessions = session_days_between(spec.calendar, plan.first_date, spec.end)
+    return resolved
+
+
+def session_days_between(calendar: str, first: dt.date, last: dt.date) -> np.ndarray:
+    """The exchange's sessions in ``[first, last]`` as days since 1970 (sorted)."""
+    cal = get_calendar(calendar, pd.Timestamp(first), pd.Timestamp(last))
+    sessions = cal.sessions_in_range(pd.Timestamp(first), pd.Timestamp(last))
+    return sessions.to_numpy("datetime64[D]").astype(np.int64)
+
+
+def rolling_window(config: RunConfig) -> int:
+    """The most resolved labels any rolling baseline's window holds (0 without one)."""
+    return max([m.window for m in config.models if m.kind in ("momentum", "climatology")
+                or (m.kind == "base_rate" and m.variant == "rolling")], default=0)
+
+
+def fill_windows(plan: Plan, resolved: Resolved, *, momentum_minutes=(), echo=None) -> Resolved:
+    """Read the history further back, for the tickers whose series (ticker, horizon) have
+    fewer than :func:`rolling_window` resolved labels before the first evaluated session,
+    until they have that many or the history reaches the store's first date. Every window a
+    baseline of the run takes then lies in the history read, so its answer is what it would
+    be with the whole store behind it: a function of the task and the store, never of the
+    run's date range. ``plan`` is updated (``history_tasks``, ``first_date``)."""
+    spec = plan.config.tasks
+    need = rolling_window(plan.config)
+    dates = plan.store.dates("bars")
+    if not need or not dates:
+        return resolved
+    store_first = dates[0]
+    while plan.first_date > store_first:
+        short = short_tickers(resolved.history, plan, need)
+        if not short:
+            break
+        loaded = len(plan.history_tasks["session"].unique()) if len(plan.history_tasks) else 0
+        earlier = previous_sessions(spec.calendar, plan.first_date, max(need, loaded))
+        if not len(earlier):
+            break
+        first = max(earlier[0].date(), store_first)
+        extra = build_tasks(spec.model_copy(update={"tickers": short}), start=first,
+                            end=plan.first_date - dt.timedelta(days=1))
+        if len(extra.tasks):
+            part, _ = _label_pass(plan, extra.tasks, first,
+                                  plan.first_date - dt.timedelta(days=1),
+                                  momentum_minutes=momentum_minutes, daily=False, echo=echo,
+                                  tickers=short)
+            history = pd.concat([part, resolved.history], ignore_index=True)
+            labels = pd.concat([part.set_index("task_id")[LABEL_COLUMNS[1:]], resolved.labels])
+            resolved = Resolved(labels, history, resolved.daily, resolved.n_tasks)
+            plan.history_tasks = pd.concat([extra.tasks, plan.history_tasks], ignore_index=True)
+        plan.first_date = first
+    return resolved
+
+
+def short_tickers(history: pd.DataFrame, plan: Plan, need: int) -> list[str]:
+    """Tickers of the run with a series (ticker, horizon) holding fewer than ``need`` resolved
+    labels in the sessions before the first evaluated one, in the config's order."""
+    spec = plan.config.tasks
+    before = (history["session"] < spec.start.isoformat()).to_numpy(bool)
+    ok = before & (history["status"] == "ok").to_numpy(bool)
+    counts = history.loc[ok].groupby(["ticker", "horizon"]).size()
+    return [t for t in spec.tickers
+            if any(counts.get((t, h), 0) < need for h in spec.horizons)]
+
+
+def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.date, *,
+                momentum_minutes=(), daily: bool, echo=None, tickers=None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Labels and momentum signs of ``everything`` (tasks of sessions in ``[first, last]``),
+    and with ``daily`` the daily summaries of those dates: (tasks with their label columns
+    and ``momentum_sign_<minutes>``/``momentum_seen_ns_<minutes>``, summaries)."""
+    spec = plan.config.tasks
     columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
     day_names, day_code = _encoded(everything["session"])
     by_day = dict(zip(day_names, groups(day_code, len(day_names)), strict=True))
     days = sorted({d.isoformat() for d in plan.store.dates("bars")
-                   if plan.first_date <= d <= spec.end} | set(by_day))
+                   if first <= d <= last} | set(by_day))
     ticker_names, code = _encoded(everything["ticker"])
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
     start = day_starts(everything, spec.timezone)
@@ -190,7 +271,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     minutes_list = sorted(set(momentum_minutes))
     signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
     summaries = []
-    units = _read_units(plan, days, by_day, columns)
+    units = _read_units(plan, days, by_day, columns, tickers or spec.tickers)
     progress = Countdown("labels", len(units), echo, unit="reads")
     with ThreadPoolExecutor(max_workers=READERS) as pool:  # the next units are read while
         ahead = deque(pool.submit(u[0]) for u in units[:READERS])  # one is computed
@@ -223,11 +304,8 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
                          labels.drop(columns="task_id")], axis=1)
     for m in minutes_list:
         history[f"momentum_sign_{m}"], history[f"momentum_seen_ns_{m}"] = signs[m]
-    days_frame = (pd.concat(summaries, ignore_index=True) if summaries else daily_summaries(
-        empty_bars(plan.store.bar_seconds), calendar=spec.calendar, timezone=spec.timezone)[0])
-    days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
-                                        kind="stable").reset_index(drop=True)
-    return Resolved(labels.set_index("task_id"), history, days_frame, len(plan.tasks))
+    days_frame = pd.concat(summaries, ignore_index=True) if summaries else empty_daily()
+    return history, days_frame
 
 
 def _encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -237,7 +315,7 @@ def _encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
 
 
-def _read_units(plan: Plan, days: list[str], by_day: dict, columns) -> list[tuple]:
+def _read_units(plan: Plan, days: list[str], by_day: dict, columns, tickers) -> list[tuple]:
     """(reader of bars, rows of the tasks they serve, sessions it summarises or None for
     all) in date order.
 
@@ -248,7 +326,7 @@ def _read_units(plan: Plan, days: list[str], by_day: dict, columns) -> list[tupl
     none = np.empty(0, np.int64)
     if plan.store.timezone == spec.timezone:
         return [(partial(plan.store.read_day_arrays, dt.date.fromisoformat(day),
-                         tickers=spec.tickers, columns=columns), by_day.get(day, none), None)
+                         tickers=tickers, columns=columns), by_day.get(day, none), None)
                 for day in days]
     if not days:
         return []
@@ -257,7 +335,7 @@ def _read_units(plan: Plan, days: list[str], by_day: dict, columns) -> list[tupl
                                     dt.date.fromisoformat(days[-1])):
         rows = [by_day[d] for d in days if first.isoformat() <= d <= last.isoformat()
                 and d in by_day]
-        units.append((partial(plan.store.read_bar_arrays, tickers=spec.tickers,
+        units.append((partial(plan.store.read_bar_arrays, tickers=tickers,
                               start=first - dt.timedelta(days=1),
                               end=last + dt.timedelta(days=1)),
                       np.concatenate(rows) if rows else none,

@@ -216,7 +216,8 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             if key not in inputs:
                 inputs[key] = Inputs(tasks=_rows_of(plan.tasks, rows),
                                      history=resolved.history,
-                                     history_rows=resolved.history_rows(rows))
+                                     history_rows=resolved.history_rows(rows),
+                                     sessions=resolved.sessions)
             out_rows = f.forecast(inputs[key])
             journal.append(out_rows, background=True,
                            then=table.add if table is not None else None)
@@ -233,7 +234,8 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             if len(rows) == 0:
                 continue
             inputs = Inputs(tasks=chunk.iloc[rows].reset_index(drop=True),
-                            contexts=contexts.take(rows), history=resolved.history, bars=bars)
+                            contexts=contexts.take(rows), history=resolved.history, bars=bars,
+                            sessions=resolved.sessions)
             if dry_run:
                 if f.streaming:
                     _add_estimate(estimates, f.name, f.estimate(inputs))
@@ -356,8 +358,11 @@ def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) ->
         frame = summary_frame(scores, baselines=baselines, slice_kind=kind,
                               interval_reference=ref)
         parts.append(f"{title}:\n{render_text(frame)}")
-    note = ("BS and Winkler: lower is better; BSS/WSS = 1 - S_model/S_baseline on paired rows; "
-            "'undef' = zero reference score or no paired rows.")
+    note = ("BS and Winkler: lower is better; BSS/WSS = 1 - S_model/S_baseline on the (n) paired "
+            "rows both scored; 'undef' = zero reference score or no paired rows; n/a = the "
+            "forecaster gives no interval (scored on its probability alone). p fallback: "
+            "probabilities from a declared fallback rule; Int. abstained: intervals left out "
+            "for lack of history.")
     return "\n\n".join(parts) + "\n" + note
 
 

@@ -105,6 +105,27 @@ def naive_baseline_stats(task, history: pd.DataFrame, *, window: int, sign_colum
     return out
 
 
+def naive_window_span(task, history: pd.DataFrame, sessions: list[str], *, window: int) -> dict:
+    """For one task: the sessions of the oldest and newest of its last ``window`` resolved
+    labels, and over the sessions from the oldest to the task's own (excluded), the labels of
+    its series that are unscorable, not yet known at ``t_forecast``, or missing because the
+    series was not asked that session (early close)."""
+    same = history[(history["ticker"] == task.ticker) & (history["horizon"] == task.horizon)]
+    used = same[(same["status"] == "ok") & (same["label_known_at"] < task.t_forecast)]
+    used = used.sort_values("label_known_at", kind="stable").tail(window)
+    if used.empty:
+        return {"first": None, "last": None, "unscorable": 0, "early_close": 0, "not_known": 0}
+    first = used["session"].iloc[0]
+    span = same[(same["session"] >= first) & (same["session"] < task.session)]
+    asked = set(span["session"])
+    return {"first": first, "last": used["session"].iloc[-1],
+            "unscorable": int((span["status"] != "ok").sum()),
+            "early_close": sum(1 for d in sessions if first <= d < task.session
+                               and d not in asked),
+            "not_known": int(((span["status"] == "ok")
+                              & (span["label_known_at"] >= task.t_forecast)).sum())}
+
+
 def naive_score_table(data, *, slice_kind: str, mean_ci, skill_ci) -> pd.DataFrame:
     """Report scores per (slice, model) by pandas filters per cell and a merge with the coin
     on text keys, clusters as texts; ``mean_ci``/``skill_ci`` are the bootstrap functions
@@ -114,7 +135,7 @@ def naive_score_table(data, *, slice_kind: str, mean_ci, skill_ci) -> pd.DataFra
         data.baselines[0] if data.baselines else None)
     rows = data.rows
     slices = [("all", rows)] if slice_kind == "overall" else list(
-        rows.groupby(slice_kind, sort=False))
+        rows.groupby(slice_kind, sort=False, observed=True))
     if slice_kind == "horizon":
         order = {h: i for i, h in enumerate(data.config.tasks.horizons)}
         slices.sort(key=lambda kv: order.get(kv[0], 99))
@@ -122,28 +143,35 @@ def naive_score_table(data, *, slice_kind: str, mean_ci, skill_ci) -> pd.DataFra
     out = []
     for value, part in slices:
         for model in data.models:
-            own = part[(part["model"] == model) & part["scored"]]
+            asked = part[part["model"] == model]
+            own = asked[asked["scored"]]
+            inside = asked[asked["interval_scored"]]
             n = len(own)
-            cl = _naive_clusters(own, rep.cluster)
-            bs, wk = mean_ci(own["brier"], cl, **boot), mean_ci(own["winkler"], cl, **boot)
+            bs = mean_ci(own["brier"], _naive_clusters(own, rep.cluster), **boot)
+            wk = mean_ci(inside["winkler"], _naive_clusters(inside, rep.cluster), **boot)
             rec = {"slice": value, "model": model, "n": n,
                    "sessions": int(own["session"].nunique()),
                    "positives": int(own["y"].sum()) if n else 0,
+                   "ties": int((own["r"] == 0).sum()),
                    "accuracy": own["correct"].mean() if n else math.nan,
                    "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
                    "log_loss": own["log_loss"].mean() if n else math.nan,
-                   "coverage": own["covered"].mean() if n else math.nan,
-                   "width": own["width"].mean() if n else math.nan,
+                   "n_interval": len(inside),
+                   "interval": _naive_interval(rows, model),
+                   "coverage": inside["covered"].mean() if len(inside) else math.nan,
+                   "width": inside["width"].mean() if len(inside) else math.nan,
                    "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": part.loc[part["model"] == model, "valid"].mean()}
+                   "validity": asked["valid"].mean()}
             if coin:
                 ref = part[(part["model"] == coin) & part["scored"]][["task_id", "brier"]]
                 pair = own[["task_id", "brier", "session", "ticker"]].merge(
                     ref, on="task_id", suffixes=("", "_ref"))
                 sk = skill_ci(pair["brier"], pair["brier_ref"],
                               _naive_clusters(pair, rep.cluster), **boot)
-                rec.update(bss_ref=coin, bss=sk.estimate, bss_lo=sk.lower, bss_hi=sk.upper,
-                           bss_n=sk.n)
+                rec.update(bss_ref=coin, bss_ref_model=coin, bss=sk.estimate, bss_lo=sk.lower,
+                           bss_hi=sk.upper, bss_n=sk.n,
+                           bss_model_brier=pair["brier"].mean() if len(pair) else math.nan,
+                           bss_ref_brier=pair["brier_ref"].mean() if len(pair) else math.nan)
             rec["flag"] = ("descriptive only" if n < rep.min_n or rec["sessions"]
                            < rep.min_sessions else "")
             out.append(rec)
@@ -156,9 +184,11 @@ def naive_paired_table(data, *, metric: str, paired_difference) -> pd.DataFrame:
 
     rep = data.config.report
     rows, out = data.rows, []
-    for a, b in combinations(data.models, 2):
-        ra = rows[(rows["model"] == a) & rows["scored"]]
-        rb = rows[(rows["model"] == b) & rows["scored"]]
+    part = "interval_scored" if metric == "winkler" else "scored"
+    models = [m for m in data.models if metric != "winkler" or _naive_interval(rows, m) == "given"]
+    for a, b in combinations(models, 2):
+        ra = rows[(rows["model"] == a) & rows[part]]
+        rb = rows[(rows["model"] == b) & rows[part]]
         pair = ra[["task_id", metric, "session", "ticker"]].merge(
             rb[["task_id", metric]], on="task_id", suffixes=("_a", "_b"))
         ci, p = paired_difference(pair[f"{metric}_a"], pair[f"{metric}_b"],
@@ -172,6 +202,14 @@ def naive_paired_table(data, *, metric: str, paired_difference) -> pd.DataFrame:
                     "flag": "descriptive only" if ci.n < rep.min_n or sessions < rep.min_sessions
                     else ""})
     return pd.DataFrame(out)
+
+
+def _naive_interval(rows: pd.DataFrame, model: str) -> str:
+    """"not_applicable" when every valid row of the model says so, else "given"."""
+    valid = rows[(rows["model"] == model) & rows["valid"]]
+    if len(valid) and (valid["interval_note"] == "not_applicable").all():
+        return "not_applicable"
+    return "given"
 
 
 def _naive_clusters(rows: pd.DataFrame, cluster: str):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.forecasters.baselines import History, rolling_quantiles, rolling_rate
+from finbench.forecasters.baselines import History, rolling_quantiles, rolling_rate, session_days
 
 SESSIONS = ["2025-01-06", "2025-01-07", "2025-01-08", "2025-01-10", "2025-01-13"]
 Y = [1, 0, 1, 1, 0]
@@ -70,12 +70,17 @@ def test_momentum_conditional_probability_with_add_one_smoothing():
     hist["momentum_sign_30"] = [1.0, 1.0, -1.0, 1.0, 1.0]
     model = b.Momentum(SimpleNamespace(name="m", window=60, min_count=3, lookback_minutes=30))
     inputs = Inputs(tasks=hist, history=hist)
-    p, details, _ = model._probability(b.History(hist), inputs)
+    p, details, fallback, _ = model._probability(b.History(hist), inputs)
     # the last task (sign +1) sees days 0..3: signs +,+,-,+ with y 1,0,1,1: 2 ups in 3
     assert (details["sign_count"].iloc[4], details["sign_up"].iloc[4]) == (3, 2)
-    assert p[4] == pytest.approx((2 + 1) / (3 + 2))
-    # day 3 sees signs +,+,- : two with its sign (+), below min_count 3: the base rate
-    assert details["fallback"].iloc[3] == "base_rate" and p[3] == pytest.approx(2 / 3)
+    assert p[4] == pytest.approx((2 + 1) / (3 + 2)) and fallback[4] is None
+    # day 3 sees signs +,+,- : two with its sign (+), below min_count 3: the base rate of
+    # its 3 labels (min_count 3 reached: no further fallback)
+    assert fallback[3] == "base_rate: 2 labels with sign +1 < min_count 3"
+    assert p[3] == pytest.approx(2 / 3)
+    # day 1 sees one label: momentum falls back to the base rate, which falls back to 0.5
+    assert fallback[1] == ("base_rate: 1 labels with sign +1 < min_count 3; its 0.5: 1 labels"
+                           " in the window < min_count 3") and p[1] == 0.5
 
 
 def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
@@ -138,7 +143,7 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
     lower, upper = b.rolling_quantiles(history, hist, window=window)
     model = b.Momentum(SimpleNamespace(name="m", window=window, min_count=1,
                                        lookback_minutes=30))
-    _, details, _ = model._probability(history, Inputs(tasks=hist, history=hist))
+    _, details, _, _ = model._probability(history, Inputs(tasks=hist, history=hist))
     for i, task in enumerate(hist.itertuples()):
         ref = naive_baseline_stats(task, hist, window=window, sign_column="momentum_sign_30")
         assert count[i] == ref["count"]
@@ -150,6 +155,40 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
         if not np.isnan(task.momentum_sign_30):
             assert details["sign_count"].iloc[i] == ref["sign_count"]
             assert details["sign_up"].iloc[i] == ref["sign_up"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 9))
+def test_window_spans_equal_the_naive_reference(seed, window):
+    """Histories as runs make them (one task per series and session; some sessions not asked,
+    for every horizon or one; random unscorable labels): each task's window span and the
+    labels it skipped, by kind, equal a per-task pandas filter."""
+    from finbench.forecasters import baselines as b
+    from tests.reference import naive_window_span
+
+    rng = np.random.default_rng(seed)
+    days = pd.bdate_range("2025-02-03", periods=int(rng.integers(2, 30)))
+    sessions = [str(d.date()) for d in days]
+    skipped = set(rng.choice(sessions, size=len(sessions) // 6, replace=False))
+    rows = []
+    for s in sessions:
+        for t in ("A", "B"):
+            for h, clock in (("H1", "14:30"), ("H2", "20:30")):
+                if s in skipped and (h == "H2" or rng.random() < 0.5):
+                    continue  # an early close: the session or its late horizon not asked
+                rows.append({"task_id": f"{t}|{s}|{h}", "ticker": t, "horizon": h,
+                             "session": s, "t_forecast": pd.Timestamp(f"{s} {clock}", tz="UTC"),
+                             "label_known_at": pd.Timestamp(f"{s} 20:55", tz="UTC"),
+                             "status": rng.choice(["ok", "ok", "ok", "no_reference_price"]),
+                             "y": int(rng.integers(0, 2)), "r": 0.0})
+    hist = pd.DataFrame(rows)
+    history = b.History(hist, session_days(sessions))
+    got = b.window_details(history, hist, window)
+    for i, task in enumerate(hist.itertuples()):
+        want = naive_window_span(task, hist, sessions, window=window)
+        assert (got["window_first"][i], got["window_last"][i]) == (want["first"], want["last"])
+        for kind in ("unscorable", "early_close", "not_known"):
+            assert got[f"skipped_{kind}"][i] == want[kind], (task.task_id, kind)
 
 
 def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles():

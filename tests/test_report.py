@@ -13,7 +13,7 @@ from finbench.errors import RunError
 from finbench.report import figures as F
 from finbench.report.build import paper, report
 from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
-from finbench.run import score_run
+from finbench.run import run, score_run
 from finbench.rundir import run_labels
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.shards import merge_shards
@@ -76,6 +76,8 @@ def test_figures_plot_the_table_values(pilot):
     ax = F.plot_skill_by_model(first)
     heights = [p.get_height() for p in ax.patches]
     np.testing.assert_allclose(heights, first["bss"].to_numpy())
+    labels = [t.get_text() for t in ax.get_xticklabels()]  # each bar says its paired rows
+    assert labels == [f"{m}\nn={n}" for m, n in zip(first["model"], first["bss_n"], strict=True)]
     ax = F.plot_brier_vs_coverage(by_h)
     points = np.vstack([c.get_offsets() for c in ax.collections])
     np.testing.assert_allclose(np.sort(points[:, 1]), np.sort(by_h["brier"].to_numpy()))
@@ -121,6 +123,31 @@ def test_commands_on_a_missing_or_unfinished_run_name_it_and_what_it_lacks(pilot
         call(waiting)
 
 
+def test_paper_computes_each_skill_within_its_run_and_refuses_different_task_sets(
+        pilot, tmp_path, sample_store):
+    """Pooled runs once took the first run's coin as every model's reference, so a model of
+    another run was paired with tasks of a run it never saw."""
+    config = (Path(__file__).resolve().parents[1] / "configs" / "pilot.toml").read_text()
+    config = config.replace('"../data/sample"', f'"{sample_store}"').split("# The paper")[0]
+    (tmp_path / "day.toml").write_text(config.replace('start = "2025-01-15"',
+                                                      'start = "2025-01-14"'))
+    day = run(tmp_path / "day.toml", tmp_path / "day", echo=lambda *_: None)
+    with pytest.raises(RunError, match=r"different task sets \(9 tasks common to all runs; "
+                       r"pilot: 9 tasks, 0 not in every run; day: 18 tasks, 9 not in every"):
+        paper([pilot, day], tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    said = []
+    paper([pilot, day], tmp_path / "paper", allow_different_tasks=True, echo=said.append)
+    assert said and said[0].startswith("task sets differ: 9 tasks common")
+    pooled = pd.read_csv(tmp_path / "paper" / "tables" / "scores_aggregate.csv")
+    for folder in (pilot, day):
+        own = score_table(load_run(folder), slice_kind="overall").set_index("model")
+        for model, rec in own.iterrows():
+            got = pooled[pooled["model"] == f"{folder.name}/{model}"].iloc[0]
+            assert got["bss_ref_model"] == f"{folder.name}/coin" and got["bss_n"] == rec["bss_n"]
+            assert got["bss"] == pytest.approx(rec["bss"], abs=1e-9)
+
+
 def test_paper_pools_several_runs_with_prefixed_names(pilot, tmp_path):
     other = tmp_path / "again"
     shutil.copytree(pilot, other)
@@ -135,7 +162,7 @@ def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:
     shuffled so that models, tickers and sessions interleave."""
     rng = np.random.default_rng(seed)
     out = []
-    for model in ("coin", "base_rate", "mine"):
+    for model in ("coin", "base_rate", "mine", "clim"):
         for t in range(7):
             for d in range(1, 13):
                 for h in [*horizons, "EXTRA"]:
@@ -144,26 +171,35 @@ def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:
                     ok, valid = rng.random() < 0.93, rng.random() < 0.9
                     y, p = float(rng.random() < 0.5), rng.random()
                     score = ok and valid
+                    # the baselines give no interval; "mine" gives one or abstains
+                    note = ("not_applicable" if model in ("coin", "base_rate") else
+                            "insufficient_history: 3 past returns" if rng.random() < 0.1
+                            else None)
+                    inside = score and note is None
                     lo, hi = -rng.random() / 50, rng.random() / 50
-                    r = rng.normal(0, 0.01)
+                    r = rng.choice([0.0, rng.normal(0, 0.01)], p=[0.05, 0.95])
                     nan = np.nan
                     out.append({
                         "task_id": f"T{t}|2025-02-{d:02d}|{h}", "model": model, "p_up": p,
                         "valid": valid, "status": "ok" if ok else "no_target_price",
+                        "interval_note": note if valid else None,
                         "ticker": f"T{t}", "session": f"2025-02-{d:02d}", "horizon": h,
                         "y": y if ok else nan, "r": r if ok else nan, "scored": score,
+                        "interval_scored": inside,
                         "brier": (p - y) ** 2 if score else nan,
                         "log_loss": -np.log(p if y else 1 - p) if score else nan,
                         "winkler": (hi - lo) + 10 * max(lo - r, 0) + 10 * max(r - hi, 0)
-                        if score else nan,
-                        "covered": float(lo <= r <= hi) if score else nan,
-                        "width": hi - lo if score else nan,
+                        if inside else nan,
+                        "covered": float(lo <= r <= hi) if inside else nan,
+                        "width": hi - lo if inside else nan,
                         "correct": float((p > 0.5) == bool(y)) if score else nan,
+                        "tie": float(r == 0) if score else nan,
                         "t_forecast": pd.Timestamp(f"2025-02-{d:02d} 14:30", tz="UTC")})
     rows = pd.DataFrame(out)
     rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
     for col in ("task_id", "model", "status", "ticker", "session", "horizon"):
         rows[col] = rows[col].astype("string[pyarrow]")  # as read back from Parquet
+    rows["interval_note"] = rows["interval_note"].astype(object)
     return rows
 
 
@@ -175,13 +211,13 @@ def test_score_and_paired_tables_equal_a_naive_per_cell_loop(pilot, cluster):
     config = base.config.model_copy(update={"report": base.config.report.model_copy(
         update={"cluster": cluster, "bootstrap_replicates": 300, "min_n": 20})})
     rows = _scored_rows(list(config.tasks.horizons))
-    data = RunData("synthetic", config, base.manifest, rows, ["coin", "base_rate", "mine"],
-                   ["coin", "base_rate"])
+    data = RunData("synthetic", config, base.manifest, rows,
+                   ["coin", "base_rate", "mine", "clim"], ["coin", "base_rate"])
     for kind in ("overall", "horizon", "ticker"):
         got = score_table(data, slice_kind=kind)
         want = naive_score_table(data, slice_kind=kind, mean_ci=mean_ci, skill_ci=skill_ci)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
-        assert len(got) == 3 * {"overall": 1, "horizon": 4, "ticker": 7}[kind]
+        assert len(got) == 4 * {"overall": 1, "horizon": 4, "ticker": 7}[kind]
         assert got["brier_lo"].notna().all() and (got["n"] > 0).all()
     assert list(score_table(data, slice_kind="horizon")["slice"].unique()) == [
         *config.tasks.horizons, "EXTRA"]  # the config's order, unnamed ones last
@@ -190,6 +226,8 @@ def test_score_and_paired_tables_equal_a_naive_per_cell_loop(pilot, cluster):
         want = naive_paired_table(data, metric=metric, paired_difference=paired_difference)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         assert got["p_value"].between(0, 1).all()
+        # pairs of every two models; of Winkler, only of the two that give intervals
+        assert len(got) == {"brier": 6, "winkler": 1}[metric]
 
 
 def test_a_long_wealth_path_is_drawn_from_each_buckets_low_and_high():

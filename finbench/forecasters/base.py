@@ -33,6 +33,8 @@ class Inputs:
     bars: object = None  # finbench.bars.BarArrays
     shared: dict = field(default_factory=dict)
     history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
+    sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
+    # 1970, sorted): baselines count the sessions their windows skip
 
 
 class Forecaster(ABC):
@@ -72,6 +74,8 @@ class Forecaster(ABC):
             "context_max_input_time": ctx_time,
             "history_max_input_time": hist_time,
             "input_sha256": digests,
+            "p_fallback": extra.pop("p_fallback", None),
+            "interval_note": extra.pop("interval_note", parsed.pop("interval_note", None)),
             "history_count": extra.pop("history_count", -1),
             "detail": extra.pop("detail", None),
             "latency": elapsed / max(n, 1),
@@ -92,20 +96,29 @@ def _parsed_columns(answers: list) -> dict[str, list]:
     """Each raw answer (JSON text, mapping or :class:`ParsedAnswer`) validated, as columns."""
     parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
     return {name: [getattr(p, name) for p in parsed]
-            for name in ("p_up", "lower", "upper", "valid", "error", "raw", "rationale")}
+            for name in ("p_up", "lower", "upper", "valid", "error", "raw", "rationale",
+                         "interval_note")}
 
 
 def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
     """The schema's rules (finite numbers, 0 <= p_up <= 1, lower <= upper) applied to whole
-    columns, for forecasters that answer with arrays (the baselines). A row whose ``refused``
-    holds a reason is invalid with that reason. Raw text is the answer's JSON."""
+    columns, for forecasters that answer with arrays (the baselines). A row whose
+    ``interval_note`` says why it has no interval must have none (``lower`` and ``upper`` NaN)
+    and is checked on its probability alone; a row whose ``refused`` holds a reason is invalid
+    with that reason. Raw text is the answer's JSON (without the interval when there is
+    none)."""
+    n = len(answers)
     p, lo, hi = (answers[c].to_numpy(float) for c in ("p_up", "lower", "upper"))
-    refused = answers["refused"].to_numpy(object) if "refused" in answers else np.full(
-        len(answers), None, dtype=object)
-    error = np.full(len(answers), None, dtype=object)
+    none = np.full(n, None, dtype=object)
+    refused = answers["refused"].to_numpy(object) if "refused" in answers else none
+    note = answers["interval_note"].to_numpy(object) if "interval_note" in answers else none
+    no_interval = pd.notna(note).astype(bool)
+    error = np.full(n, None, dtype=object)
     checks = (
-        (~np.isfinite(hi), "schema: upper: Input should be a finite number"),
-        (~np.isfinite(lo), "schema: lower: Input should be a finite number"),
+        (no_interval & ~(np.isnan(lo) & np.isnan(hi)),
+         "schema: an interval is given with interval_note set"),
+        (~no_interval & ~np.isfinite(hi), "schema: upper: Input should be a finite number"),
+        (~no_interval & ~np.isfinite(lo), "schema: lower: Input should be a finite number"),
         (np.isfinite(lo) & np.isfinite(hi) & (lo > hi), "schema: answer: lower is above upper"),
         (~((p >= 0) & (p <= 1)), "schema: p_up: Input should lie in [0, 1]"),
     )
@@ -114,13 +127,14 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
     has_reason = pd.notna(refused).astype(bool)
     error[has_reason] = refused[has_reason]
     valid = ~pd.notna(error).astype(bool)
-    raw = json_array({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")},
-                     len(answers))
+    raw = json_array({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")}, n)
+    if no_interval.any():
+        raw = pc.if_else(pa.array(no_interval), json_array({"p_up": p}, n), raw)
     raw = pc.if_else(pa.array(valid), raw, pa.scalar("", pa.string()))
-    nan = np.full(len(answers), np.nan)
+    nan = np.full(n, np.nan)
     return {"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
             "upper": np.where(valid, hi, nan), "valid": valid, "error": error,
-            "raw": raw, "rationale": None}
+            "raw": raw, "rationale": None, "interval_note": np.where(valid, note, none)}
 
 
 def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,
@@ -131,7 +145,8 @@ def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, ma
     return {
         "task_id": task_id, "model": model, "kind": kind, "p_up": parsed.p_up,
         "lower": parsed.lower, "upper": parsed.upper, "valid": parsed.valid,
-        "error": parsed.error, "raw": parsed.raw, "rationale": parsed.rationale,
+        "error": parsed.error, "p_fallback": None, "interval_note": parsed.interval_note,
+        "raw": parsed.raw, "rationale": parsed.rationale,
         "max_input_time": max_input_time, "context_max_input_time": context_max_input_time,
         "history_max_input_time": history_max_input_time, "input_sha256": input_sha256,
         "history_count": history_count, "detail": detail, "latency": latency, "tokens": tokens,

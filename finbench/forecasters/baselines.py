@@ -2,19 +2,32 @@
 
 A label becomes known at its ``t_target``; a baseline forecasting at ``t_forecast`` uses only
 labels of the same ticker and horizon with ``label_known_at < t_forecast`` (so a 15:55 label
-of day d is used from day d+1 on). "The last ``window`` sessions" means the last ``window``
-resolved (scorable) labels of that series.
+of day d is used from day d+1 on). Its window is the last ``window`` resolved (scorable)
+labels of that series, however far back they lie: the run reads history back until every
+window is full or the store begins (:func:`finbench.pipeline.fill_windows`), so an answer is a
+function of the task, the store and the baseline's parameters, never of the run's dates.
+
+A forecast has two parts. Every baseline gives a probability; only ``climatology`` gives an
+interval (the others' ``interval_note`` is ``not_applicable``: they are scored on their
+probability alone). Where a rule lacks the history it needs, the declared fallback gives the
+probability and ``p_fallback`` says which and why; an interval that cannot be formed is left
+out with ``interval_note = "insufficient_history: ..."``. Neither makes the answer invalid.
 
 - ``coin``: ``p_up = 0.5``.
 - ``base_rate`` (rolling): mean of ``y`` over the window; fewer than ``min_count`` labels → 0.5.
   ``frozen``: the rate over the declared training sessions (which must end before the
-  evaluation starts), never updated.
+  evaluation starts), never updated; fewer than ``min_count`` training labels → 0.5.
 - ``momentum``: ``s`` = sign of the log mid return over the last ``lookback_minutes`` of the
   session's gated bars (computed in the label pass, :func:`finbench.pipeline.momentum_sign`);
   ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
   ``n < min_count`` (or no sign, when a bar is missing) it falls back to the rolling base rate.
 - ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of
-  past ``r`` over the window (linear interpolation).
+  the window's returns (linear interpolation), given from ``min_count`` returns on.
+
+Each row records the labels used (``history_count``), the latest label time used, and in
+``detail`` the probability's provenance and the window's span: its first and last session
+and, from its first session to the task's, the labels of the series skipped (unscorable,
+early close, not yet known).
 
 Receipts. A baseline reads no context, so none is built for it: its input is the label
 history known at ``t_forecast`` and, for ``momentum``, two bars of the session so far.
@@ -23,11 +36,6 @@ that input (the time through which its series' labels are known, and the momentu
 of the run), so ``finbench audit`` re-derives it from the store. Its
 ``context_max_input_time`` is when the latest bar it read became available (momentum
 only).
-
-Every baseline carries the climatology interval of its own window (``frozen``: of its training
-window); with fewer than ``min_count`` past returns the interval is undefined and the forecast
-is recorded invalid with reason ``insufficient_history``. Each row records the count used
-(``history_count``), the probability's provenance (``detail``) and the latest label time used.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import pyarrow.compute as pc
 
 from finbench.bars import to_ns
 from finbench.errors import ConfigError
+from finbench.forecast import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, Inputs, register
 from finbench.jsontext import json_array
 from finbench.lookup import arrow_text, positions
@@ -53,21 +62,28 @@ QUANTILES = (0.1, 0.9)
 class History:
     """Resolved labels laid out flat, by series (ticker, horizon) and then by the time each
     became known, so every baseline statistic is a difference of cumulative sums (or a
-    window of rows) looked up with one ``searchsorted`` for all tasks."""
+    window of rows) looked up with one ``searchsorted`` for all tasks.
 
-    def __init__(self, history: pd.DataFrame) -> None:
+    Every row (any status) is also laid out by series and session day, so that what a window
+    skips can be counted (:meth:`spans`); ``sessions``, the exchange's sessions as days since
+    1970 (sorted), lets it count the sessions a series was not asked (early closes)."""
+
+    def __init__(self, history: pd.DataFrame, sessions: np.ndarray | None = None) -> None:
+        tickers = arrow_text(history["ticker"]).dictionary_encode()
+        horizons = arrow_text(history["horizon"]).dictionary_encode()
+        self._tickers, self._horizons = tickers.dictionary, horizons.dictionary
+        every = (tickers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                 * len(self._horizons)
+                 + horizons.indices.to_numpy(zero_copy_only=False))
+        day = session_days(history["session"])
         scorable = (history["status"] == "ok").to_numpy(bool)
         ok = history if scorable.all() else history[scorable]  # no copy when every row is ok
         known = to_ns(ok["label_known_at"])
-        tickers = arrow_text(ok["ticker"]).dictionary_encode()
-        horizons = arrow_text(ok["horizon"]).dictionary_encode()
-        self._tickers, self._horizons = tickers.dictionary, horizons.dictionary
-        series = (tickers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-                  * len(self._horizons)
-                  + horizons.indices.to_numpy(zero_copy_only=False))
+        series = every[scorable]
         order = np.lexsort((known, series))  # stable: equal times keep their table order
         self._ok, self._order = ok, order
         self.series, self.known = series[order], known[order]
+        self.day = day[scorable][order]
         self.y = ok["y"].to_numpy(dtype=float, na_value=np.nan)[order]
         self.r = ok["r"].to_numpy(float)[order]
         n_series = len(self._tickers) * len(self._horizons)
@@ -79,6 +95,11 @@ class History:
             raise ValueError(f"{n_series} series x {len(self._times)} label times do not "
                              "fit one 63-bit search key")
         self._keys = (self.series << self._shift) + np.searchsorted(self._times, self.known)
+        # every row by (series, session day), with the running count of unscorable ones
+        self._day_keys = np.sort(_day_key(every, day))
+        unscorable = np.sort(_day_key(every[~scorable], day[~scorable]))
+        self._unscorable_keys = unscorable
+        self.sessions = None if sessions is None else np.asarray(sessions, np.int64)
         self._memo: dict = {}
 
     def column(self, name: str) -> np.ndarray:
@@ -95,6 +116,10 @@ class History:
         """Per task: (first row of its series, end of the labels known strictly before its
         ``t_forecast``); rows ``[first, end)`` are what it may use (both 0 without a series).
         Remembered for the last tasks frame asked about (every baseline asks about the same)."""
+        return self._located(tasks)[:2]
+
+    def _located(self, tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`locate` and each task's series number (-1 without one)."""
         last = self._memo.get("locate")
         if last is not None and last[0] is tasks:
             return last[1]
@@ -105,9 +130,35 @@ class History:
         before = np.searchsorted(self._times, to_ns(tasks["t_forecast"]), side="left")
         end = np.searchsorted(self._keys, (series << self._shift) + before, side="left")
         first = np.where(has, self.start[series], 0)
-        out = (first, np.where(has, end, 0))
+        out = (first, np.where(has, end, 0), np.where(has, series, -1))
         self._memo["locate"] = (tasks, out)
         return out
+
+    def spans(self, tasks: pd.DataFrame, window: int) -> dict[str, np.ndarray]:
+        """What each task's window (its last ``window`` resolved labels) covers: ``first`` and
+        ``last``, the rows (in this layout) of the oldest and newest label used, -1 when none;
+        and, over the sessions from the oldest label used up to the task's own (excluded),
+        the labels of its series that were skipped: ``unscorable`` (a task without a
+        reference or target price), ``early_close`` (a session of the exchange on which the
+        series was not asked; counted only when the history knows the sessions),
+        ``not_known`` (labels not yet known at ``t_forecast``)."""
+        lo, end = _window_rows(self, tasks, window)
+        series = self._located(tasks)[2]
+        used = end - lo
+        has = used > 0
+        first_day = np.where(has, self.day[np.minimum(lo, max(len(self.day) - 1, 0))]
+                             if len(self.day) else 0, 0)
+        task_day = session_days(tasks["session"])
+        since, until = _day_key(series, first_day), _day_key(series, task_day)
+        rows = _between(self._day_keys, since, until)
+        unscorable = _between(self._unscorable_keys, since, until)
+        sessions = rows if self.sessions is None else (
+            np.searchsorted(self.sessions, task_day) - np.searchsorted(self.sessions, first_day))
+        zero = np.zeros(len(tasks), np.int64)
+        return {"first": np.where(has, lo, -1), "last": np.where(has, end - 1, -1),
+                "unscorable": np.where(has, unscorable, zero),
+                "early_close": np.where(has, sessions - rows, zero),
+                "not_known": np.where(has, rows - unscorable - used, zero)}
 
     def cumulative(self, name: str, values: np.ndarray) -> np.ndarray:
         """``r_[0, cumsum(values)]``, remembered under ``name``."""
@@ -122,6 +173,25 @@ class History:
             self._memo[("q", window)] = _window_quantiles(self.r, self.start[self.series],
                                                           window)
         return self._memo[("q", window)]
+
+
+def session_days(sessions) -> np.ndarray:
+    """Session dates (``YYYY-MM-DD`` text) as days since 1970 (int64)."""
+    days = arrow_text(sessions).cast(pa.date32())
+    return days.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+_DAY_BITS = 21  # days since 1970 offset by 2**20: any date from 841 to 4840
+
+
+def _day_key(series: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """One sortable integer per (series, session day)."""
+    return (np.asarray(series, np.int64) << _DAY_BITS) + (np.asarray(day, np.int64) + (1 << 20))
+
+
+def _between(keys: np.ndarray, since: np.ndarray, until: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``keys`` lie in ``[since, until)``, per pair."""
+    return np.searchsorted(keys, until, side="left") - np.searchsorted(keys, since, side="left")
 
 
 def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
@@ -150,15 +220,15 @@ def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
 _HISTORIES: dict[tuple, tuple[pd.DataFrame, History]] = {}
 
 
-def shared_history(frame: pd.DataFrame, variant: str = "") -> History:
-    """One :class:`History` per history table (and variant), shared by every baseline and
-    every chunk of a run."""
-    key = (id(frame), variant)
+def shared_history(frame: pd.DataFrame, sessions: np.ndarray | None = None) -> History:
+    """One :class:`History` per history table, shared by every baseline and every chunk of a
+    run."""
+    key = (id(frame), id(sessions))
     cached = _HISTORIES.get(key)
     if cached is None or cached[0] is not frame:
         if len(_HISTORIES) > 8:
             _HISTORIES.clear()
-        cached = (frame, History(frame))
+        cached = (frame, History(frame, sessions))
         _HISTORIES[key] = cached
     return cached[1]
 
@@ -275,39 +345,46 @@ class _Baseline(Forecaster):
         return (getattr(self.config, "window", DEFAULT_WINDOW),
                 getattr(self.config, "min_count", DEFAULT_MIN_COUNT))
 
-    def _interval(self, history: History, tasks: pd.DataFrame):
-        window, min_count = self._window()
-        lower, upper = rolling_quantiles(history, tasks, window)
-        _, count, last = rolling_rate(history, tasks, window, min_count)
-        return lower, upper, count, last
-
     def _shared(self, inputs: Inputs) -> History:
-        return shared_history(inputs.history)
+        return shared_history(inputs.history, inputs.sessions)
 
-    def _answer(self, inputs: Inputs) -> tuple[list, dict]:
+    def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
         history = self._shared(inputs)
-        tasks = inputs.tasks
-        p, details, p_last = self._probability(history, inputs)
-        lower, upper, count, last = self._interval(history, tasks)
-        _, min_count = self._window()
-        short = count < min_count
-        answers = pd.DataFrame({"p_up": p, "lower": lower, "upper": upper})
-        answers.loc[short, ["p_up", "lower", "upper"]] = np.nan
-        reason = np.full(len(answers), None, dtype=object)
-        counts, which = np.unique(count[short], return_inverse=True)  # one text per count
-        reason[short] = np.array([f"insufficient_history: {c} past returns < min_count "
-                                  f"{min_count} for the climatology interval" for c in counts],
-                                 dtype=object)[which]
-        answers["refused"] = reason  # a baseline that cannot answer says why
+        p, details, fallback, last = self._probability(history, inputs)
+        lower, upper, note, interval_last = self._interval(history, inputs.tasks)
+        answers = pd.DataFrame({"p_up": p, "lower": lower, "upper": upper,
+                                "interval_note": note})
+        count = details["rate_count"].to_numpy(np.int64) if "rate_count" in details else (
+            np.zeros(len(p), np.int64))
         extra = {
             "history_count": count,
+            "p_fallback": fallback,
             "detail": _detail_json(details),
-            "history_max_input_time": np.maximum(last, p_last),  # UTC ns, -1 for none
+            "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, -1: none
         }
         return answers, extra
 
     def _probability(self, history: History, inputs: Inputs):
+        """(p, details frame, fallback reason or None, latest label time used or -1) per
+        task."""
         raise NotImplementedError
+
+    def _interval(self, history: History, tasks: pd.DataFrame):
+        """(lower, upper, interval_note, latest label time used or -1) per task: by default
+        a baseline gives no interval (``not_applicable``)."""
+        n = len(tasks)
+        return (np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOT_APPLICABLE, object),
+                np.full(n, -1, np.int64))
+
+    def _rolling_rate(self, history: History, tasks: pd.DataFrame):
+        """The rolling base rate with its details and fallback (to 0.5 below ``min_count``)."""
+        window, min_count = self._window()
+        p, count, last = rolling_rate(history, tasks, window, min_count)
+        details = pd.DataFrame({"p": p, "rate_count": count,
+                                **window_details(history, tasks, window)})
+        fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
+                          f"{min_count}", count)
+        return p, details, fallback, last
 
 
 @register("coin")
@@ -315,17 +392,15 @@ class Coin(_Baseline):
     def _probability(self, history, inputs):
         n = len(inputs.tasks)
         return (np.full(n, 0.5), pd.DataFrame({"p": np.full(n, 0.5)}),
-                np.full(n, -1, np.int64))
+                np.full(n, None, object), np.full(n, -1, np.int64))
 
 
 @register("base_rate")
 class BaseRate(_Baseline):
     def _probability(self, history, inputs):
-        window, min_count = self._window()
         if self.config.variant == "frozen":
             return self._frozen(history, inputs)
-        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
-        return p, _rate_details(count, p, min_count), last
+        return self._rolling_rate(history, inputs.tasks)
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
@@ -346,25 +421,12 @@ class BaseRate(_Baseline):
         c = found["count"].fillna(0).to_numpy(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.where(c >= min_count, found["sum"].to_numpy(float) / c, 0.5)
-        details = _rate_details(c, p, min_count).assign(
+        details = pd.DataFrame({"p": p, "rate_count": c}).assign(
             train=f"{self.config.train_start}..{self.config.train_end}")
+        fallback = _texts(c < min_count, "0.5: {} training labels < min_count "
+                          f"{min_count}", c)
         last = train["known_ns"].max() if len(train) else -1
-        return p, details, np.full(len(keys), last, np.int64)
-
-    def _interval(self, history: History, tasks: pd.DataFrame):
-        if self.config.variant != "frozen":
-            return super()._interval(history, tasks)
-        train = self._training(history)
-        qs = train.groupby(["ticker", "horizon"])["r"].quantile(list(QUANTILES)).unstack()
-        n = len(tasks)
-        lower, upper, count = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, np.int64)
-        counts = train.groupby(["ticker", "horizon"])["r"].count()
-        for i, key in enumerate(zip(tasks["ticker"], tasks["horizon"], strict=True)):
-            if key in qs.index:
-                lower[i], upper[i] = qs.loc[key, QUANTILES[0]], qs.loc[key, QUANTILES[1]]
-                count[i] = counts.loc[key]
-        last = train["known_ns"].max() if len(train) else -1
-        return lower, upper, count, np.full(n, last, np.int64)
+        return p, details, fallback, np.full(len(keys), last, np.int64)
 
 
 @register("momentum")
@@ -376,7 +438,7 @@ class Momentum(_Baseline):
     def _shared(self, inputs: Inputs) -> History:
         if self._sign_column not in inputs.history:
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
-        return shared_history(inputs.history)
+        return super()._shared(inputs)
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
@@ -385,7 +447,7 @@ class Momentum(_Baseline):
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
-        base_p, base_c, last = rolling_rate(history, tasks, window, min_count)
+        base_p, details, base_fallback, last = self._rolling_rate(history, tasks)
         sign = _pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         lo, end = _window_rows(history, tasks, window)
         past = history.column(self._sign_column).astype(float)
@@ -398,29 +460,69 @@ class Momentum(_Baseline):
             n_s[sel] = (cn[end] - cn[lo])[sel]
             up_s[sel] = (cu[end] - cu[lo])[sel]
         p = base_p.copy()
-        use = ~np.isnan(sign) & (n_s >= min_count)
+        no_sign = np.isnan(sign)
+        use = ~no_sign & (n_s >= min_count)
         p[use] = (up_s[use] + 1.0) / (n_s[use] + 2.0)
-        details = pd.DataFrame({
-            "fallback": np.where(use, None, "base_rate"), "p": p, "rate_count": base_c,
-            "sign": pd.array(np.where(np.isnan(sign), 0, sign).astype(int), dtype="Int64"),
-            "sign_count": n_s, "sign_up": up_s})
-        details.loc[np.isnan(sign), "sign"] = pd.NA
-        return p, details, last
+        details["p"] = p
+        details["sign"] = pd.array(np.where(no_sign, 0, sign).astype(int), dtype="Int64")
+        details.loc[no_sign, "sign"] = pd.NA
+        details["sign_count"], details["sign_up"] = n_s, up_s
+        why = np.where(no_sign, "no momentum sign (a bar of its lookback is missing)",
+                       _texts(~no_sign, "{} labels with sign {:+d} < min_count "
+                              f"{min_count}", n_s, np.nan_to_num(sign).astype(np.int64)))
+        then = np.where(pd.notna(base_fallback), "; its " + base_fallback.astype(str), "")
+        fallback = np.where(use, None, "base_rate: " + why.astype(str) + then).astype(object)
+        return p, details, fallback, last
 
 
 @register("climatology")
-class Climatology(BaseRate):
+class Climatology(_Baseline):
+    """The rolling base rate as its probability, and the empirical 10% / 90% quantiles of the
+    past returns of its window as its interval (abstaining below ``min_count`` returns)."""
+
     def _probability(self, history, inputs):
-        window, min_count = self._window()
-        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
-        return p, _rate_details(count, p, min_count), last
+        return self._rolling_rate(history, inputs.tasks)
 
     def _interval(self, history, tasks):
-        return _Baseline._interval(self, history, tasks)
+        window, min_count = self._window()
+        lower, upper = rolling_quantiles(history, tasks, window)
+        _, count, last = rolling_rate(history, tasks, window, min_count)
+        short = count < min_count
+        note = _texts(short, "insufficient_history: {} past returns < min_count "
+                      f"{min_count}", count)
+        return np.where(short, np.nan, lower), np.where(short, np.nan, upper), note, last
 
 
-def _rate_details(count: np.ndarray, p: np.ndarray, min_count: int) -> pd.DataFrame:
-    return pd.DataFrame({"fallback": count < min_count, "p": p, "rate_count": count})
+def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[str, object]:
+    """Per task, the sessions its window spans and what it skipped (:meth:`History.spans`),
+    as detail columns."""
+    span = history.spans(tasks, window)
+    sessions = history.column("session")
+    return {"window_first": _pick_text(sessions, span["first"]),
+            "window_last": _pick_text(sessions, span["last"]),
+            "skipped_unscorable": span["unscorable"],
+            "skipped_early_close": span["early_close"],
+            "skipped_not_known": span["not_known"]}
+
+
+def _pick_text(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    out = np.full(len(rows), None, object)
+    has = rows >= 0
+    out[has] = np.asarray(values, object)[rows[has]]
+    return out
+
+
+def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:
+    """``template.format(*values)`` where ``mask`` holds (None elsewhere), written once per
+    distinct combination of the integer ``columns``."""
+    out = np.full(len(mask), None, object)
+    if not mask.any():
+        return out
+    keys = np.stack([np.asarray(c, np.int64)[mask] for c in columns], axis=1)
+    distinct, which = np.unique(keys, axis=0, return_inverse=True)
+    texts = np.array([template.format(*map(int, row)) for row in distinct], dtype=object)
+    out[mask] = texts[which.ravel()]
+    return out
 
 
 def _detail_json(frame: pd.DataFrame) -> pa.Array:

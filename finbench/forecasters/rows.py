@@ -1,5 +1,12 @@
 """Forecast rows as Arrow tables: the one schema of journal parts and ``forecasts.parquet``.
 
+A forecast has two parts, scored apart: the probability ``p_up`` and the interval
+``[lower, upper]``. ``p_fallback`` says (with the reason) when the probability came from a
+declared fallback rule instead of the forecaster's own (a base rate below ``min_count``
+gives 0.5); ``interval_note`` says why a valid row has no interval: ``not_applicable`` (the
+forecaster gives none) or ``insufficient_history: ...`` (it abstained). Both are empty
+otherwise.
+
 Forecasters hand the run their answers as a table of this schema (:func:`forecast_rows`),
 built from columns, so a batch of a million rows never passes through per-row Python
 objects; rows from elsewhere (a pandas frame, JSON lines) are brought to it by
@@ -19,7 +26,8 @@ _TIME = pa.timestamp("ns", tz="UTC")
 _ARROW_SCHEMA = pa.schema([
     ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
     ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
-    ("raw", _TEXT), ("rationale", _TEXT), ("max_input_time", _TIME),
+    ("p_fallback", _TEXT), ("interval_note", _TEXT), ("raw", _TEXT), ("rationale", _TEXT),
+    ("max_input_time", _TIME),
     ("context_max_input_time", _TIME), ("history_max_input_time", _TIME),
     ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
     ("latency", pa.float64()), ("tokens", pa.int64()),
@@ -98,8 +106,8 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
     frame["valid"] = frame["valid"].astype(bool)
     frame["history_count"] = frame["history_count"].astype("int64")
     frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
-    for col in ("task_id", "model", "kind", "error", "raw", "rationale", "input_sha256",
-                "detail"):
+    for col in ("task_id", "model", "kind", "error", "p_fallback", "interval_note", "raw",
+                "rationale", "input_sha256", "detail"):
         frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
     return frame
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.errors import RunError
 from finbench.report import figures as F
 from finbench.report.stats import (
     RunData,
@@ -14,26 +15,48 @@ from finbench.report.stats import (
     decision,
     load_run,
     paired_table,
+    pooled,
     score_table,
+    task_overlap,
 )
 from finbench.report.writers import fmt, with_ci, write_table
 from finbench.rundir import run_labels
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
+    """Display columns: every skill beside the N of the rows it pairs, interval scores beside
+    the N of the rows that gave an interval (``n/a`` for a forecaster that gives none)."""
     rows = []
+    skill = "bss" in table and table["bss_ref"].notna().any()
+    ref = table["bss_ref"].dropna().iloc[0] if skill else ""
     for r in table.to_dict("records"):
         row = {} if slice_name is None else {slice_name: r["slice"]}
-        row.update({"Model": r["model"], "N": r["n"], "Acc.": fmt(r["accuracy"], 2),
+        row.update({"Model": r["model"], "N": r["n"], "Ties": r["ties"],
+                    "Acc.": fmt(r["accuracy"], 2),
                     "BS [95% CI]": with_ci(r["brier"], r["brier_lo"], r["brier_hi"])})
-        if "bss" in r:
-            row[f"BSS_{r['bss_ref']} [95% CI]"] = with_ci(r["bss"], r["bss_lo"], r["bss_hi"])
-        row.update({"Cov@80": fmt(r["coverage"], 2), "Winkler@80": fmt(r["winkler"], 4)})
+        if skill:
+            row[f"BSS_{ref} [95% CI]"] = with_ci(r["bss"], r["bss_lo"], r["bss_hi"])
+            row["N paired"] = _count(r["bss_n"])
+        na = r["interval"] == "not_applicable"
+        row.update({"N int.": "n/a" if na else r["n_interval"],
+                    "Cov@80": "n/a" if na else fmt(r["coverage"], 2),
+                    "Winkler@80": "n/a" if na else fmt(r["winkler"], 4)})
         if "composite_secondary" in r:
             row["Comp. (secondary)"] = fmt(r["composite_secondary"])
         row.update({"Valid": fmt(r["validity"], 2), "Note": r["flag"]})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _count(value) -> str:
+    return "undef" if value is None or pd.isna(value) else str(int(value))
+
+
+ROWS_NOTE = ("N: rows whose probability is scored (valid answer, scorable label); BS and "
+             "accuracy on them. BSS on the N paired rows that both the model and the reference "
+             "scored. Cov@80 and Winkler@80 on the N int. rows that gave an interval; n/a: the "
+             "forecaster gives no interval (scored on its probability alone). Ties: scored "
+             "rows with r = 0 (y = 0).")
 
 
 def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
@@ -48,11 +71,11 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     overall = score_table(data, slice_kind="overall")
     by_t = score_table(data, slice_kind="ticker")
     write_table(_score_display(by_h, slice_name="Horizon"), folder, "scores_by_horizon",
-                f"Scores by horizon and model. {ci_note} {facts}", raw=by_h)
+                f"Scores by horizon and model. {ROWS_NOTE} {ci_note} {facts}", raw=by_h)
     write_table(_score_display(overall, slice_name=None), folder, "scores_aggregate",
-                f"Scores over all horizons. {ci_note} {facts}", raw=overall)
+                f"Scores over all horizons. {ROWS_NOTE} {ci_note} {facts}", raw=overall)
     write_table(_score_display(by_t, slice_name="Ticker"), folder, "scores_by_ticker",
-                f"Scores by ticker. {ci_note} {facts}", raw=by_t)
+                f"Scores by ticker. {ROWS_NOTE} {ci_note} {facts}", raw=by_t)
     tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
     for metric in ("brier", "winkler"):
         paired = paired_table(data, metric=metric)
@@ -119,24 +142,28 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     return sorted((run_dir / "tables").iterdir()), figs
 
 
-def paper(run_dirs: list[str | Path], out: str | Path = "paper") -> list[Path]:
+def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
+          allow_different_tasks: bool = False, echo=print) -> list[Path]:
     """Regenerate ``out/tables`` and ``out/figures`` from one or more runs.
 
-    With several runs, their rows are pooled and model names prefixed by the run folder name
-    (with its parent folders too where two runs' folders share a name).
+    With several runs, models are named after their run folder (with parent folders where
+    two runs' folders share a name), and each model's skill is computed within its own run,
+    on its own run's paired rows. Runs whose task sets differ are refused (models side by
+    side would be scored on different tasks) unless ``allow_different_tasks``, which prints
+    how the task sets overlap.
     """
     labels = run_labels(run_dirs)
     datas = [load_run(r) for r in run_dirs]
     data = datas[0]
     if len(datas) > 1:
-        rows, models, baselines = [], [], []
-        for d, label in zip(datas, labels, strict=True):
-            prefix = f"{label}/"
-            rows.append(d.rows.assign(model=prefix + d.rows["model"]))
-            models += [prefix + m for m in d.models]
-            baselines += [prefix + b for b in d.baselines]
-        data = RunData("+".join(labels), data.config, data.manifest,
-                       pd.concat(rows, ignore_index=True), models, baselines)
+        overlap = task_overlap(datas, labels)
+        if overlap is not None and not allow_different_tasks:
+            raise RunError(f"the runs have different task sets ({overlap}): their models would "
+                           "be scored side by side on different tasks; give "
+                           "--allow-different-tasks to put them on one table anyway")
+        if overlap is not None:
+            echo(f"task sets differ: {overlap}; each skill is computed within its own run")
+        data = pooled(datas, labels)
     out = Path(out)
     tables = build_tables(data, out / "tables")
     return build_figures(data, tables, out / "figures")

@@ -24,15 +24,20 @@ def _err(est, lo, hi):
 
 
 def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = ""):
-    """Brier skill vs the reference (bss) per model, with bootstrap CIs (Fig. 1)."""
+    """Brier skill vs the reference (bss) per model, with bootstrap CIs (Fig. 1). Each bar is
+    computed on the rows that model and the reference both scored; its label says how many
+    (``bss_n``)."""
     ax = _ax(ax)
     x = np.arange(len(table))
     ax.bar(x, table["bss"], yerr=_err(table["bss"], table["bss_lo"], table["bss_hi"]),
            color="#4C72B0", capsize=3)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(x, table["model"], rotation=20, ha="right")
+    labels = [f"{m}\nn={int(n)}" if pd.notna(n) else f"{m}\nn=0"
+              for m, n in zip(table["model"], table.get("bss_n", [np.nan] * len(table)),
+                              strict=True)]
+    ax.set_xticks(x, labels, rotation=20, ha="right")
     ref = table["bss_ref"].iloc[0] if len(table) and "bss_ref" in table else "reference"
-    ax.set_ylabel(f"Brier skill vs {ref}")
+    ax.set_ylabel(f"Brier skill vs {ref}\n(n: rows paired with it)")
     ax.set_title(title)
     return ax
 

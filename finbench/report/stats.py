@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from finbench.config import BASELINE_KINDS, RunConfig
+from finbench.errors import RunError
 from finbench.lookup import groups, positions, take
 from finbench.rundir import finished_run
-from finbench.scoring.aggregate import SCORED_COLUMNS, row_scores
+from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.decision import decision_table
@@ -32,7 +33,19 @@ class RunData:
     rows: pd.DataFrame
     models: list[str]
     baselines: list[str]
+    scores: pd.DataFrame | None = None  # the run's scores table (``scores.parquet``)
+    task_ids: pd.Series | None = None  # the run's tasks (``tasks.parquet``)
+    references: dict[str, str] | None = None  # each model's skill reference, if not the coin
+    caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def reference(self, model: str) -> str | None:
+        """The model a model's Brier skill is relative to: the coin of its own run (or, with
+        no coin, the run's first baseline)."""
+        if self.references is not None:
+            return self.references.get(model)
+        return "coin" if "coin" in self.baselines else (
+            self.baselines[0] if self.baselines else None)
 
     def cluster_codes(self, kind: str) -> np.ndarray:
         """Each row's bootstrap cluster (``"session"`` or ``"session_ticker"``) as an integer,
@@ -49,14 +62,16 @@ class RunData:
             self._memo["models"] = positions(self.rows["model"], self.models)
         return self._memo["models"]
 
-    def scored_pairs(self, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of model ``a`` and of model ``b`` forecasting the same task, both scored,
-        in ``a``'s row order (an inner join on task_id); computed once per pair."""
-        key = ("pairs", a, b)
+    def scored_pairs(self, a: str, b: str, *, part: str = "scored"
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of model ``a`` and of model ``b`` forecasting the same task, both scored
+        (``part="interval_scored"``: both gave an interval), in ``a``'s row order (an inner
+        join on task_id); computed once per pair."""
+        key = ("pairs", a, b, part)
         if key not in self._memo:
             if "tasks" not in self._memo:  # task ids as integers: joins without text
                 self._memo["tasks"] = pd.factorize(self.rows["task_id"])[0]
-            scored, model, task = (self.rows["scored"].to_numpy(bool), self.model_codes(),
+            scored, model, task = (self.rows[part].to_numpy(bool), self.model_codes(),
                                    self._memo["tasks"])
             ra = np.flatnonzero(scored & (model == self.models.index(a)))
             rb = np.flatnonzero(scored & (model == self.models.index(b)))
@@ -79,7 +94,10 @@ def load_run(run_dir: str | Path) -> RunData:
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
-    return RunData(run_dir.name, config, manifest, rows, models, baselines)
+    scores = run_dir / "scores.parquet"
+    return RunData(run_dir.name, config, manifest, rows, models, baselines,
+                   scores=pd.read_parquet(scores) if scores.is_file() else None,
+                   task_ids=tasks["task_id"])
 
 
 def clusters_of(rows: pd.DataFrame, cluster: str) -> np.ndarray:
@@ -88,8 +106,42 @@ def clusters_of(rows: pd.DataFrame, cluster: str) -> np.ndarray:
     return (rows["session"] + "|" + rows["ticker"]).to_numpy()
 
 
+def pooled(datas: list[RunData], labels: list[str]) -> RunData:
+    """Several runs as one report: each model named after its run (``label/model``), its
+    skill still relative to its own run's reference, on its own run's rows."""
+    rows, models, baselines, scores, references = [], [], [], [], {}
+    for d, label in zip(datas, labels, strict=True):
+        prefix = f"{label}/"
+        rows.append(d.rows.assign(model=prefix + d.rows["model"]))
+        models += [prefix + m for m in d.models]
+        baselines += [prefix + b for b in d.baselines]
+        references.update({prefix + m: prefix + d.reference(m) for m in d.models
+                           if d.reference(m) is not None})
+        if d.scores is not None:
+            scores.append(d.scores.assign(model=prefix + d.scores["model"]))
+    caption = " ".join(f"Run {label}: {caption_facts(d)}"
+                       for d, label in zip(datas, labels, strict=True))
+    return RunData("+".join(labels), datas[0].config, datas[0].manifest,
+                   pd.concat(rows, ignore_index=True), models, baselines,
+                   scores=pd.concat(scores, ignore_index=True) if len(scores) == len(datas)
+                   else None, references=references, caption=caption)
+
+
+def task_overlap(datas: list[RunData], labels: list[str]) -> str | None:
+    """None when every run has the same tasks; else how their task sets overlap."""
+    sets = [set(d.task_ids) for d in datas]
+    if all(s == sets[0] for s in sets[1:]):
+        return None
+    common = set.intersection(*sets)
+    parts = [f"{label}: {len(s)} tasks, {len(s - common)} not in every run"
+             for s, label in zip(sets, labels, strict=True)]
+    return f"{len(common)} tasks common to all runs; " + "; ".join(parts)
+
+
 def caption_facts(data: RunData) -> str:
     """N, positives, exclusions and the data source, for every caption."""
+    if data.caption is not None:
+        return data.caption
     m = data.manifest
     labels = m["tasks"]["labels"]
     excluded = m["tasks"]["excluded"] or {}
@@ -113,8 +165,6 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     little beyond its bootstraps."""
     rep = data.config.report
     boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level}
-    coin = next((b for b in data.baselines if b == "coin"), None) or (
-        data.baselines[0] if data.baselines else None)
     rows, n_models = data.rows, len(data.models)
     if slice_kind == "overall":
         slice_code, values = np.zeros(len(rows), np.int64), ["all"]
@@ -130,49 +180,67 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     scored = rows["scored"].to_numpy(bool)
     every = groups(cell, len(values) * n_models)
     own_rows = groups(np.where(scored, cell, -1), len(values) * n_models)
+    interval_rows = groups(np.where(rows["interval_scored"].to_numpy(bool), cell, -1),
+                           len(values) * n_models)
+    with_interval = interval_models(data)
+    gives = ["given" if m in with_interval else NOT_APPLICABLE for m in data.models]
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
-    column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct",
+    column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct", "tie",
                                                     "log_loss", "covered", "width", "valid")}
     paired = {}
-    if coin:
-        for m in data.models:
-            own, ref = data.scored_pairs(m, coin)
+    for m in data.models:
+        if data.reference(m) is not None:
+            own, ref = data.scored_pairs(m, data.reference(m))
             paired[m] = (own, ref, groups(slice_code[own], len(values)))
     out = []
     for i in order:
         for j, name in enumerate(data.models):
             own = own_rows[i * n_models + j]
+            inside = interval_rows[i * n_models + j]
+            asked = every[i * n_models + j]
             n = len(own)
-            cl = cluster[own]
-            bs = mean_ci(column["brier"][own], cl, **boot)
-            wk = mean_ci(column["winkler"][own], cl, **boot)
+            bs = mean_ci(column["brier"][own], cluster[own], **boot)
+            wk = mean_ci(column["winkler"][inside], cluster[inside], **boot)
             rec = {"slice": values[i], "model": name, "n": n,
                    "sessions": len(np.unique(session[own])),
                    "positives": int(column["y"][own].sum()) if n else 0,
+                   "ties": int(column["tie"][own].sum()) if n else 0,
                    "accuracy": _mean(column["correct"][own]),
                    "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
                    "log_loss": _mean(column["log_loss"][own]),
-                   "coverage": _mean(column["covered"][own]),
-                   "width": _mean(column["width"][own]),
+                   "n_interval": len(inside),
+                   "interval": gives[j],
+                   "coverage": _mean(column["covered"][inside]),
+                   "width": _mean(column["width"][inside]),
                    "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": _mean(column["valid"][every[i * n_models + j]])}
-            if coin:
+                   "validity": _mean(column["valid"][asked])}
+            if name in paired:
                 left, right, by_slice = paired[name]
                 at = by_slice[i]
-                sk = skill_ci(column["brier"][left[at]], column["brier"][right[at]],
-                              cluster[left[at]], **boot)
-                rec.update(bss_ref=coin, bss=sk.estimate, bss_lo=sk.lower, bss_hi=sk.upper,
-                           bss_n=sk.n)
-            if data.config.scores.composite:
-                rec["composite_secondary"] = np.nan  # filled from scores below
+                a, b = column["brier"][left[at]], column["brier"][right[at]]
+                sk = skill_ci(a, b, cluster[left[at]], **boot)
+                ref = data.reference(name)
+                rec.update(bss_ref=ref.rsplit("/", 1)[-1], bss_ref_model=ref, bss=sk.estimate,
+                           bss_lo=sk.lower, bss_hi=sk.upper, bss_n=sk.n,
+                           bss_model_brier=_mean(a), bss_ref_brier=_mean(b))
             rec["flag"] = DESCRIPTIVE if (n < rep.min_n or rec["sessions"] < rep.min_sessions) \
                 else ""
             out.append(rec)
     table = pd.DataFrame(out)
     if data.config.scores.composite and len(table):
-        table["composite_secondary"] = sum(
-            w * _composite_source(table, col) for col, w in data.config.scores.composite.items())
+        table["composite_secondary"] = composites(data, table, slice_kind)
     return table
+
+
+def composites(data: RunData, table: pd.DataFrame, slice_kind: str) -> np.ndarray:
+    """The secondary composite of each (slice, model) row of ``table``, as the run's scores
+    table has it: one number, computed once, in ``scores.csv`` and in every table."""
+    if data.scores is None:
+        raise RunError(f"{data.name}: scores.parquet is missing; `finbench score` the run first")
+    scores = data.scores[data.scores["slice_kind"] == slice_kind]
+    found = scores.set_index(["slice", "model"])["composite_secondary"]
+    keys = pd.MultiIndex.from_arrays([table["slice"].astype(str), table["model"]])
+    return found.reindex(keys).to_numpy(float)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -180,20 +248,32 @@ def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else np.nan
 
 
-def _composite_source(table: pd.DataFrame, col: str) -> pd.Series:
-    mapping = {"bss_coin": "bss", "brier": "brier", "winkler": "winkler",
-               "coverage": "coverage", "accuracy": "accuracy"}
-    return table[mapping.get(col, col)] if mapping.get(col, col) in table else np.nan
+INTERVAL_LOSSES = ("winkler",)  # paired on the rows where both models gave an interval
+
+
+def interval_models(data: RunData) -> list[str]:
+    """The models that give intervals (not every valid row ``not_applicable``), in order."""
+    na = data.rows["interval_note"].eq(NOT_APPLICABLE).to_numpy(bool)
+    valid = data.rows["valid"].to_numpy(bool)
+    model = data.model_codes()
+    counts = np.bincount(model[(model >= 0) & valid], minlength=len(data.models))
+    na_counts = np.bincount(model[(model >= 0) & valid & na], minlength=len(data.models))
+    return [m for m, c, k in zip(data.models, counts, na_counts, strict=True)
+            if not (c and k == c)]
 
 
 def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
-    """Every pair of models on their shared scored rows: mean difference, CI, p-value."""
+    """Every pair of models on their shared scored rows (for an interval loss: the rows where
+    both gave an interval, among the models that give intervals): mean difference, CI,
+    p-value."""
     rep = data.config.report
     values = data.rows[metric].to_numpy(float)
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
+    interval = metric in INTERVAL_LOSSES
+    models = interval_models(data) if interval else data.models
     out = []
-    for a, b in combinations(data.models, 2):
-        ra, rb = data.scored_pairs(a, b)
+    for a, b in combinations(models, 2):
+        ra, rb = data.scored_pairs(a, b, part="interval_scored" if interval else "scored")
         ci, p = paired_difference(values[ra], values[rb], cluster[ra],
                                   replicates=rep.bootstrap_replicates, seed=rep.seed,
                                   level=rep.level)
@@ -203,7 +283,11 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
                     "flag": DESCRIPTIVE if ci.n < rep.min_n or sessions < rep.min_sessions
                     else ""})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=PAIRED_COLUMNS)
+
+
+PAIRED_COLUMNS = ["model_a", "model_b", "metric", "n", "sessions", "diff", "diff_lo", "diff_hi",
+                  "p_value", "flag"]
 
 
 def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,24 +13,36 @@ def _fmt(value, digits=3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _skill(rec: dict, key: str) -> str:
+    """A skill with the number of paired rows it is computed on: ``0.012 (172)``."""
+    return f"{_fmt(rec[key])} ({int(rec[f'{key}_n'])})"
+
+
 def summary_frame(scores: pd.DataFrame, *, baselines: list[str], slice_kind: str = "overall",
                   interval_reference: str | None = None) -> pd.DataFrame:
-    """Display columns for one slice kind, formatted as text."""
+    """Display columns for one slice kind, formatted as text. Each skill shows, in brackets,
+    the paired rows it is computed on; interval scores read ``n/a`` for a forecaster that
+    gives no interval."""
     part = scores[scores["slice_kind"] == slice_kind]
     rows = []
     for rec in part.to_dict("records"):
         row = {}
         if slice_kind != "overall":
             row[slice_kind.capitalize()] = rec["slice"]
-        row.update({"Model": rec["model"], "N": rec["n"], "Acc.": _fmt(rec["accuracy"], 2),
-                    "BS": _fmt(rec["brier"])})
+        row.update({"Model": rec["model"], "N": rec["n"], "Ties": rec["ties"],
+                    "Acc.": _fmt(rec["accuracy"], 2), "BS": _fmt(rec["brier"])})
         for b in baselines:
-            row[f"BSS_{b}"] = _fmt(rec[f"bss_{b}"])
-        row["Cov@80"] = _fmt(rec["coverage"], 2)
-        row["Winkler@80"] = _fmt(rec["winkler"], 4)
+            row[f"BSS_{b} (n)"] = _skill(rec, f"bss_{b}")
+        na = rec["n_valid"] > 0 and rec["n_interval_not_applicable"] == rec["n_valid"]
+        row["N int."] = "n/a" if na else str(rec["n_interval"])
+        row["Cov@80"] = "n/a" if na else _fmt(rec["coverage"], 2)
+        row["Winkler@80"] = "n/a" if na else _fmt(rec["winkler"], 4)
         if interval_reference:
-            row[f"WSS_{interval_reference}"] = _fmt(rec[f"wss_{interval_reference}"])
+            row[f"WSS_{interval_reference} (n)"] = "n/a" if na else _skill(
+                rec, f"wss_{interval_reference}")
         row["Valid"] = f"{rec['n_valid']}/{rec['n_tasks']}"
+        row["p fallback"] = str(rec["n_p_fallback"])
+        row["Int. abstained"] = str(rec["n_interval_abstained"])
         if "composite_secondary" in rec:
             row["Comp.(secondary)"] = _fmt(rec["composite_secondary"])
         rows.append(row)

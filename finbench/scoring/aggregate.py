@@ -2,8 +2,13 @@
 
 Rows: one per model and slice (``overall``, ``horizon=…``, ``ticker=…``). A forecast is scored
 when it is valid (or replaced under ``invalid_policy = "fallback:<baseline>"``) and its label is
-``ok``. Skill against a baseline uses the *paired* rows both scored; a zero reference loss
-gives an undefined (null) skill, with both raw losses shown.
+``ok``; its two parts apart: the probability (Brier, log loss, accuracy, Kelly) on every such
+row, the interval (Winkler, coverage, width) on those that give one. A forecaster that gives
+no interval (``interval_note = "not_applicable"``) has no interval scores at all, never
+another forecaster's; an abstention (``insufficient_history``) is counted, not scored. Skill
+against a baseline uses the *paired* rows both scored (for intervals: both gave one), with
+the paired N and both paired mean scores beside it; a zero reference loss gives an undefined
+(null) skill.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from finbench.lookup import arrow_text, positions, take
 from finbench.scoring import _core
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
-SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid")  # what rows read
+SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid", "p_fallback",
+                  "interval_note")  # what rows read
+NOT_APPLICABLE = "not_applicable"  # interval_note of a forecaster that gives no interval
 
 
 def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFrame, *,
@@ -45,28 +52,31 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
         for col in ("p_up", "lower", "upper"):
             frame.loc[swap, col] = ref.loc[frame.loc[swap, "task_id"], col].to_numpy()
         frame["fallback_used"] = swap
-    usable = frame["valid"] | frame["fallback_used"]
-    frame["scored"] = usable & (frame["status"] == "ok")
-    s = frame["scored"].to_numpy()
+    usable = (frame["valid"] | frame["fallback_used"]).to_numpy(bool)
+    p, lo, hi = (frame[c].to_numpy(float) for c in ("p_up", "lower", "upper"))
+    ok = (frame["status"] == "ok").to_numpy(bool)
+    frame["scored"] = usable & ok & np.isfinite(p)
+    frame["interval_scored"] = usable & ok & np.isfinite(lo) & np.isfinite(hi)
+    s, si = frame["scored"].to_numpy(), frame["interval_scored"].to_numpy()
     y = frame["y"].astype("float64").to_numpy()
     r = frame["r"].to_numpy(float)
-    p, lo, hi = (frame[c].to_numpy(float) for c in ("p_up", "lower", "upper"))
     nan = np.full(len(frame), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         frame["brier"] = np.where(s, _core.brier(y, p), nan)
         frame["log_loss"] = np.where(s, _core.log_loss(y, p, clip), nan)
-        frame["winkler"] = np.where(s, _core.winkler(r, lo, hi, alpha), nan)
-        frame["covered"] = np.where(s, _core.covered(r, lo, hi), nan)
-        frame["width"] = np.where(s, hi - lo, nan)
+        frame["winkler"] = np.where(si, _core.winkler(r, lo, hi, alpha), nan)
+        frame["covered"] = np.where(si, _core.covered(r, lo, hi), nan)
+        frame["width"] = np.where(si, hi - lo, nan)
         frame["correct"] = np.where(s, _core.correct(y, p), nan)
         frame["kelly"] = np.where(s, _core.kelly(y, p), nan)
         frame["tie"] = np.where(s, r == 0, nan)
     return frame
 
 
-METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss"),
-           ("covered", "coverage"), ("width", "width"), ("winkler", "winkler"),
-           ("kelly", "kelly"))
+PROBABILITY_METRICS = (("correct", "accuracy"), ("brier", "brier"), ("log_loss", "log_loss"),
+                       ("kelly", "kelly"))  # means over the rows whose probability is scored
+INTERVAL_METRICS = (("covered", "coverage"), ("width", "width"), ("winkler", "winkler"))
+METRICS = PROBABILITY_METRICS + INTERVAL_METRICS
 
 
 def aggregate(rows: pd.DataFrame, *, models: list[str], baselines: list[str],
@@ -114,9 +124,11 @@ class Tally:
                 codes, values = pd.factorize(per_task[kind].astype(str))
                 values = np.asarray(values, dtype=object)
             self.slices.append((kind, codes, values))
-        self.references = [(f"bss_{b}", "brier", b) for b in baselines]
+        # (column, loss, which rows a model scored on it, reference model)
+        self.references = [(f"bss_{b}", "brier", "scored", b) for b in baselines]
         if interval_reference:
-            self.references.append((f"wss_{interval_reference}", "winkler", interval_reference))
+            self.references.append((f"wss_{interval_reference}", "winkler", "interval_scored",
+                                    interval_reference))
         self.parts: dict[str, list] = {}
         self.kept: dict[str, dict[str, np.ndarray]] = {}
 
@@ -134,10 +146,21 @@ class Tally:
 
         has = lay(1.0, 0.0) > 0
         sc = lay(rows["scored"].to_numpy(float), 0.0) > 0
+        si = lay(rows["interval_scored"].to_numpy(float), 0.0) > 0
         status = rows["status"]
+        valid = rows["valid"].to_numpy(bool)
+        note = (rows["interval_note"] if "interval_note" in rows
+                else pd.Series(None, index=rows.index, dtype=object))
+        fallback = (rows["p_fallback"].notna().to_numpy(bool) if "p_fallback" in rows
+                    else np.zeros(len(rows), bool))
         flags = {
-            "n_valid": rows["valid"].to_numpy(float),
+            "n_valid": valid.astype(float),
             "n_fallback": rows["fallback_used"].to_numpy(float),
+            "n_p_fallback": (valid & fallback).astype(float),
+            "n_interval_abstained": (valid & note.notna().to_numpy(bool)
+                                     & (note != NOT_APPLICABLE).to_numpy(bool)).astype(float),
+            "n_interval_not_applicable": (valid & (note == NOT_APPLICABLE).to_numpy(bool)
+                                          ).astype(float),
             "n_unscorable": (status != "ok").to_numpy(float),
             "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
             "n_no_target_price": (status == "no_target_price").to_numpy(float),
@@ -147,8 +170,10 @@ class Tally:
         metric = {col: lay(rows[col].to_numpy(float)) for col, _ in METRICS}
         for col in ("y", "tie"):
             metric[col] = lay(rows[col].astype("float64").to_numpy())
-        summed = {col: np.where(sc, values, 0.0) for col, values in metric.items()}
-        self.kept[model] = {"scored": sc, "brier": metric["brier"],
+        interval_cols = {col for col, _ in INTERVAL_METRICS}
+        summed = {col: np.where(si if col in interval_cols else sc, values, 0.0)
+                  for col, values in metric.items()}
+        self.kept[model] = {"scored": sc, "interval_scored": si, "brier": metric["brier"],
                             "winkler": metric["winkler"]}
         parts = self.parts[model] = []
         for kind, codes, values in self.slices:
@@ -159,6 +184,7 @@ class Tally:
 
             n_rows = np.bincount(codes[has], minlength=k)
             n = total(sc.astype(float))
+            n_interval = total(si.astype(float))
             cols = {"model": np.full(k, model, dtype=object),
                     "slice_kind": np.full(k, kind, dtype=object),
                     "slice": values.astype(str).astype(object), "n_tasks": n_rows}
@@ -166,14 +192,19 @@ class Tally:
             cols["n_valid"] = counts["n_valid"].astype(np.int64)
             with np.errstate(invalid="ignore", divide="ignore"):
                 cols["validity"] = counts["n_valid"] / n_rows
-                for name in ("n_fallback", "n_unscorable", "n_no_reference_price",
-                             "n_no_target_price"):
+                for name in ("n_fallback", "n_p_fallback", "n_interval_abstained",
+                             "n_interval_not_applicable", "n_unscorable",
+                             "n_no_reference_price", "n_no_target_price"):
                     cols[name] = counts[name].astype(np.int64)
                 cols["n"] = n.astype(np.int64)
+                cols["n_interval"] = n_interval.astype(np.int64)
                 cols["positives"] = total(summed["y"]).astype(np.int64)
                 cols["ties"] = total(summed["tie"]).astype(np.int64)
-                for col, name in METRICS:
+                for col, name in PROBABILITY_METRICS:
                     cols[name] = np.where(n > 0, total(summed[col]) / n, np.nan)
+                for col, name in INTERVAL_METRICS:
+                    cols[name] = np.where(n_interval > 0, total(summed[col]) / n_interval,
+                                          np.nan)
             parts.append((codes, k, n_rows > 0, cols))
 
     def table(self, *, composite: dict[str, float] | None = None,
@@ -183,10 +214,10 @@ class Tally:
         for model in self.models:
             own = self.kept.get(model)
             for codes, k, keep, cols in self.parts.get(model, []):
-                for key, loss, ref in self.references:
-                    other = self.kept.get(ref, {"scored": np.zeros(self.n_tasks, bool),
+                for key, loss, mask, ref in self.references:
+                    other = self.kept.get(ref, {mask: np.zeros(self.n_tasks, bool),
                                                 loss: np.full(self.n_tasks, np.nan)})
-                    both = own["scored"] & other["scored"]
+                    both = own[mask] & other[mask]
 
                     def total(weights, codes=codes, k=k) -> np.ndarray:
                         return np.bincount(codes, weights=weights, minlength=k)

@@ -1,0 +1,144 @@
+"""Baselines in runs: an answer is a function of its task and the store alone, whatever the
+run's dates or shard, and a baseline that lacks history falls back or abstains, with the
+reason, never becoming an invalid answer."""
+
+import datetime as dt
+import json
+
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.data.ingest import ingest_bars
+from finbench.data.store import Store
+from finbench.run import run
+from finbench.shards import merge_shards
+
+BASELINES = """
+[[models]]
+name = "coin"
+kind = "coin"
+[[models]]
+name = "base_rate"
+kind = "base_rate"
+[[models]]
+name = "short_rate"
+kind = "base_rate"
+window = 10
+min_count = 5
+[[models]]
+name = "momentum"
+kind = "momentum"
+window = 10
+min_count = 5
+[[models]]
+name = "climatology"
+kind = "climatology"
+window = 10
+min_count = 5
+"""
+
+
+def config(path, store, start, end, tickers=("AAPL", "MSFT", "NVDA")):
+    path.write_text(f"""
+[data]
+store = "{store}"
+[tasks]
+tickers = {json.dumps(list(tickers))}
+start = "{start}"
+end = "{end}"
+{BASELINES}""")
+    return path
+
+
+def rows(run_dir, task_ids=None) -> pd.DataFrame:
+    """Forecast rows (all but the measured latency), of ``task_ids`` if given."""
+    frame = pd.read_parquet(run_dir / "forecasts.parquet").drop(columns=["latency"])
+    if task_ids is not None:
+        frame = frame[frame["task_id"].isin(task_ids)]
+    return frame.sort_values(["model", "task_id"]).reset_index(drop=True)
+
+
+def quiet(*_):
+    return None
+
+
+def test_a_task_gets_the_same_baseline_rows_in_the_pilot_a_long_run_and_a_shard(
+        tmp_path, sample_store):
+    """The pilot's history once began a fixed 60 sessions back, and early closes and
+    unscorable labels left base_rate's window short: AAPL|2025-01-15|MORNING got 0.2549 from
+    51 labels in the pilot, 0.2667 from 60 in a run starting 2024-12-02."""
+    pilot = run(config(tmp_path / "pilot.toml", sample_store, "2025-01-15", "2025-01-15"),
+                tmp_path / "pilot", echo=quiet)
+    long = config(tmp_path / "long.toml", sample_store, "2024-12-02", "2025-01-15")
+    whole = run(long, tmp_path / "long", echo=quiet)
+    shard = run(long, tmp_path / "shard", echo=quiet, shard=("2025-01-14", "2025-01-15"))
+    ids = pd.read_parquet(pilot / "tasks.parquet")["task_id"]
+    want = rows(pilot)
+    assert len(want) == 9 * 5
+    pd.testing.assert_frame_equal(rows(whole, ids), want)
+    pd.testing.assert_frame_equal(rows(shard, ids), want)
+    aapl = want[(want["model"] == "base_rate") & (want["task_id"] == "AAPL|2025-01-15|MORNING")]
+    detail = json.loads(aapl["detail"].iloc[0])
+    assert aapl["history_count"].iloc[0] == 60 and aapl["p_up"].iloc[0] == pytest.approx(16 / 60)
+    # its window reaches back past two early closes and eight unscorable labels
+    assert (detail["window_first"], detail["window_last"]) == ("2024-10-03", "2025-01-13")
+    assert (detail["skipped_early_close"], detail["skipped_unscorable"],
+            detail["skipped_not_known"]) == (2, 8, 0)
+
+
+def test_shards_merge_byte_for_byte_into_the_unsharded_run_after_early_closes(
+        tmp_path, sample_store):
+    """The second shard starts on 2024-12-26, right after the 2024-12-24 early close (skipped
+    for every horizon) and after MORNING tasks without a reference price: a window of 10
+    sessions back holds fewer than 10 labels, so its history must be read further back."""
+    cfg = config(tmp_path / "cfg.toml", sample_store, "2024-12-02", "2025-01-10")
+    whole = run(cfg, tmp_path / "whole", echo=quiet)
+    a = run(cfg, tmp_path / "a", echo=quiet, shard=("2024-12-02", "2024-12-24"))
+    b = run(cfg, tmp_path / "b", echo=quiet, shard=("2024-12-26", "2025-01-10"))
+    merged = merge_shards([a, b], tmp_path / "merged")
+    for name in ("scores.parquet", "scores.csv", "tasks.parquet", "labels.parquet"):
+        assert (merged / name).read_bytes() == (whole / name).read_bytes(), name
+    pd.testing.assert_frame_equal(rows(merged), rows(whole))
+    first = rows(b)[lambda f: (f["model"] == "short_rate")
+                    & f["task_id"].str.contains("2024-12-26")]
+    assert (first["history_count"] == 10).all()  # full windows from the first session on
+    spans = first["detail"].map(json.loads)
+    assert spans.map(lambda d: d["skipped_early_close"]).min() >= 1  # the 24th is inside
+    assert audit_run(merged) == []
+
+
+@pytest.fixture
+def one_session_store(tmp_path, sample_store):
+    """A store holding the sample's bars of 2025-01-15 alone."""
+    bars = Store(sample_store).read_bars(start=dt.date(2025, 1, 15), end=dt.date(2025, 1, 15))
+    bars.to_parquet(tmp_path / "day.parquet", index=False)
+    ingest_bars(tmp_path / "day.parquet", tmp_path / "store")
+    return tmp_path / "store"
+
+
+def test_on_a_store_of_one_session_every_baseline_answers_validly(tmp_path, one_session_store):
+    """No history at all: coin is 0.5 and valid; base_rate falls back to 0.5 and momentum to
+    the base rate, each saying so; climatology abstains from its interval. Coin, base_rate
+    and momentum give no interval at all: their interval scores are n/a, not climatology's."""
+    out = run(config(tmp_path / "cfg.toml", one_session_store, "2025-01-15", "2025-01-15"),
+              tmp_path / "run", echo=quiet)
+    f = pd.read_parquet(out / "forecasts.parquet").set_index(["model", "task_id"])
+    assert f["valid"].all() and (f["p_up"] == 0.5).all() and f["error"].isna().all()
+    assert f["lower"].isna().all() and f["upper"].isna().all()
+    assert (f.loc["coin", "interval_note"] == "not_applicable").all()
+    assert f.loc["coin", "p_fallback"].isna().all()
+    assert (f.loc["base_rate", "p_fallback"]
+            == "0.5: 0 labels in the window < min_count 20").all()
+    assert f.loc["momentum", "p_fallback"].str.startswith("base_rate: ").all()
+    assert (f.loc["climatology", "interval_note"]
+            == "insufficient_history: 0 past returns < min_count 5").all()
+    scores = pd.read_parquet(out / "scores.parquet")
+    overall = scores[scores["slice_kind"] == "overall"].set_index("model")
+    assert (overall["n_valid"] == 9).all() and (overall["validity"] == 1.0).all()
+    assert (overall["n"] == overall.loc["coin", "n"]).all()  # skill vs coin loses no row
+    assert overall.loc["coin", "n_interval_not_applicable"] == 9
+    assert overall.loc["climatology", "n_interval_abstained"] == 9
+    assert overall.loc["base_rate", "n_p_fallback"] == 9
+    assert overall[["n_interval", "coverage", "winkler"]].isna().sum().to_dict() == {
+        "n_interval": 0, "coverage": 5, "winkler": 5}
