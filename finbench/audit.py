@@ -15,7 +15,7 @@ from finbench.bars import to_ns
 from finbench.config import BASELINE_KINDS
 from finbench.floats import within_ulps
 from finbench.forecasters.baselines import baseline_digests, shared_history
-from finbench.forecasters.prompt import messages_sha256, render_messages
+from finbench.forecasters.prompt import PromptSettings, messages_sha256, render_messages
 from finbench.lookup import arrow_text, positions
 from finbench.pipeline import context_chunks, plan_run, resolve
 from finbench.progress import Countdown
@@ -132,7 +132,8 @@ class _Receipts:
             self.context_ns[where] = contexts.max_input_ns
             sha[where] = contexts.digests()
             if prompts:
-                prompt[where] = [messages_sha256(render_messages(contexts.context(i)))
+                settings = PromptSettings.of(plan.config)
+                prompt[where] = [messages_sha256(render_messages(contexts.context(i), settings))
                                  for i in range(len(contexts))]
         self.context_sha = pa.array(sha, pa.string())
         self.prompt_sha = pa.array(prompt, pa.string()) if prompts else None

@@ -159,7 +159,8 @@ class ReportConfig(_Strict):
     cluster: Literal["session", "session_ticker"] = "session"
     level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     min_n: Annotated[int, Field(ge=1)] = 30
-    min_sessions: Annotated[int, Field(ge=1)] = 10
+    min_sessions: Annotated[int, Field(ge=1)] = 20  # below it a session bootstrap's 95%
+    # interval covers 88-91% (at 10 sessions): rows are "descriptive only"
     bins: Annotated[int, Field(ge=2, le=50)] = 10
 
 
@@ -192,7 +193,26 @@ class RunConfig(_Strict):
                     f"invalid_policy names {target!r}, which is not a baseline model of this "
                     f"config (baselines: {', '.join(baselines) or 'none'})"
                 )
+        composite = self.scores.composite or {}
+        columns = composite_columns(self)
+        unknown = [key for key in composite if key not in columns]
+        if unknown:
+            raise ValueError(f"scores.composite.{unknown[0]}: not a score of this run; a "
+                             f"composite weighs these: {', '.join(columns)}")
         return self
+
+
+SCORE_COLUMNS = ("accuracy", "brier", "log_loss", "kelly", "coverage", "width", "winkler")
+
+
+def composite_columns(config: RunConfig) -> list[str]:
+    """The score columns a composite may weigh: the mean scores, the Brier skill against
+    each baseline (``bss_<name>``) and the Winkler skill against the first climatology
+    (``wss_<name>``)."""
+    baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS]
+    climatology = [m.name for m in config.models if m.kind == "climatology"][:1]
+    return [*SCORE_COLUMNS, *(f"bss_{b}" for b in baselines),
+            *(f"wss_{c}" for c in climatology)]
 
 
 def load_config(path: str | Path) -> tuple[RunConfig, str]:

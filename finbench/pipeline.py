@@ -374,9 +374,14 @@ def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame
 
 
 def summary(plan: Plan, labels: pd.DataFrame) -> dict:
+    """The manifest's facts about the tasks: counts, exclusions (tasks and sessions, by
+    reason), label statuses, the data snapshot."""
+    excluded = plan.excluded.assign(session=plan.excluded["task_id"].str.split("|").str[1])
     return {
         "tasks": len(plan.tasks),
-        "excluded": plan.excluded["reason"].value_counts().sort_index().to_dict(),
+        "excluded": excluded["reason"].value_counts().sort_index().to_dict(),
+        "excluded_sessions": excluded.groupby("reason")["session"].nunique().sort_index()
+        .to_dict(),
         "labels": status_counts(labels),
         "history_tasks": len(plan.history_tasks),
         "store_snapshot_sha256": plan.store.snapshot_sha256,

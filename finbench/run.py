@@ -23,6 +23,7 @@ from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.baselines import clear_histories
 from finbench.forecasters.batch import BatchJob
+from finbench.forecasters.prompt import PromptSettings
 from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
@@ -235,7 +236,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 continue
             inputs = Inputs(tasks=chunk.iloc[rows].reset_index(drop=True),
                             contexts=contexts.take(rows), history=resolved.history, bars=bars,
-                            sessions=resolved.sessions)
+                            sessions=resolved.sessions, prompt=PromptSettings.of(plan.config))
             if dry_run:
                 if f.streaming:
                     _add_estimate(estimates, f.name, f.estimate(inputs))

@@ -121,7 +121,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
             number += 1
     summary = dict(first["tasks"])
     summary["tasks"] = len(tasks)
-    for key in ("excluded", "labels"):
+    for key in ("excluded", "excluded_sessions", "labels"):
         merged: dict[str, int] = {}
         for m in manifests:
             for k, v in (m["tasks"].get(key) or {}).items():

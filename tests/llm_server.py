@@ -77,7 +77,7 @@ class ChatServer:
     def handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
         model = body["model"]
         # The same canonical hash FinBench stores as input_sha256, so tests can match rows.
-        payload = json.dumps({"template": "finbench-prompt-v1", "messages": body["messages"]},
+        payload = json.dumps({"template": "finbench-prompt-v2", "messages": body["messages"]},
                              sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         prompt = hashlib.sha256(payload.encode()).hexdigest()
         with self.lock:

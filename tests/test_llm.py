@@ -83,7 +83,7 @@ def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_st
     assert elapsed < 30
     valid = f[f["model"] == "valid"].iloc[0]
     assert valid["p_up"] == 0.6 and valid["tokens"] == 120
-    assert json.loads(valid["detail"])["template"] == "finbench-prompt-v1"
+    assert json.loads(valid["detail"])["template"] == "finbench-prompt-v2"
     fmt = [r["response_format"] for r in server.requests if r["model"] == "valid"][0]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
 
@@ -200,6 +200,36 @@ def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
             assert json.dumps(headline)[1:-1] not in text, ctx.task_id
         seen += text.count(CANARY_MARK)
     assert seen > 0
+
+
+def test_the_prompt_states_the_runs_target_and_alpha_and_a_shifted_target(sample_store):
+    """With early_close = "shift" the 2024-12-24 target is 12:55; the prompt once said 15:55
+    and alpha = 0.2 whatever the config."""
+    from finbench.config import TasksConfig
+    from finbench.data.store import Store
+    from finbench.forecasters.prompt import PromptSettings
+    from finbench.gate import ContextIndex
+    from finbench.tasks import build_tasks
+
+    spec = TasksConfig(tickers=["AAPL"], start="2024-12-23", end="2024-12-24",
+                       horizons={"MORNING": "09:30"}, early_close="shift")
+    tasks = build_tasks(spec).tasks
+    store = Store(sample_store)
+    index = ContextIndex(tasks, store.read_bar_arrays(), store.read_headlines(),
+                         previous_sessions=5, headline_hours=24, max_headlines=20)
+    settings = PromptSettings(target="15:55", alpha=0.1)
+    full, shifted = (render_messages(index.context(i), settings) for i in range(2))
+    for system, _ in (full, shifted):
+        assert "(15:55 ET today, earlier when the session closes early" in system["content"]
+        assert "90% prediction interval" in system["content"]
+        assert "alpha = 0.1)" in system["content"]
+        assert "15:55 ET" not in system["content"].replace("(15:55 ET today", "")
+        assert "0.2" not in system["content"] and "80%" not in system["content"]
+    assert "Target time: 15:55 ET\n" in full[1]["content"]
+    assert ("Target time: 12:55 ET (moved from 15:55 ET: the session closes early)"
+            in shifted[1]["content"])
+    assert "mid price at 12:55 ET" in shifted[1]["content"]
+    assert "a 90% interval" in shifted[1]["content"] and "80%" not in shifted[1]["content"]
 
 
 def test_batch_mode_submits_once_polls_and_collects(tmp_path, sample_store, server):

@@ -86,8 +86,11 @@ def test_figures_plot_the_table_values(pilot):
     assert any(np.allclose(line.get_ydata(), coin) for line in ax.get_lines())
     _, paths = decision(data)
     ax = F.plot_wealth(paths)
-    ys = [line.get_ydata() for line in ax.get_lines() if len(line.get_ydata()) > 2]
-    np.testing.assert_allclose(ys[1], np.r_[0.0, paths["base_rate"]])
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    dates, wealth = paths["base_rate"]
+    np.testing.assert_allclose(lines["base_rate"].get_ydata(), wealth)
+    assert len(wealth) == 1  # the pilot is one session: one point, its date
+    assert str(pd.Timestamp(lines["base_rate"].get_xdata()[0]).date()) == "2025-01-15"
 
 
 def test_runs_sharing_a_folder_name_are_told_apart_and_one_run_twice_is_refused(pilot,
@@ -233,19 +236,14 @@ def test_score_and_paired_tables_equal_a_naive_per_cell_loop(pilot, cluster):
 def test_a_long_wealth_path_is_drawn_from_each_buckets_low_and_high():
     rng = np.random.default_rng(8)
     path = np.cumsum(rng.normal(0, 0.01, 1_000_003))
-    path[123_457] = path.max() + 1.0  # a one-bet spike must survive thinning
-    path[900_001] = path.min() - 1.0  # and a one-bet trough
-    x, y = F.wealth_points(path)
+    path[123_457] = path.max() + 1.0  # a one-session spike must survive thinning
+    path[900_001] = path.min() - 1.0  # and a one-session trough
+    x = F.wealth_points(path)
     assert len(x) <= 2 * F.WEALTH_BUCKETS + 2 and (np.diff(x) > 0).all()
-    full = np.r_[0.0, path]
-    np.testing.assert_array_equal(y, full[x])  # points of the path, at their bet numbers
-    assert x[0] == 0 and x[-1] == len(path)
-    assert {123_458, 900_002} <= set(x.tolist())
-    size = -(-len(full) // F.WEALTH_BUCKETS)
+    assert x[0] == 0 and x[-1] == len(path) - 1
+    assert {123_457, 900_001} <= set(x.tolist())
+    size = -(-len(path) // F.WEALTH_BUCKETS)
     for b in rng.integers(0, F.WEALTH_BUCKETS - 1, 20):  # every bucket's extremes are drawn
-        part = full[b * size:(b + 1) * size]
+        part = path[b * size:(b + 1) * size]
         assert b * size + int(part.argmin()) in x and b * size + int(part.argmax()) in x
-    short = path[:3000]
-    x, y = F.wealth_points(short)
-    np.testing.assert_array_equal(x, np.arange(3001))
-    np.testing.assert_array_equal(y, np.r_[0.0, short])
+    np.testing.assert_array_equal(F.wealth_points(path[:3000]), np.arange(3000))

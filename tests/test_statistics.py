@@ -5,12 +5,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from finbench.scoring import bootstrap
 from finbench.scoring.bootstrap import cluster_weights, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
-from finbench.scoring.decision import max_drawdown, wealth_path
+from finbench.scoring.decision import decision_table, max_drawdown, wealth_path
 from finbench.scoring.rules import kelly_growth_score
 
 
@@ -158,3 +159,52 @@ def test_wealth_path_and_drawdown():
     assert path == pytest.approx(np.cumsum(np.log([1.2, 0.8, 0.8, 1.2])))
     # peak 1.2, trough 1.2 * 0.8 * 0.8 = 0.768: drawdown 1 - 0.768 / 1.2 = 0.36
     assert max_drawdown(path) == pytest.approx(0.36)
+
+
+def _bets(rows):
+    """Decision-layer rows from (session, ticker, p, y, scored) tuples."""
+    return pd.DataFrame([{"model": "m", "session": d, "task_id": f"{t}|{d}|H", "p_up": p,
+                          "y": y, "scored": ok} for d, t, p, y, ok in rows])
+
+
+def test_bets_of_one_session_share_the_wealth_before_it():
+    """Session 1: three tasks, stakes (2p - 1)/3: +0.2/3 won, +0.4/3 lost, -0.2/3 (down)
+    won; session 2: two tasks, one unscored (its stake returned), +0.6/2 won."""
+    rows = _bets([("2025-01-02", "A", 0.6, 1, True), ("2025-01-02", "B", 0.7, 0, True),
+                  ("2025-01-02", "C", 0.4, 0, True), ("2025-01-03", "A", 0.8, 1, True),
+                  ("2025-01-03", "B", 0.9, 0, False)])
+    table, paths = decision_table(rows, ["m"])
+    first = math.log(1 + (0.2 - 0.4 + 0.2) / 3)
+    second = math.log(1 + 0.6 / 2)
+    dates, wealth = paths["m"]
+    assert [str(d)[:10] for d in dates] == ["2025-01-02", "2025-01-03"]
+    assert wealth == pytest.approx([first, first + second])
+    rec = table.iloc[0]
+    assert (rec["bets"], rec["sessions"], rec["ruin"]) == (4, 2, "")
+    assert rec["growth_rate"] == pytest.approx((first + second) / 2)
+
+
+def test_decision_layer_does_not_depend_on_row_order():
+    rng = np.random.default_rng(3)
+    rows = _bets([(f"2025-01-{d:02d}", f"T{t}", rng.random(), int(rng.integers(0, 2)),
+                   rng.random() < 0.9) for d in range(2, 30) for t in range(40)])
+    table, paths = decision_table(rows, ["m"])
+    for seed in range(3):
+        shuffled = rows.sample(frac=1, random_state=seed).reset_index(drop=True)
+        again, other = decision_table(shuffled, ["m"])
+        pd.testing.assert_frame_equal(again, table, check_exact=True)
+        np.testing.assert_array_equal(other["m"][1], paths["m"][1])
+
+
+def test_a_session_of_certain_wrong_answers_is_ruin_reported_not_averaged():
+    one_wrong = _bets([("2025-01-02", "A", 1.0, 0, True), ("2025-01-02", "B", 0.6, 1, True)])
+    table, _ = decision_table(one_wrong, ["m"])
+    assert table.iloc[0]["ruin"] == "" and table.iloc[0]["final_log_wealth"] == pytest.approx(
+        math.log(1 + (-1 + 0.2) / 2))  # one certain miss of two stakes half the wealth
+    ruined = _bets([("2025-01-02", "A", 0.6, 1, True), ("2025-01-03", "A", 1.0, 0, True),
+                    ("2025-01-03", "B", 0.0, 1, True), ("2025-01-06", "A", 0.6, 1, True)])
+    table, paths = decision_table(ruined, ["m"])
+    rec = table.iloc[0]
+    assert rec["ruin"] == "2025-01-03" and rec["max_drawdown"] == 1.0
+    assert math.isnan(rec["growth_rate"]) and math.isnan(rec["final_log_wealth"])
+    assert np.isneginf(paths["m"][1][1:]).all()

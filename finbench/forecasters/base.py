@@ -35,6 +35,7 @@ class Inputs:
     history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
     sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
     # 1970, sorted): baselines count the sessions their windows skip
+    prompt: object = None  # finbench.forecasters.prompt.PromptSettings of the run (LLMs)
 
 
 class Forecaster(ABC):

@@ -128,7 +128,7 @@ class OpenAIForecaster(Forecaster):
         """Messages and their hash for every task (rendered from the gated contexts)."""
         out = []
         for i in range(len(inputs.tasks)):
-            messages = render_messages(inputs.contexts.context(i))
+            messages = render_messages(inputs.contexts.context(i), inputs.prompt)
             out.append((messages, messages_sha256(messages)))
         return out
 

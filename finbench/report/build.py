@@ -19,7 +19,7 @@ from finbench.report.stats import (
     score_table,
     task_overlap,
 )
-from finbench.report.writers import fmt, with_ci, write_table
+from finbench.report.writers import fmt, fmt_p, with_ci, write_table
 from finbench.rundir import run_labels
 
 
@@ -83,7 +83,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
             "Model A": r["model_a"], "Model B": r["model_b"], "N": r["n"],
             "Sessions": r["sessions"],
             f"mean {metric} A - B [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
-            "p": fmt(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
+            "p": fmt_p(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
         write_table(show, folder, f"paired_{metric}",
                     f"Paired differences in mean {metric} on the rows both models scored "
                     f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
@@ -101,12 +101,20 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     lineterminator="\n")
     tables.update(calibration=summary, reliability_bins=bins)
     kelly, paths = decision(data)
-    show = kelly.assign(**{c: kelly[c].map(lambda v: fmt(v, 4)) for c in
-                           ("growth_rate", "final_log_wealth", "max_drawdown")})
+    show = pd.DataFrame([{
+        "Model": r["model"], "Bets": r["bets"], "Sessions": r["sessions"],
+        "Growth / session": "ruin" if r["ruin"] else fmt(r["growth_rate"], 4),
+        "Final log wealth": f"ruin ({r['ruin']})" if r["ruin"] else fmt(r["final_log_wealth"], 4),
+        "Max drawdown": fmt(r["max_drawdown"], 4), "Note": r["flag"]}
+        for r in kelly.to_dict("records")])
     write_table(show, folder, "decision_kelly",
-                "Decision layer (apart from forecast scores): growth rate of a Kelly bettor at "
-                f"even odds, mean ln(1 + (2p - 1)(2y - 1)), final log wealth and maximum "
-                f"drawdown. {facts}", raw=kelly)
+                "Decision layer (apart from forecast scores): a Kelly bettor at even odds. All "
+                "bets of a session resolve together at its target, so they are sized on the "
+                "wealth before the session: of K tasks asked that session each stakes "
+                "(2p - 1)/K (an unscored one stakes nothing); log wealth grows by "
+                "ln(1 + (1/K) sum (2p - 1)(2y - 1)) per session. Growth rate: mean per session. "
+                f"Ruin: every stake of a session lost (certain, wrong answers). {facts}",
+                raw=kelly)
     tables.update(decision_kelly=kelly)
     tables["_wealth_paths"] = paths
     return tables

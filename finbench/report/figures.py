@@ -116,32 +116,40 @@ def plot_width_by_horizon(table: pd.DataFrame, *, ax=None):
 WEALTH_BUCKETS = 2000  # a long wealth line is drawn from each bucket's low and high
 
 
-def wealth_points(path: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bet number, log wealth) to draw, starting from 0 before the first bet. A path of up
-    to two points per bucket is drawn whole. A longer one (1.9M bets over five years of 500
-    tickers) is cut into ``WEALTH_BUCKETS`` runs of consecutive bets, and each run's lowest
-    and highest point is drawn, with the first and the last: the line keeps every peak and
-    trough the figure's 900 pixels can show, in at most 4,002 points."""
-    y = np.r_[0.0, np.asarray(path, float)]
+def wealth_points(path: np.ndarray) -> np.ndarray:
+    """Positions of a path's points to draw. A path of up to two points per bucket is drawn
+    whole. A longer one (1,258 sessions of five years, or more) is cut into
+    ``WEALTH_BUCKETS`` runs of consecutive points, and each run's lowest and highest point is
+    drawn, with the first and the last: the line keeps every peak and trough the figure's 900
+    pixels can show, in at most 4,002 points."""
+    y = np.asarray(path, float)
     n = len(y)
     if n <= 2 * WEALTH_BUCKETS:
-        return np.arange(n), y
+        return np.arange(n)
     size = -(-n // WEALTH_BUCKETS)
     blocks = np.r_[y, np.full(size * WEALTH_BUCKETS - n, y[-1])].reshape(WEALTH_BUCKETS, size)
     first = np.arange(WEALTH_BUCKETS) * size
     keep = np.r_[0, first + blocks.argmin(axis=1), first + blocks.argmax(axis=1), n - 1]
-    keep = np.unique(np.minimum(keep, n - 1))
-    return keep, y[keep]
+    return np.unique(np.minimum(keep, n - 1))
 
 
-def plot_wealth(paths: dict[str, np.ndarray], *, ax=None):
-    """Log wealth of a Kelly bettor at even odds, per model, bet by bet."""
+def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
+    """Log wealth of a Kelly bettor at even odds, per model, after each session (by session
+    date, from 0 before the first); a ruined bettor's line ends at its last session before
+    ruin, marked with an x."""
     ax = _ax(ax)
-    for model, path in paths.items():
-        ax.plot(*wealth_points(path), label=model)
+    for model, (dates, path) in paths.items():
+        finite = np.isfinite(path)
+        end = int(np.argmin(finite)) if not finite.all() else len(path)
+        x, y = dates[:end], np.asarray(path[:end], float)
+        keep = wealth_points(y)
+        line, = ax.plot(x[keep], y[keep], label=model)
+        if end < len(path):
+            ax.plot([dates[end]], [y[-1] if len(y) else 0.0], marker="x", color=line.get_color())
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xlabel("bet (forecasts in time order)")
+    ax.set_xlabel("session")
     ax.set_ylabel("log wealth")
+    ax.figure.autofmt_xdate()
     ax.legend(fontsize=7)
     return ax
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from finbench.config import BASELINE_KINDS, RunConfig
 from finbench.errors import RunError
-from finbench.lookup import groups, positions, take
+from finbench.lookup import groups, positions
 from finbench.rundir import finished_run
 from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
@@ -90,7 +90,6 @@ def load_run(run_dir: str | Path) -> RunData:
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
-    rows["t_forecast"] = take(tasks["t_forecast"], rows["task_row"].to_numpy())  # -1: none
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
@@ -150,11 +149,13 @@ def caption_facts(data: RunData) -> str:
     ok = scored[scored["status"] == "ok"]
     source = (m["data"]["description"] if m["data"]["synthetic"]
               else f"data store {Path(m['data']['store']).name}")
-    excl = ", ".join(f"{k} {v}" for k, v in sorted(excluded.items())) or "none"
+    sessions = m["tasks"].get("excluded_sessions") or {}
+    excl = ", ".join(f"{k} {v} tasks of {sessions[k]} sessions" if k in sessions
+                     else f"{k} {v} tasks" for k, v in sorted(excluded.items())) or "none"
     unsc = ", ".join(f"{k} {v}" for k, v in labels.items() if k != "ok" and v) or "none"
     return (f"{m['tasks']['tasks']} tasks, {labels.get('ok', 0)} with labels "
-            f"({int(ok['y'].sum())} positive, {int((ok['r'] == 0).sum())} ties); excluded "
-            f"sessions: {excl}; unscorable: {unsc}. Source: {source}.")
+            f"({int(ok['y'].sum())} positive, {int((ok['r'] == 0).sum())} ties); excluded: "
+            f"{excl}; unscorable: {unsc}. Source: {source}.")
 
 
 def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
@@ -291,29 +292,39 @@ PAIRED_COLUMNS = ["model_a", "model_b", "metric", "n", "sessions", "diff", "diff
 
 
 def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary per model: Murphy terms and ECE for both binnings; reliability bins, long)."""
-    bins = data.config.report.bins
+    """(summary per model: N, sessions, Murphy terms and ECE for both binnings, and the
+    descriptive flag; reliability bins, long)."""
+    rep = data.config.report
+    bins = rep.bins
     summary, reliab = [], []
-    rows = data.rows[["model", "scored", "y", "p_up"]]
+    rows = data.rows[["model", "scored", "y", "p_up", "session"]]
     for model in data.models:
         own = rows[(rows["model"] == model) & rows["scored"]]
         if own.empty:
             continue
         y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy()
+        sessions = int(own["session"].nunique())
+        flag = DESCRIPTIVE if len(own) < rep.min_n or sessions < rep.min_sessions else ""
         for strategy in ("uniform", "quantile"):
             mur = murphy(y, p, bins=bins, strategy=strategy)
             summary.append({"model": model, "binning": strategy, "n": mur["n"],
+                            "sessions": sessions,
                             "brier": mur["brier"], "brier_binned": mur["brier_binned"],
                             "reliability": mur["reliability"], "resolution": mur["resolution"],
                             "uncertainty": mur["uncertainty"],
-                            "ece": ece(y, p, bins=bins, strategy=strategy)})
+                            "ece": ece(y, p, bins=bins, strategy=strategy), "flag": flag})
             table = reliability_table(y, p, bins=bins, strategy=strategy)
             reliab.append(table.assign(model=model, binning=strategy))
     return pd.DataFrame(summary), (pd.concat(reliab, ignore_index=True) if reliab
                                    else pd.DataFrame())
 
 
-def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
-    """Kelly growth per model and the wealth paths (log wealth per bet)."""
-    return decision_table(data.rows[["model", "scored", "t_forecast", "task_id", "y", "p_up"]],
-                          data.models)
+def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Kelly growth per model (session by session, see :mod:`finbench.scoring.decision`), with
+    the descriptive flag, and the wealth paths (session dates, log wealth)."""
+    rep = data.config.report
+    table, paths = decision_table(data.rows[["model", "scored", "session", "task_id", "y",
+                                             "p_up"]], data.models)
+    table["flag"] = np.where((table["bets"] < rep.min_n) | (table["sessions"] < rep.min_sessions),
+                             DESCRIPTIVE, "")
+    return table, paths

@@ -19,6 +19,13 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def fmt_p(value) -> str:
+    """A p-value: three decimals, ``< 0.001`` below that (never a misleading ``0.000``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undef"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
 def with_ci(est, lo, hi, digits: int = 3) -> str:
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
         return fmt(est, digits)
