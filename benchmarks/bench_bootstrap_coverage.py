@@ -1,10 +1,12 @@
 """Coverage of the session bootstrap on simulated benchmarks with within-session correlation.
 
-500 simulated benchmarks, 60 sessions x 9 rows each; the per-row losses of a model and of a
+500 simulated benchmarks of 9 rows a session; the per-row losses of a model and of a
 baseline each carry a session effect (good and bad days), so rows of a session are
 correlated. The true skill 1 - E[L_model] / E[L_base] is known by construction.
 Prints how often the 95% session-bootstrap and row-bootstrap intervals cover it (target for the
-session bootstrap: 92-98%). Run: .venv/bin/python benchmarks/bench_bootstrap_coverage.py
+session bootstrap: 92-98%), at 60 sessions and at the few sessions below which report rows are
+marked "descriptive only" (``min_sessions``, 20). Run:
+.venv/bin/python benchmarks/bench_bootstrap_coverage.py [SESSIONS ...]
 """
 
 from __future__ import annotations
@@ -18,25 +20,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from finbench.scoring.bootstrap import skill_ci  # noqa: E402
 
-SESSIONS, ROWS, SIMS, REPLICATES = 60, 9, 500, 1000
+ROWS, SIMS, REPLICATES = 9, 500, 1000
+SESSION_COUNTS = (60, 20, 10)
 MEAN_BASE, MEAN_MODEL = 0.25, 0.23  # true skill = 1 - 0.23 / 0.25 = 0.08
 
 
-def simulate(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    session = np.repeat(np.arange(SESSIONS), ROWS)
+def simulate(rng: np.random.Generator, sessions: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    session = np.repeat(np.arange(sessions), ROWS)
     # Each model has good and bad days: session effects shared by the rows of one session.
-    base = MEAN_BASE + rng.normal(0, 0.04, SESSIONS)[session] + rng.normal(0, 0.03, len(session))
-    model = MEAN_MODEL + rng.normal(0, 0.04, SESSIONS)[session] + rng.normal(0, 0.03,
+    base = MEAN_BASE + rng.normal(0, 0.04, sessions)[session] + rng.normal(0, 0.03, len(session))
+    model = MEAN_MODEL + rng.normal(0, 0.04, sessions)[session] + rng.normal(0, 0.03,
                                                                               len(session))
     return model, base, session
 
 
-def coverage(seed: int = 1) -> tuple[float, float, float]:
+def coverage(sessions: int = 60, seed: int = 1) -> tuple[float, float, float]:
     rng = np.random.default_rng(seed)
     truth = 1 - MEAN_MODEL / MEAN_BASE
     hit_session = hit_row = 0
     for k in range(SIMS):
-        model, base, session = simulate(rng)
+        model, base, session = simulate(rng, sessions)
         s = skill_ci(model, base, session, replicates=REPLICATES, seed=k)
         r = skill_ci(model, base, np.arange(len(session)), replicates=REPLICATES, seed=k)
         hit_session += s.lower <= truth <= s.upper
@@ -45,10 +49,12 @@ def coverage(seed: int = 1) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    session, row, truth = coverage()
-    print(f"{SIMS} simulated benchmarks, {SESSIONS} sessions x {ROWS} rows, true skill {truth:.3f}")
-    print(f"95% session-bootstrap coverage: {session:.1%} (target 92-98%)")
-    print(f"95% row-bootstrap coverage:     {row:.1%} (ignores the within-session correlation)")
+    counts = [int(a) for a in sys.argv[1:]] or SESSION_COUNTS
+    for sessions in counts:
+        session, row, truth = coverage(sessions)
+        print(f"{SIMS} simulated benchmarks, {sessions} sessions x {ROWS} rows, true skill "
+              f"{truth:.3f}: 95% session-bootstrap coverage {session:.1%} (target 92-98%), "
+              f"row bootstrap {row:.1%} (ignores the within-session correlation)")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,10 @@ class ContextConfig(_Strict):
 
 class _ModelBase(_Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\- ]*$")]
+    # the horizons this model is asked (None: all of the run's); other tasks are not asked:
+    # no forecast row, never an invalid answer
+    horizons: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
+                                                                        min_length=1)
 
 
 class CoinModel(_ModelBase):
@@ -105,6 +109,9 @@ class ClimatologyModel(_ModelBase):
 class ReplayModel(_ModelBase):
     kind: Literal["replay"]
     path: Path
+    model: Annotated[str, Field(min_length=1)] | None = None  # the file's ``model`` column value
+    # a task without a row in the file: an invalid answer ("invalid"), or not asked
+    missing: Literal["invalid", "not_asked"] = "invalid"
 
 
 class ScriptedModel(_ModelBase):
@@ -193,6 +200,11 @@ class RunConfig(_Strict):
                     f"invalid_policy names {target!r}, which is not a baseline model of this "
                     f"config (baselines: {', '.join(baselines) or 'none'})"
                 )
+        for m in self.models:
+            unknown = [h for h in m.horizons or [] if h not in self.tasks.horizons]
+            if unknown:
+                raise ValueError(f"models.{m.name}.horizons: {unknown[0]!r} is not a horizon of "
+                                 f"the run ({', '.join(self.tasks.horizons)})")
         composite = self.scores.composite or {}
         columns = composite_columns(self)
         unknown = [key for key in composite if key not in columns]

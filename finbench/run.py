@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 import finbench
@@ -30,6 +31,7 @@ from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolv
 from finbench.report.tables import render_text, summary_frame
 from finbench.rundir import MANIFEST, finished_run
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
+from finbench.scoring.export import Reference, row_table
 
 
 def baseline_names(config: RunConfig) -> list[str]:
@@ -121,15 +123,19 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     pending = 0 if dry_run else sum(job.collect(journal, echo) for job in jobs.values())
     done = journal.done_by_model()
     ids = plan.tasks["task_id"]
-    todo = {}
+    todo, notes = {}, {}
     for f in forecasters:
         sent = sorted(jobs[f.name].submitted_task_ids()) if f.name in jobs else []
         finished = [*done.get(f.name, []), *sent]
-        todo[f.name] = (positions(ids, finished) < 0 if finished
-                        else np.ones(len(ids), dtype=bool))
-    for f in forecasters:
+        asked = f.asked(plan.tasks)
+        todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
+        notes[f.name] = [*f.notes(plan.tasks), *([] if asked.all() else [
+            f"asked {int(asked.sum())} of the run's {len(ids)} tasks; the others are not asked "
+            "(no forecast row)"])]
+        for note in notes[f.name]:
+            echo(f"{f.name}: {note}")
         if not todo[f.name].any() and not dry_run:
-            echo(f"{f.name}: all {len(ids)} forecasts already in the journal")
+            echo(f"{f.name}: all {int(asked.sum())} forecasts already in the journal")
     names = [m.name for m in config.models if m.name not in skipped]
     table = None  # baselines answering every task write the forecast table as they go
     if (not dry_run and forecasters and not any(f.needs_context for f in forecasters)
@@ -171,7 +177,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         return out
     if table is None or not table.close():
         journal.write_ordered(out / "forecasts.parquet", ids.to_numpy(object), names)
-    manifest.update(skipped_models=skipped)
+    manifest.update(skipped_models=skipped, model_notes={k: v for k, v in notes.items() if v})
     _write_json(manifest_path, manifest)
     lap("forecast table")
     scores = score_run(out)
@@ -327,9 +333,11 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     base = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
     path = run_dir / "forecasts.parquet"
     reference = _model_rows(path, base) if base else None
+    ref_name = interval_reference(config)
     tally = Tally(tasks[["ticker", "horizon"]], models=names, baselines=baselines,
-                  interval_reference=interval_reference(config))
-    for name in names:  # one model's rows in memory at a time
+                  interval_reference=ref_name)
+
+    def scored(name: str) -> pd.DataFrame:
         rows = row_scores(reference if name == base else _model_rows(path, name), labels,
                           tasks, invalid_policy=policy, clip=config.scores.log_loss_clip,
                           alpha=config.scores.alpha, reference=reference)
@@ -337,12 +345,60 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
         if len(stray):
             raise RunError(f"{path}: model {name} has a row for {rows['task_id'].iloc[stray[0]]}"
                            ", which is not a task of the run (tasks.parquet)")
-        tally.add(name, rows.assign(task_code=rows["task_row"]))
+        return rows
+
+    # each baseline's answers per task, for the per-row export's columns
+    references = {b: Reference(scored(b), len(tasks)) for b in baselines}
+    with RowWriter(run_dir) as export:
+        for name in names:  # one model's rows in memory at a time
+            rows = scored(name)
+            tally.add(name, rows.assign(task_code=rows["task_row"]))
+            export.add(row_table(rows, references, ref_name))
     scores = tally.table(composite=config.scores.composite,
                          horizon_order=list(config.tasks.horizons))
-    scores.to_parquet(run_dir / "scores.parquet", index=False)
-    scores.to_csv(run_dir / "scores.csv", index=False, float_format="%.12g")
+    _write_atomic(run_dir / "scores.parquet", lambda p: scores.to_parquet(p, index=False))
+    _write_atomic(run_dir / "scores.csv",
+                  lambda p: scores.to_csv(p, index=False, float_format="%.12g"))
     return scores
+
+
+class RowWriter:
+    """``rows.parquet`` and ``rows.csv`` written a model's rows at a time under temporary
+    names, renamed into place when every model is in (never half a file under the name)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.final = [run_dir / "rows.parquet", run_dir / "rows.csv"]
+        self.tmp = [p.with_name(p.name + ".tmp") for p in self.final]
+        self.writers: list | None = None
+
+    def add(self, table: pa.Table) -> None:
+        if self.writers is None:
+            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
+                            pacsv.CSVWriter(self.tmp[1], table.schema)]
+        for writer in self.writers:
+            writer.write_table(table.cast(self.writers[0].schema))
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        for writer in self.writers or []:
+            writer.close()
+        for tmp, final in zip(self.tmp, self.final, strict=True):
+            if kind is None and self.writers is not None:
+                os.replace(tmp, final)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, write) -> None:
+    """``write(temporary path)``, then rename it to ``path``: never a torn file at ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _model_rows(path: Path, model: str) -> pd.DataFrame:

@@ -51,6 +51,20 @@ class Forecaster(ABC):
         self.config = config
         self.name = config.name
 
+    def asked(self, tasks: pd.DataFrame) -> np.ndarray:
+        """Which of ``tasks`` this forecaster is asked (by default: those of its configured
+        horizons, or all). A task not asked gets no forecast row: it is neither an answer nor
+        an invalid one."""
+        horizons = getattr(self.config, "horizons", None)
+        if horizons is None:
+            return np.ones(len(tasks), dtype=bool)
+        return tasks["horizon"].isin(horizons).to_numpy(bool)
+
+    def notes(self, tasks: pd.DataFrame) -> list[str]:
+        """What a user should know about this forecaster in a run over ``tasks`` (printed and
+        kept in the manifest); none by default."""
+        return []
+
     def forecast(self, inputs: Inputs) -> pa.Table:
         """Forecast rows for ``inputs.tasks``, in their order: every answer validated with
         the strict schema (invalid ones kept, with the reason) and stamped with its

@@ -1,51 +1,103 @@
-"""Replay: score forecasts made elsewhere, read from CSV/Parquet and validated row by row."""
+"""Replay: score forecasts made elsewhere, read from CSV/Parquet and validated row by row.
+
+A replay file holds rows keyed by ``task_id`` or by ``ticker, session, horizon``, with
+``p_up`` and, for a forecaster that gives intervals, ``lower`` and ``upper`` (a file without
+both is a probability-only forecaster: a replayed market price, say); ``rationale`` is
+optional. A file may hold several models' rows in a ``model`` column, as the paper's pilot
+CSV does: the config's ``model`` picks one. A task of the run without a row is an invalid
+answer (``missing = "invalid"``) or was not asked (``missing = "not_asked"``, e.g. a model the
+pilot asked at some horizons only). Rows for tasks outside the run are counted and named in
+the run's notes, never scored.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 
+import numpy as np
 import pandas as pd
 
 from finbench.data.ingest import read_table_file
 from finbench.errors import DataError
-from finbench.forecast import ParsedAnswer
+from finbench.forecast import ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, Inputs, register
 
 ANSWER_FIELDS = ("p_up", "lower", "upper", "rationale")
 
 
-def load_replay(path) -> pd.DataFrame:
-    """Read a replay file keyed by ``task_id`` or by ``ticker, session, horizon``."""
+def load_replay(path, model: str | None = None) -> pd.DataFrame:
+    """Read a replay file keyed by ``task_id`` or by ``ticker, session, horizon``: the rows of
+    ``model`` when the file has a ``model`` column (which must then name one)."""
     frame = read_table_file(path)
     if frame.empty:
         raise DataError(f"{path}: replay file has no rows")
+    frame = _model_rows(frame, path, model)
     if "task_id" not in frame:
         missing = [c for c in ("ticker", "session", "horizon") if c not in frame]
         if missing:
             raise DataError(f"{path}: needs a task_id column or ticker, session, horizon "
                             f"(missing: {', '.join(missing)})")
-        session = pd.to_datetime(frame["session"].astype(str)).dt.strftime("%Y-%m-%d")
-        frame["task_id"] = (frame["ticker"].astype(str) + "|" + session + "|"
-                            + frame["horizon"].astype(str))
+        session = pd.to_datetime(frame["session"].astype(str), format="%Y-%m-%d",
+                                 errors="coerce")
+        bad = frame.index[session.isna().to_numpy()]
+        if len(bad):
+            raise DataError(f"{path}: row {bad[0] + 1}: session "
+                            f"{frame['session'].iloc[bad[0]]!r} is not a date YYYY-MM-DD")
+        frame["task_id"] = (frame["ticker"].astype(str) + "|" + session.dt.strftime("%Y-%m-%d")
+                            + "|" + frame["horizon"].astype(str))
     dup = frame["task_id"].duplicated(keep=False)
     if dup.any():
         rows = [str(i + 1) for i in frame.index[dup][:5]]
         raise DataError(f"{path}: rule 'one forecast per task' broken in rows {', '.join(rows)}")
+    if ("lower" in frame) != ("upper" in frame):
+        raise DataError(f"{path}: has {'lower' if 'lower' in frame else 'upper'} but not "
+                        f"{'upper' if 'lower' in frame else 'lower'}: give both columns of the "
+                        "interval, or neither for a probability-only forecaster")
     return frame
+
+
+def _model_rows(frame: pd.DataFrame, path, model: str | None) -> pd.DataFrame:
+    """The rows of ``model`` (row numbers as in the file)."""
+    if "model" not in frame:
+        if model is not None:
+            raise DataError(f"{path}: has no model column, but the config picks model {model!r}")
+        return frame
+    names = sorted(frame["model"].astype(str).unique())
+    if model is None:
+        if len(names) > 1:
+            raise DataError(f"{path}: holds rows of several models ({', '.join(names)}); pick "
+                            "one with model = \"...\" in this model's config")
+        return frame.drop(columns="model")
+    if model not in names:
+        raise DataError(f"{path}: no rows of model {model!r} (the file holds "
+                        f"{', '.join(names)})")
+    return frame[frame["model"].astype(str) == model].drop(columns="model")
 
 
 @register("replay")
 class Replay(Forecaster):
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.table = load_replay(config.path).set_index("task_id")
-        self.unmatched = 0
+        self.table = load_replay(config.path, config.model).set_index("task_id")
+        self.interval = "lower" in self.table
+
+    def asked(self, tasks: pd.DataFrame) -> np.ndarray:
+        asked = super().asked(tasks)
+        if self.config.missing == "not_asked":
+            asked &= tasks["task_id"].isin(self.table.index).to_numpy(bool)
+        return asked
+
+    def notes(self, tasks: pd.DataFrame) -> list[str]:
+        outside = self.table.index[~self.table.index.isin(tasks["task_id"])]
+        if not len(outside):
+            return []
+        shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
+        return [f"{len(outside)} row(s) of {self.config.path.name} are for no task of this run "
+                f"and are not scored ({shown})"]
 
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
         answers = []
-        wanted = set(inputs.tasks["task_id"])
-        self.unmatched = int((~self.table.index.isin(wanted)).sum())
         for tid in inputs.tasks["task_id"]:
             if tid not in self.table.index:
                 answers.append(ParsedAnswer(False, "missing: no row for this task in the replay "
@@ -56,9 +108,9 @@ class Replay(Forecaster):
             for field in ANSWER_FIELDS:
                 if field in row.index and not _blank(row[field]):
                     answer[field] = _number(row[field]) if field != "rationale" else str(row[field])
-                elif field != "rationale":
+                elif field != "rationale" and field in row.index:
                     answer[field] = None
-            answers.append(answer)
+            answers.append(parse_answer(answer, interval=self.interval))
         return answers, {}
 
 

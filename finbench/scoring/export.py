@@ -1,0 +1,65 @@
+"""Per-row scores as a table (``rows.parquet`` and ``rows.csv`` of a run): one row per forecast
+with its task, answer, label and scores, and for each baseline the baseline's probability
+for the same task and the row's skill against it.
+
+A row's skill against a baseline is ``1 - brier / brier_baseline`` on that task, defined when
+both were scored and the baseline's Brier score is not 0 (empty otherwise); against the
+interval reference, ``1 - winkler / winkler_reference`` where both gave an interval. These
+are per-row numbers, as the paper's pilot CSV gives them; the tables' skills are ratios of
+means over paired rows, not means of these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+ROW_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "p_up", "lower", "upper",
+               "valid", "fallback_used", "scored", "interval_scored", "status", "r", "y",
+               "brier", "log_loss", "winkler", "covered", "width", "kelly"]
+
+
+class Reference:
+    """A baseline's answer and scores per task (positions in the run's task list)."""
+
+    def __init__(self, rows: pd.DataFrame, n_tasks: int) -> None:
+        at = rows["task_row"].to_numpy(np.int64)
+        mine = at >= 0
+        self.p_up, self.brier, self.winkler = (np.full(n_tasks, np.nan) for _ in range(3))
+        self.p_up[at[mine]] = rows["p_up"].to_numpy(float)[mine]
+        self.brier[at[mine]] = rows["brier"].to_numpy(float)[mine]
+        self.winkler[at[mine]] = rows["winkler"].to_numpy(float)[mine]
+
+
+def row_table(rows: pd.DataFrame, references: dict[str, Reference],
+              interval_reference: str | None) -> pa.Table:
+    """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`):
+    :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline ``b`` and
+    ``wss_<interval_reference>``."""
+    at = rows["task_row"].to_numpy(np.int64)
+    columns = {c: rows[c] for c in ROW_COLUMNS}
+    columns["y"] = rows["y"].astype("float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for name, ref in references.items():
+            columns[f"p_up_{name}"] = _at(ref.p_up, at)
+            columns[f"bss_{name}"] = _skill(rows["brier"].to_numpy(float), _at(ref.brier, at))
+        if interval_reference in references:
+            columns[f"wss_{interval_reference}"] = _skill(
+                rows["winkler"].to_numpy(float), _at(references[interval_reference].winkler, at))
+    frame = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) else v)
+                          for k, v in columns.items()})
+    for col in ("task_id", "model", "ticker", "session", "horizon", "status"):
+        frame[col] = frame[col].astype(object)
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+def _at(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    return np.where(at >= 0, values[np.maximum(at, 0)], np.nan) if len(values) else (
+        np.full(len(at), np.nan))
+
+
+def _skill(loss: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``1 - loss / reference`` where both exist and the reference is not 0; NaN elsewhere."""
+    ok = np.isfinite(loss) & np.isfinite(reference) & (reference != 0)
+    return np.where(ok, 1.0 - loss / np.where(ok, reference, 1.0), np.nan)
