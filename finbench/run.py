@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -349,7 +350,7 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
 
     # each baseline's answers per task, for the per-row export's columns
     references = {b: Reference(scored(b), len(tasks)) for b in baselines}
-    with RowWriter(run_dir) as export:
+    with RowWriter(run_dir, csv=config.scores.rows_csv) as export:
         for name in names:  # one model's rows in memory at a time
             rows = scored(name)
             tally.add(name, rows.assign(task_code=rows["task_row"]))
@@ -363,32 +364,49 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
 
 
 class RowWriter:
-    """``rows.parquet`` and ``rows.csv`` written a model's rows at a time under temporary
-    names, renamed into place when every model is in (never half a file under the name)."""
+    """``rows.parquet`` and (with ``csv``) ``rows.csv``, written a model's rows at a time, each
+    file on a writer thread of its own (the caller scores the next model meanwhile; at most
+    two tables wait) under temporary names, renamed into place when every model is in: never
+    half a file under the name."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.final = [run_dir / "rows.parquet", run_dir / "rows.csv"]
+    def __init__(self, run_dir: Path, *, csv: bool = True) -> None:
+        self.final = [run_dir / "rows.parquet", *([run_dir / "rows.csv"] if csv else [])]
         self.tmp = [p.with_name(p.name + ".tmp") for p in self.final]
         self.writers: list | None = None
+        self.pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows")
+                      for _ in self.final]
+        self.pending: list = []
 
     def add(self, table: pa.Table) -> None:
+        while len(self.pending) >= 2 * len(self.pools):
+            self.pending.pop(0).result()
         if self.writers is None:
             self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
-                            pacsv.CSVWriter(self.tmp[1], table.schema)]
-        for writer in self.writers:
-            writer.write_table(table.cast(self.writers[0].schema))
+                            *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
+        table = table.cast(self.writers[0].schema)
+        self.pending += [pool.submit(writer.write_table, table)
+                         for pool, writer in zip(self.pools, self.writers, strict=True)]
 
     def __enter__(self) -> RowWriter:
         return self
 
     def __exit__(self, kind, error, trace) -> None:
+        errors = [e for e in (f.exception() for f in self.pending) if e is not None]
+        for pool in self.pools:
+            pool.shutdown()
         for writer in self.writers or []:
-            writer.close()
+            try:
+                writer.close()
+            except Exception as late:
+                errors.append(late)
+        done = kind is None and not errors and self.writers is not None
         for tmp, final in zip(self.tmp, self.final, strict=True):
-            if kind is None and self.writers is not None:
+            if done:
                 os.replace(tmp, final)
             else:
                 tmp.unlink(missing_ok=True)
+        if kind is None and errors:  # a caller already failing keeps its own error
+            raise errors[0]
 
 
 def _write_atomic(path: Path, write) -> None:

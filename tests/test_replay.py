@@ -212,3 +212,12 @@ path = "r.csv"
             "(ZZZZ|2025-01-15|MIDDAY, AAPL|2025-01-14|MIDDAY)")
     assert f"r: {note}" in said
     assert json.loads((out / "manifest.json").read_text())["model_notes"]["r"] == [note]
+
+
+def test_rows_csv_can_be_left_out_at_scale(tmp_path, sample_store):
+    cfg = config(tmp_path, sample_store, "[scores]\nrows_csv = false\n")
+    text = cfg.read_text().replace("[scores]\nrows_csv = false\n", "")
+    cfg.write_text(text.replace("[tasks]", "[scores]\nrows_csv = false\n[tasks]"))
+    out = run(cfg, tmp_path / "run", echo=quiet)
+    assert (out / "rows.parquet").is_file() and not (out / "rows.csv").exists()
+    assert len(pd.read_parquet(out / "rows.parquet")) == 9

@@ -495,14 +495,20 @@ class Climatology(_Baseline):
 
 def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[str, object]:
     """Per task, the sessions its window spans and what it skipped (:meth:`History.spans`),
-    as detail columns."""
+    as detail columns; remembered for the last tasks frame and window asked about (the
+    rolling baselines of a run share them)."""
+    last = history._memo.get("window_details")
+    if last is not None and last[0] is tasks and last[1] == window:
+        return last[2]
     span = history.spans(tasks, window)
     sessions = history.column("session")
-    return {"window_first": _pick_text(sessions, span["first"]),
-            "window_last": _pick_text(sessions, span["last"]),
-            "skipped_unscorable": span["unscorable"],
-            "skipped_early_close": span["early_close"],
-            "skipped_not_known": span["not_known"]}
+    out = {"window_first": _pick_text(sessions, span["first"]),
+           "window_last": _pick_text(sessions, span["last"]),
+           "skipped_unscorable": span["unscorable"],
+           "skipped_early_close": span["early_close"],
+           "skipped_not_known": span["not_known"]}
+    history._memo["window_details"] = (tasks, window, out)
+    return out
 
 
 def _pick_text(values: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -36,22 +36,27 @@ def row_table(rows: pd.DataFrame, references: dict[str, Reference],
               interval_reference: str | None) -> pa.Table:
     """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`):
     :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline ``b`` and
-    ``wss_<interval_reference>``."""
+    ``wss_<interval_reference>``; built column by column in Arrow (text stays Arrow text)."""
     at = rows["task_row"].to_numpy(np.int64)
-    columns = {c: rows[c] for c in ROW_COLUMNS}
-    columns["y"] = rows["y"].astype("float64")
+    columns = {c: _arrow(rows[c]) for c in ROW_COLUMNS}
+    columns["y"] = pa.array(rows["y"].astype("float64").to_numpy(na_value=np.nan),
+                            pa.float64())
     with np.errstate(invalid="ignore", divide="ignore"):
         for name, ref in references.items():
-            columns[f"p_up_{name}"] = _at(ref.p_up, at)
-            columns[f"bss_{name}"] = _skill(rows["brier"].to_numpy(float), _at(ref.brier, at))
+            columns[f"p_up_{name}"] = pa.array(_at(ref.p_up, at))
+            columns[f"bss_{name}"] = pa.array(_skill(rows["brier"].to_numpy(float),
+                                                     _at(ref.brier, at)))
         if interval_reference in references:
-            columns[f"wss_{interval_reference}"] = _skill(
-                rows["winkler"].to_numpy(float), _at(references[interval_reference].winkler, at))
-    frame = pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) else v)
-                          for k, v in columns.items()})
-    for col in ("task_id", "model", "ticker", "session", "horizon", "status"):
-        frame[col] = frame[col].astype(object)
-    return pa.Table.from_pandas(frame, preserve_index=False)
+            columns[f"wss_{interval_reference}"] = pa.array(_skill(
+                rows["winkler"].to_numpy(float), _at(references[interval_reference].winkler, at)))
+    return pa.table(columns)
+
+
+def _arrow(column: pd.Series) -> pa.Array:
+    """A column as Arrow: text as text (no Python objects), numbers and flags as they are."""
+    if column.dtype.kind in "biuf":
+        return pa.array(column.to_numpy())
+    return pa.array(column, pa.string(), from_pandas=True)
 
 
 def _at(values: np.ndarray, at: np.ndarray) -> np.ndarray:
