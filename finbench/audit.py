@@ -21,6 +21,7 @@ from finbench.pipeline import context_chunks, plan_run, resolve
 from finbench.progress import Countdown
 from finbench.run import load_run_config, momentum_minutes
 from finbench.rundir import MANIFEST, finished_run
+from finbench.runlock import RunLock
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
                    "history_max_input_time", "input_sha256"]
@@ -36,6 +37,12 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     answers and provenance text left unread, so memory grows with tasks, not forecast rows.
     ``echo``: where progress goes (store checks, labels, forecast rows)."""
     run_dir = finished_run(run_dir)
+    with RunLock(run_dir, command=f"finbench audit {run_dir}", shared=True):
+        return _audit(run_dir, echo)
+
+
+def _audit(run_dir: Path, echo) -> list[str]:
+    """:func:`audit_run` of a run directory read-locked by the caller."""
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     problems: list[str] = []

@@ -83,9 +83,11 @@ def _tasks(args: argparse.Namespace) -> int:
     labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
     out = Path(args.out) if args.out else None
     if out:
-        out.mkdir(parents=True, exist_ok=True)
-        plan.tasks.to_parquet(out / "tasks.parquet", index=False)
-        labels.to_parquet(out / "labels.parquet", index=False)
+        from finbench.runlock import RunLock
+
+        with RunLock(out, command="finbench tasks"):
+            plan.tasks.to_parquet(out / "tasks.parquet", index=False)
+            labels.to_parquet(out / "labels.parquet", index=False)
     print(json.dumps(summary(plan, labels), indent=2))
     return 0
 

@@ -31,6 +31,7 @@ from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
 from finbench.rundir import MANIFEST, finished_run
+from finbench.runlock import RunLock, describe
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.export import Reference, row_table
 
@@ -81,7 +82,17 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     if not config.models:
         raise RunError(f"{config_path}: no [[models]] configured")
     out = Path(out) if out else Path("results") / Path(config_path).stem
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, command=f"finbench run {config_path}") as lock:
+        if lock.took_over:
+            echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
+                 "releasing the folder (killed?); resuming its run")
+        return _run_locked(config, config_sha, out, lap, echo=echo, dry_run=dry_run,
+                           shard=shard, batch=batch)
+
+
+def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry_run: bool,
+                shard, batch: bool) -> Path:
+    """:func:`run` once the run directory is locked."""
     manifest_path = out / MANIFEST
     started = _now()
     if manifest_path.is_file():
@@ -181,7 +192,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     manifest.update(skipped_models=skipped, model_notes={k: v for k, v in notes.items() if v})
     _write_json(manifest_path, manifest)
     lap("forecast table")
-    scores = score_run(out)
+    scores = rescore(out)
     lap("scores")
     manifest.update(finished_at=_now())
     _write_json(manifest_path, manifest)
@@ -321,7 +332,15 @@ def load_run_config(run_dir: Path) -> RunConfig:
 
 
 def score_run(run_dir: str | Path) -> pd.DataFrame:
-    """Recompute every score from the stored forecasts, labels and tasks alone."""
+    """Recompute every score from the stored forecasts, labels and tasks alone (holding the
+    run directory's lock)."""
+    run_dir = finished_run(run_dir)
+    with RunLock(run_dir, command=f"finbench score {run_dir}"):
+        return rescore(run_dir)
+
+
+def rescore(run_dir: Path) -> pd.DataFrame:
+    """:func:`score_run` for a caller that holds the run directory's lock."""
     run_dir = finished_run(run_dir)
     config = load_run_config(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())

@@ -30,8 +30,9 @@ from finbench.journal import (
     ordered_table,
     write_forecasts,
 )
-from finbench.run import _now, _write_json, score_run
+from finbench.run import _now, _write_json, rescore
 from finbench.rundir import MANIFEST, finished_run
+from finbench.runlock import RunLock
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
@@ -98,9 +99,17 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     tasks = task_order(tasks, config)
     labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
     labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
-    names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, command="finbench merge"):
+        _write_merged(dirs, manifests, config, tasks, labels, out)
+    return out
+
+
+def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
+                  tasks: pd.DataFrame, labels: pd.DataFrame, out: Path) -> None:
+    """Write the merged run into ``out`` (locked by the caller) and score it."""
+    first = manifests[0]
+    names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
     tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
     ids = tasks["task_id"].to_numpy(object)
@@ -130,5 +139,4 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     manifest = {**first, "config": json.loads(config.model_dump_json()), "tasks": summary,
                 "shard": None, "merged_from": [str(d) for d in dirs], "finished_at": _now()}
     _write_json(out / MANIFEST, manifest)
-    score_run(out)
-    return out
+    rescore(out)

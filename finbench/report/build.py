@@ -20,7 +20,8 @@ from finbench.report.stats import (
     task_overlap,
 )
 from finbench.report.writers import fmt, fmt_p, with_ci, write_table
-from finbench.rundir import run_labels
+from finbench.rundir import finished_run, run_labels
+from finbench.runlock import RunLock
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
@@ -143,10 +144,11 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
 
 def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     """Tables into ``RUN/tables`` and figures into ``RUN/figures``."""
-    run_dir = Path(run_dir)
-    data = load_run(run_dir)
-    tables = build_tables(data, run_dir / "tables")
-    figs = build_figures(data, tables, run_dir / "figures")
+    run_dir = finished_run(run_dir)
+    with RunLock(run_dir, command=f"finbench report {run_dir}"):
+        data = load_run(run_dir)
+        tables = build_tables(data, run_dir / "tables")
+        figs = build_figures(data, tables, run_dir / "figures")
     return sorted((run_dir / "tables").iterdir()), figs
 
 
@@ -161,7 +163,10 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
     how the task sets overlap.
     """
     labels = run_labels(run_dirs)
-    datas = [load_run(r) for r in run_dirs]
+    datas = []
+    for r in run_dirs:  # read while no writer changes the run
+        with RunLock(finished_run(r), command="finbench paper", shared=True):
+            datas.append(load_run(r))
     data = datas[0]
     if len(datas) > 1:
         overlap = task_overlap(datas, labels)
