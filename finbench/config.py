@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finbench.errors import ConfigError
+from finbench.zones import is_timezone
 
 CONFIG_VERSION = 1
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
@@ -36,6 +37,13 @@ class TasksConfig(_Strict):
     calendar: str = "XNYS"
     early_close: Literal["skip", "shift"] = "skip"
     ref_window_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        if not is_timezone(value):
+            raise ValueError(f"{value!r} is not a time zone name (e.g. America/New_York)")
+        return value
 
     @field_validator("horizons")
     @classmethod

@@ -94,7 +94,7 @@ def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry
                 shard, batch: bool) -> Path:
     """:func:`run` once the run directory is locked."""
     manifest_path = out / MANIFEST
-    started = _now()
+    started, old = _now(), None
     if manifest_path.is_file():
         old = json.loads(manifest_path.read_text())
         if old.get("config_sha256") != config_sha:
@@ -104,6 +104,12 @@ def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry
             raise RunError(f"{out}: holds shard {old.get('shard')}, not {_shard_field(shard)}")
         started = old.get("started_at", started)
     plan = plan_run(config)
+    seen = (old or {}).get("data", {}).get("snapshot_sha256")
+    if seen is not None and seen != plan.store.snapshot_sha256:
+        raise RunError(f"{out}: its run saw data snapshot {seen[:12]}, but {config.data.store} "
+                       f"is now {plan.store.snapshot_sha256[:12]} (its data or settings changed);"
+                       " one run never mixes two snapshots: use another --out, or restore the "
+                       "store")
     skipped, forecasters = {}, []
     for model in config.models:
         reason = skip_reason(model)

@@ -198,7 +198,7 @@ def test_verify_names_a_partition_out_of_order_or_off_its_date(tmp_path, change,
                                  pa.array(ts, table.schema.field("ts").type))
     pq.write_table(table, store.path / rel)
     store.manifest["partitions"][rel] = sha256_file(store.path / rel)
-    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"])
+    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"], store.manifest)
     store.save_manifest()
     assert Store(store.path).verify() == [f"{rel}: {rule}"]
 
@@ -251,7 +251,7 @@ def test_verify_reports_every_broken_partition_in_partition_order(tmp_path, monk
         pq.write_table(pq.read_table(store.path / rel[day]).take([1, 0, 2, 3]),
                        store.path / rel[day])
         store.manifest["partitions"][rel[day]] = sha256_file(store.path / rel[day])
-    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"])
+    store.manifest["snapshot_sha256"] = snapshot_hash(store.manifest["partitions"], store.manifest)
     store.save_manifest()
     (store.path / rel["2025-01-16"]).unlink()
     want = [f"{rel['2025-01-16']}: listed in the manifest but missing",

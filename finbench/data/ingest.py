@@ -10,6 +10,7 @@ import pandas as pd
 from finbench.data.schema import validate_bars, validate_headlines
 from finbench.data.store import Store, sha256_file
 from finbench.errors import DataError
+from finbench.zones import bar_length_problem, is_timezone
 
 BAR_TIMESTAMPS = ("start", "end")
 
@@ -38,6 +39,13 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
     raise DataError(f"{path}: unknown file type {suffix!r} (use .csv, .parquet or .jsonl)")
 
 
+def check_timezone(timezone: str | None) -> None:
+    """A DataError unless ``timezone`` (``--timezone``) is None or a time zone name."""
+    if timezone is not None and not is_timezone(timezone):
+        raise DataError(f"--timezone: {timezone!r} is not a time zone name (e.g. "
+                        "America/New_York, Europe/London, UTC)")
+
+
 def ingest_bars(
     file: str | Path,
     store: str | Path,
@@ -53,6 +61,10 @@ def ingest_bars(
     """
     if bar_timestamp not in BAR_TIMESTAMPS:
         raise DataError(f"--bar-timestamp: {bar_timestamp!r} is not one of start, end")
+    problem = bar_length_problem(bar_seconds)
+    if problem:
+        raise DataError(f"--bar-seconds: {problem}")
+    check_timezone(timezone)
     raw = read_table_file(file)
     bars, problems = validate_bars(
         raw, file=str(file), ticker=ticker, timezone=timezone,
@@ -83,6 +95,7 @@ def ingest_headlines(
     file: str | Path, store: str | Path, *, timezone: str | None = None
 ) -> dict:
     """Validate a headlines file and add it to ``store``; on any broken rule nothing is written."""
+    check_timezone(timezone)
     raw = read_table_file(file)
     headlines, problems = validate_headlines(raw, file=str(file), timezone=timezone)
     if problems:

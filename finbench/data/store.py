@@ -20,6 +20,7 @@ from finbench.bars import lexical_codes
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
 from finbench.errors import StoreError
 from finbench.progress import Countdown
+from finbench.zones import bar_length_problem, is_timezone
 
 STORE_FORMAT = "finbench-store"
 STORE_VERSION = 1
@@ -39,9 +40,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def snapshot_hash(partitions: dict[str, str]) -> str:
-    """One hash for a whole store: SHA-256 over its sorted ``path sha`` lines."""
-    text = "".join(f"{path} {sha}\n" for path, sha in sorted(partitions.items()))
+MEANING = ("bar_seconds", "bar_timestamp", "timezone")  # settings that change what data mean
+
+
+def snapshot_hash(partitions: dict[str, str], settings: dict) -> str:
+    """One hash for a whole store: SHA-256 over the settings that give its data their meaning
+    (bar length, timestamp convention, zone of its date partitions) and its sorted
+    ``path sha`` lines. Editing a setting changes the snapshot as editing a partition does."""
+    text = "finbench-store-snapshot-v2\n" + "".join(
+        f"{key}={settings[key]}\n" for key in MEANING) + "".join(
+        f"{path} {sha}\n" for path, sha in sorted(partitions.items()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -68,6 +76,15 @@ class Store:
             raise StoreError(
                 f"{manifest_path}: version {self.manifest.get('version')!r} is not {STORE_VERSION}"
             )
+        problem = bar_length_problem(self.manifest.get("bar_seconds"))
+        if problem:
+            raise StoreError(f"{manifest_path}: bar_seconds {problem}")
+        if self.manifest.get("bar_timestamp") != "start":
+            raise StoreError(f"{manifest_path}: bar_timestamp must be 'start' (bars are stored "
+                             f"by their start), not {self.manifest.get('bar_timestamp')!r}")
+        if not is_timezone(self.manifest.get("timezone")):
+            raise StoreError(f"{manifest_path}: timezone {self.manifest.get('timezone')!r} is "
+                             "not a time zone name (e.g. America/New_York)")
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -82,6 +99,14 @@ class Store:
     ) -> Store:
         """Open the store at ``path``, creating an empty one with these settings if absent."""
         path = Path(path)
+        problem = bar_length_problem(bar_seconds)
+        if problem:
+            raise StoreError(f"bar length: {problem}")
+        if not is_timezone(timezone):
+            raise StoreError(f"timezone {timezone!r} is not a time zone name (e.g. "
+                             "America/New_York)")
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"{path}: is a file, not a store directory")
         if (path / MANIFEST).is_file():
             store = cls(path)
             if store.bar_seconds != bar_seconds:
@@ -102,8 +127,8 @@ class Store:
             "timezone": timezone,
             "sources": [],
             "partitions": {},
-            "snapshot_sha256": snapshot_hash({}),
         }
+        manifest["snapshot_sha256"] = snapshot_hash({}, manifest)
         _write_json_atomic(path / MANIFEST, manifest)
         return cls(path)
 
@@ -122,7 +147,9 @@ class Store:
 
     @property
     def snapshot_sha256(self) -> str:
-        return str(self.manifest["snapshot_sha256"])
+        """The store's identity, computed from its settings and partition hashes (the copy in
+        the manifest is for reading; :meth:`verify` checks that it agrees)."""
+        return snapshot_hash(self.manifest["partitions"], self.manifest)
 
     def dates(self, table: str) -> list[dt.date]:
         """Local dates that have a partition of ``table``."""
@@ -198,7 +225,7 @@ class Store:
                 (self.path / rel).unlink()
                 partitions.pop(rel, None)
         self.manifest["partitions"] = dict(sorted(partitions.items()))
-        self.manifest["snapshot_sha256"] = snapshot_hash(partitions)
+        self.manifest["snapshot_sha256"] = snapshot_hash(partitions, self.manifest)
         if source is not None:  # fetches log per ticker-day provenance in fetched.jsonl
             self.manifest["sources"].append({"table": table, **source})
         _write_json_atomic(self.path / MANIFEST, self.manifest)
@@ -395,8 +422,9 @@ class Store:
                     problems.append(f"{rel}: content hash {sha[:12]} does not match the "
                                     "manifest")
                     damaged.add(rel)
-            if snapshot_hash(self.manifest["partitions"]) != self.snapshot_sha256:
-                problems.append(f"{MANIFEST}: snapshot_sha256 does not match its partitions")
+            if self.manifest.get("snapshot_sha256") != self.snapshot_sha256:
+                problems.append(f"{MANIFEST}: snapshot_sha256 does not match its settings and "
+                                "partitions")
             for found in pool.map(lambda b: self._check_bars(*b, damaged=b[1] in damaged),
                                   bars):
                 problems.extend(found)
