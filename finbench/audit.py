@@ -19,8 +19,8 @@ from finbench.forecasters.prompt import PromptSettings, messages_sha256, render_
 from finbench.lookup import arrow_text, positions
 from finbench.pipeline import context_chunks, plan_run, resolve
 from finbench.progress import Countdown
-from finbench.run import load_run_config, momentum_minutes
-from finbench.rundir import MANIFEST, finished_run
+from finbench.run import momentum_minutes
+from finbench.rundir import MANIFEST, finished_run, load_run_config
 from finbench.runlock import RunLock
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",

@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from finbench.run import score_run
+    from finbench.runscores import score_run
 
     scores = score_run(args.run)
     print(f"{args.run}: {len(scores)} score rows written to scores.parquet and scores.csv")

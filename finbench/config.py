@@ -237,26 +237,53 @@ def composite_columns(config: RunConfig) -> list[str]:
             *(f"wss_{c}" for c in climatology)]
 
 
+def baseline_names(config: RunConfig) -> list[str]:
+    """The baselines of a config, in its order."""
+    return [m.name for m in config.models if m.kind in BASELINE_KINDS]
+
+
+def interval_reference(config: RunConfig) -> str | None:
+    """The model interval skill (``wss_*``) is relative to: the first climatology."""
+    names = [m.name for m in config.models if m.kind == "climatology"]
+    return names[0] if names else None
+
+
 def load_config(path: str | Path) -> tuple[RunConfig, str]:
     """Read and validate a TOML config; relative paths resolve against its folder.
 
     Returns the config and the SHA-256 of the file's bytes.
     """
+    config, sha, _ = load_config_file(path)
+    return config, sha
+
+
+def load_config_file(path: str | Path) -> tuple[RunConfig, str, str]:
+    """:func:`load_config` and the file's text (a run keeps it, so the config can be checked
+    against its hash)."""
     path = Path(path)
     try:
         raw_bytes = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
     try:
-        raw = tomllib.loads(raw_bytes.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = raw_bytes.decode()
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    return parse_config(text, path.parent, name=str(path)), hashlib.sha256(
+        raw_bytes).hexdigest(), text
+
+
+def parse_config(text: str, folder: Path, *, name: str) -> RunConfig:
+    """A config from TOML text, its relative paths resolved against ``folder``."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{name}: not valid TOML ({exc})") from exc
     try:
         config = RunConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
-    config = resolve_paths(config, path.parent)
-    return config, hashlib.sha256(raw_bytes).hexdigest()
+        raise ConfigError(f"{name}: {format_validation_error(exc)}") from None
+    return resolve_paths(config, Path(folder))
 
 
 def resolve_paths(config: RunConfig, base: Path) -> RunConfig:

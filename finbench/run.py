@@ -9,18 +9,16 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 import finbench
-from finbench.config import BASELINE_KINDS, RunConfig, load_config
+from finbench.config import RunConfig, baseline_names, interval_reference, load_config_file
+from finbench.data.store import sha256_file
 from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.baselines import clear_histories
@@ -30,19 +28,9 @@ from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
 from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
 from finbench.report.tables import render_text, summary_frame
-from finbench.rundir import MANIFEST, finished_run
+from finbench.rundir import MANIFEST, now, record_files, write_json
 from finbench.runlock import RunLock, describe
-from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
-from finbench.scoring.export import Reference, row_table
-
-
-def baseline_names(config: RunConfig) -> list[str]:
-    return [m.name for m in config.models if m.kind in BASELINE_KINDS]
-
-
-def interval_reference(config: RunConfig) -> str | None:
-    names = [m.name for m in config.models if m.kind == "climatology"]
-    return names[0] if names else None
+from finbench.runscores import rescore
 
 
 def skip_reason(model) -> str | None:
@@ -76,7 +64,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     forecasts, forecast table, scores).
     """
     lap = _Laps(timings)
-    config, config_sha = load_config(config_path)
+    config, config_sha, config_text = load_config_file(config_path)
     if shard is not None:
         config = shard_config(config, *shard)
     if not config.models:
@@ -86,15 +74,19 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if lock.took_over:
             echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
                  "releasing the folder (killed?); resuming its run")
-        return _run_locked(config, config_sha, out, lap, echo=echo, dry_run=dry_run,
+        source = {"config_sha256": config_sha, "config_toml": config_text,
+                  "config_dir": str(Path(config_path).resolve().parent)}
+        return _run_locked(config, source, out, lap, echo=echo, dry_run=dry_run,
                            shard=shard, batch=batch)
 
 
-def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry_run: bool,
+def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_run: bool,
                 shard, batch: bool) -> Path:
-    """:func:`run` once the run directory is locked."""
+    """:func:`run` once the run directory is locked; ``source``: the config file's hash,
+    text and folder."""
+    config_sha = source["config_sha256"]
     manifest_path = out / MANIFEST
-    started, old = _now(), None
+    started, old = now(), None
     if manifest_path.is_file():
         old = json.loads(manifest_path.read_text())
         if old.get("config_sha256") != config_sha:
@@ -128,9 +120,9 @@ def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry
          f"labels {facts['labels']}")
     plan.tasks.to_parquet(out / "tasks.parquet", index=False)
     labels.to_parquet(out / "labels.parquet", index=False)
-    manifest = _manifest(config, config_sha, plan, facts, started)
+    manifest = _manifest(config, source, plan, facts, started)
     manifest["shard"] = _shard_field(shard)
-    _write_json(manifest_path, manifest)
+    write_json(manifest_path, manifest)
 
     lap("label pass")
     journal = Journal(out)
@@ -196,13 +188,15 @@ def _run_locked(config: RunConfig, config_sha: str, out: Path, lap, *, echo, dry
     if table is None or not table.close():
         journal.write_ordered(out / "forecasts.parquet", ids.to_numpy(object), names)
     manifest.update(skipped_models=skipped, model_notes={k: v for k, v in notes.items() if v})
-    _write_json(manifest_path, manifest)
+    write_json(manifest_path, manifest)
     lap("forecast table")
     scores = rescore(out)
     lap("scores")
-    manifest.update(finished_at=_now())
-    _write_json(manifest_path, manifest)
+    manifest.update(finished_at=now())
+    record_files(out, manifest)  # every file's content hash, for the audit
     echo(render_summary(scores, config, names))
+    echo(f"receipt: {MANIFEST} sha256 {sha256_file(manifest_path)} (keep it: `finbench audit` "
+         "checks every file against the hashes this manifest records)")
     return out
 
 
@@ -332,124 +326,6 @@ def _shard_field(shard) -> list[str] | None:
     return None if shard is None else [str(shard[0]), str(shard[1])]
 
 
-def load_run_config(run_dir: Path) -> RunConfig:
-    manifest = json.loads((Path(run_dir) / MANIFEST).read_text())
-    return RunConfig.model_validate(manifest["config"])
-
-
-def score_run(run_dir: str | Path) -> pd.DataFrame:
-    """Recompute every score from the stored forecasts, labels and tasks alone (holding the
-    run directory's lock)."""
-    run_dir = finished_run(run_dir)
-    with RunLock(run_dir, command=f"finbench score {run_dir}"):
-        return rescore(run_dir)
-
-
-def rescore(run_dir: Path) -> pd.DataFrame:
-    """:func:`score_run` for a caller that holds the run directory's lock."""
-    run_dir = finished_run(run_dir)
-    config = load_run_config(run_dir)
-    manifest = json.loads((run_dir / MANIFEST).read_text())
-    tasks = pd.read_parquet(run_dir / "tasks.parquet")
-    labels = pd.read_parquet(run_dir / "labels.parquet")
-    skipped = manifest.get("skipped_models", {})
-    names = [m.name for m in config.models if m.name not in skipped]
-    baselines = [b for b in baseline_names(config) if b not in skipped]
-    policy = config.invalid_policy
-    base = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
-    path = run_dir / "forecasts.parquet"
-    reference = _model_rows(path, base) if base else None
-    ref_name = interval_reference(config)
-    tally = Tally(tasks[["ticker", "horizon"]], models=names, baselines=baselines,
-                  interval_reference=ref_name)
-
-    def scored(name: str) -> pd.DataFrame:
-        rows = row_scores(reference if name == base else _model_rows(path, name), labels,
-                          tasks, invalid_policy=policy, clip=config.scores.log_loss_clip,
-                          alpha=config.scores.alpha, reference=reference)
-        stray = np.flatnonzero(rows["task_row"].to_numpy() < 0)
-        if len(stray):
-            raise RunError(f"{path}: model {name} has a row for {rows['task_id'].iloc[stray[0]]}"
-                           ", which is not a task of the run (tasks.parquet)")
-        return rows
-
-    # each baseline's answers per task, for the per-row export's columns
-    references = {b: Reference(scored(b), len(tasks)) for b in baselines}
-    with RowWriter(run_dir, csv=config.scores.rows_csv) as export:
-        for name in names:  # one model's rows in memory at a time
-            rows = scored(name)
-            tally.add(name, rows.assign(task_code=rows["task_row"]))
-            export.add(row_table(rows, references, ref_name))
-    scores = tally.table(composite=config.scores.composite,
-                         horizon_order=list(config.tasks.horizons))
-    _write_atomic(run_dir / "scores.parquet", lambda p: scores.to_parquet(p, index=False))
-    _write_atomic(run_dir / "scores.csv",
-                  lambda p: scores.to_csv(p, index=False, float_format="%.12g"))
-    return scores
-
-
-class RowWriter:
-    """``rows.parquet`` and (with ``csv``) ``rows.csv``, written a model's rows at a time, each
-    file on a writer thread of its own (the caller scores the next model meanwhile; at most
-    two tables wait) under temporary names, renamed into place when every model is in: never
-    half a file under the name."""
-
-    def __init__(self, run_dir: Path, *, csv: bool = True) -> None:
-        self.final = [run_dir / "rows.parquet", *([run_dir / "rows.csv"] if csv else [])]
-        self.tmp = [p.with_name(p.name + ".tmp") for p in self.final]
-        self.writers: list | None = None
-        self.pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows")
-                      for _ in self.final]
-        self.pending: list = []
-
-    def add(self, table: pa.Table) -> None:
-        while len(self.pending) >= 2 * len(self.pools):
-            self.pending.pop(0).result()
-        if self.writers is None:
-            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
-                            *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
-        table = table.cast(self.writers[0].schema)
-        self.pending += [pool.submit(writer.write_table, table)
-                         for pool, writer in zip(self.pools, self.writers, strict=True)]
-
-    def __enter__(self) -> RowWriter:
-        return self
-
-    def __exit__(self, kind, error, trace) -> None:
-        errors = [e for e in (f.exception() for f in self.pending) if e is not None]
-        for pool in self.pools:
-            pool.shutdown()
-        for writer in self.writers or []:
-            try:
-                writer.close()
-            except Exception as late:
-                errors.append(late)
-        done = kind is None and not errors and self.writers is not None
-        for tmp, final in zip(self.tmp, self.final, strict=True):
-            if done:
-                os.replace(tmp, final)
-            else:
-                tmp.unlink(missing_ok=True)
-        if kind is None and errors:  # a caller already failing keeps its own error
-            raise errors[0]
-
-
-def _write_atomic(path: Path, write) -> None:
-    """``write(temporary path)``, then rename it to ``path``: never a torn file at ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _model_rows(path: Path, model: str) -> pd.DataFrame:
-    """The scored columns of one model's rows of a forecast table, in file order."""
-    return pq.read_table(path, columns=list(SCORED_COLUMNS),
-                         filters=[("model", "=", model)]).to_pandas()
-
-
 def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:
     baselines = [b for b in baseline_names(config) if b in names]
     ref = interval_reference(config)
@@ -466,14 +342,14 @@ def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) ->
     return "\n\n".join(parts) + "\n" + note
 
 
-def _manifest(config: RunConfig, config_sha: str, plan: Plan, facts: dict, started: str) -> dict:
+def _manifest(config: RunConfig, source: dict, plan: Plan, facts: dict, started: str) -> dict:
     return {
         "format": "finbench-run",
         "version": 1,
         "package_version": finbench.__version__,
         "git_revision": _git_revision(),
         "python": sys.version.split()[0],
-        "config_sha256": config_sha,
+        **source,
         "config": json.loads(config.model_dump_json()),
         "data": {
             "store": str(config.data.store),
@@ -497,13 +373,3 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout.strip() or None
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    os.replace(tmp, path)

@@ -1,13 +1,24 @@
-"""What a finished run directory holds (SPEC §9), checked before a command reads one."""
+"""What a run directory holds (SPEC §9): the files a finished run has, the content hashes the
+run records of them in its manifest, and atomic writes of its JSON."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from finbench.config import RunConfig
+from finbench.data.store import sha256_file
 from finbench.errors import RunError
 
 MANIFEST = "manifest.json"
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
+# the files of a run whose content hashes its manifest records ("files"), beside the journal
+RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
+            "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl")
+PARTS = "journal.parts"
 
 
 def finished_run(run_dir: str | Path) -> Path:
@@ -23,6 +34,50 @@ def finished_run(run_dir: str | Path) -> Path:
                 if (run_dir / MANIFEST).is_file() else "")
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)}){hint}")
     return run_dir
+
+
+def read_manifest(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / MANIFEST).read_text())
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """The config a run ran with, as its manifest records it."""
+    return RunConfig.model_validate(read_manifest(run_dir)["config"])
+
+
+def file_hashes(run_dir: Path, names=None) -> dict[str, str]:
+    """SHA-256 of the run's recorded files (:data:`RECORDED` and every journal part) that
+    exist, or of ``names``; hashed a few at a time (hashing releases the GIL)."""
+    run_dir = Path(run_dir)
+    if names is None:
+        names = [n for n in RECORDED if (run_dir / n).is_file()]
+        if (run_dir / PARTS).is_dir():
+            names += [f"{PARTS}/{p.name}" for p in sorted((run_dir / PARTS).glob("*.parquet"))]
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return dict(zip(names, pool.map(lambda n: sha256_file(run_dir / n), names), strict=True))
+
+
+def record_files(run_dir: Path, manifest: dict, names=None) -> None:
+    """Record in ``manifest["files"]`` the content hashes of the run's files (all of them, or
+    ``names``) and write the manifest."""
+    files = dict(manifest.get("files") or {})
+    files.update(file_hashes(run_dir, names))
+    manifest["files"] = dict(sorted(files.items()))
+    write_json(Path(run_dir) / MANIFEST, manifest)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write ``payload`` as JSON to a temporary name, then rename it to ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def run_labels(run_dirs: list[str | Path]) -> list[str]:

@@ -30,9 +30,9 @@ from finbench.journal import (
     ordered_table,
     write_forecasts,
 )
-from finbench.run import _now, _write_json, rescore
-from finbench.rundir import MANIFEST, finished_run
+from finbench.rundir import MANIFEST, finished_run, now, record_files, write_json
 from finbench.runlock import RunLock
+from finbench.runscores import rescore
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
@@ -137,6 +137,8 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
                 merged[k] = merged.get(k, 0) + v
         summary[key] = merged
     manifest = {**first, "config": json.loads(config.model_dump_json()), "tasks": summary,
-                "shard": None, "merged_from": [str(d) for d in dirs], "finished_at": _now()}
-    _write_json(out / MANIFEST, manifest)
+                "shard": None, "merged_from": [str(d) for d in dirs], "finished_at": now(),
+                "files": {}}
+    write_json(out / MANIFEST, manifest)
     rescore(out)
+    record_files(out, json.loads((out / MANIFEST).read_text()))

@@ -14,7 +14,9 @@ from finbench.config import load_config
 from finbench.data.store import Store
 from finbench.errors import ConfigError
 from finbench.journal import Journal, ordered_table
-from finbench.run import load_run_config, run, score_run
+from finbench.run import run
+from finbench.rundir import load_run_config
+from finbench.runscores import score_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -399,8 +401,9 @@ def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_pat
     every row in memory (the scripted model's invalid answers take coin's under fallback)."""
     import shutil
 
-    from finbench.run import SCORED_COLUMNS, baseline_names, interval_reference, load_run_config
-    from finbench.scoring.aggregate import aggregate, row_scores
+    from finbench.config import baseline_names, interval_reference
+    from finbench.rundir import load_run_config
+    from finbench.scoring.aggregate import SCORED_COLUMNS, aggregate, row_scores
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)

@@ -1,0 +1,167 @@
+"""Every score of a run, from its stored forecasts, labels and tasks alone: ``scores.*`` (one
+row per model and slice) and the per-row export ``rows.*``, computed one model at a time.
+``finbench run``, ``score`` and ``merge`` write them; ``finbench audit`` recomputes them and
+compares."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from finbench.config import baseline_names, interval_reference
+from finbench.errors import RunError
+from finbench.rundir import finished_run, load_run_config, read_manifest, record_files
+from finbench.runlock import RunLock
+from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
+from finbench.scoring.export import Reference, row_table
+
+SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv")
+
+
+class RunScores:
+    """A run's scores, model by model: :meth:`models` yields each model's scored rows and
+    their export table; :meth:`table` is the scores table of every model added to
+    :attr:`tally`."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = finished_run(run_dir)
+        self.config = load_run_config(self.dir)
+        skipped = read_manifest(self.dir).get("skipped_models", {})
+        self.tasks = pd.read_parquet(self.dir / "tasks.parquet")
+        self.labels = pd.read_parquet(self.dir / "labels.parquet")
+        self.names = [m.name for m in self.config.models if m.name not in skipped]
+        self.baselines = [b for b in baseline_names(self.config) if b not in skipped]
+        policy = self.config.invalid_policy
+        self.fallback = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
+        self.path = self.dir / "forecasts.parquet"
+        self.reference = model_rows(self.path, self.fallback) if self.fallback else None
+        self.interval_reference = interval_reference(self.config)
+        self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
+                           baselines=self.baselines, interval_reference=self.interval_reference)
+
+    def scored(self, name: str) -> pd.DataFrame:
+        """One model's forecast rows with labels and per-row scores."""
+        config = self.config
+        rows = row_scores(self.reference if name == self.fallback else model_rows(self.path, name),
+                          self.labels, self.tasks, invalid_policy=config.invalid_policy,
+                          clip=config.scores.log_loss_clip, alpha=config.scores.alpha,
+                          reference=self.reference)
+        stray = np.flatnonzero(rows["task_row"].to_numpy() < 0)
+        if len(stray):
+            raise RunError(f"{self.path}: model {name} has a row for "
+                           f"{rows['task_id'].iloc[stray[0]]}, which is not a task of the run "
+                           "(tasks.parquet)")
+        return rows
+
+    def models(self) -> Iterator[tuple[str, pd.DataFrame, pa.Table]]:
+        """(name, scored rows, export table) per model, in the config's order; each model's
+        rows are added to :attr:`tally` as they come (one model's rows in memory at a time)."""
+        # each baseline's answers per task, for the export's columns
+        references = {b: Reference(self.scored(b), len(self.tasks)) for b in self.baselines}
+        for name in self.names:
+            rows = self.scored(name)
+            self.tally.add(name, rows.assign(task_code=rows["task_row"]))
+            yield name, rows, row_table(rows, references, self.interval_reference)
+
+    def table(self) -> pd.DataFrame:
+        return self.tally.table(composite=self.config.scores.composite,
+                                horizon_order=list(self.config.tasks.horizons))
+
+
+def model_rows(path: Path, model: str) -> pd.DataFrame:
+    """The scored columns of one model's rows of a forecast table, in file order."""
+    return pq.read_table(path, columns=list(SCORED_COLUMNS),
+                         filters=[("model", "=", model)]).to_pandas()
+
+
+def score_run(run_dir: str | Path) -> pd.DataFrame:
+    """Recompute every score from the stored forecasts, labels and tasks alone (holding the
+    run directory's lock) and write ``scores.*`` and ``rows.*``."""
+    run_dir = finished_run(run_dir)
+    with RunLock(run_dir, command=f"finbench score {run_dir}"):
+        return rescore(run_dir)
+
+
+def rescore(run_dir: Path) -> pd.DataFrame:
+    """:func:`score_run` for a caller that holds the run directory's lock; the content hashes
+    of the files written are recorded in the manifest."""
+    scores = RunScores(run_dir)
+    run_dir = scores.dir
+    with RowWriter(run_dir, csv=scores.config.scores.rows_csv) as export:
+        for _, _, table in scores.models():
+            export.add(table)
+    table = scores.table()
+    write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
+    write_atomic(run_dir / "scores.csv",
+                 lambda p: table.to_csv(p, index=False, float_format="%.12g"))
+    record_files(run_dir, read_manifest(run_dir),
+                 [n for n in SCORE_FILES if (run_dir / n).is_file()])
+    return table
+
+
+class RowWriter:
+    """``rows.parquet`` and (with ``csv``) ``rows.csv``, written a model's rows at a time, each
+    file on a writer thread of its own (the caller scores the next model meanwhile; at most
+    two tables wait) under temporary names, renamed into place when every model is in: never
+    half a file under the name. Without ``csv``, an old ``rows.csv`` is removed."""
+
+    def __init__(self, run_dir: Path, *, csv: bool = True) -> None:
+        self.final = [run_dir / "rows.parquet", *([run_dir / "rows.csv"] if csv else [])]
+        self.stale = [] if csv else [run_dir / "rows.csv"]
+        self.tmp = [p.with_name(p.name + ".tmp") for p in self.final]
+        self.writers: list | None = None
+        self.pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows")
+                      for _ in self.final]
+        self.pending: list = []
+
+    def add(self, table: pa.Table) -> None:
+        while len(self.pending) >= 2 * len(self.pools):
+            self.pending.pop(0).result()
+        if self.writers is None:
+            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
+                            *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
+        table = table.cast(self.writers[0].schema)
+        self.pending += [pool.submit(writer.write_table, table)
+                         for pool, writer in zip(self.pools, self.writers, strict=True)]
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        errors = [e for e in (f.exception() for f in self.pending) if e is not None]
+        for pool in self.pools:
+            pool.shutdown()
+        for writer in self.writers or []:
+            try:
+                writer.close()
+            except Exception as late:
+                errors.append(late)
+        done = kind is None and not errors and self.writers is not None
+        for tmp, final in zip(self.tmp, self.final, strict=True):
+            if done:
+                os.replace(tmp, final)
+            else:
+                tmp.unlink(missing_ok=True)
+        if done:
+            for path in self.stale:
+                path.unlink(missing_ok=True)
+        if kind is None and errors:  # a caller already failing keeps its own error
+            raise errors[0]
+
+
+def write_atomic(path: Path, write) -> None:
+    """``write(temporary path)``, then rename it to ``path``: never a torn file at ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
