@@ -116,6 +116,7 @@ def _score(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from finbench.audit import audit_run
+    from finbench.data.store import sha256_file
 
     problems = audit_run(args.run, echo=_progress)
     for line in problems:
@@ -123,7 +124,10 @@ def _audit(args: argparse.Namespace) -> int:
     if problems:
         print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
         return 1
-    print(f"{args.run}: audit passed (time gate, input receipts, labels, data snapshot)")
+    manifest = Path(args.run) / "manifest.json"
+    print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "
+          "task x model once, journal, answers re-derived, time gate and receipts, scores); "
+          f"manifest.json sha256 {sha256_file(manifest)}")
     return 0
 
 

@@ -248,6 +248,26 @@ def interval_reference(config: RunConfig) -> str | None:
     return names[0] if names else None
 
 
+def momentum_minutes(config: RunConfig) -> set[int]:
+    """The lookbacks of the config's momentum baselines (their signs come from the label
+    pass)."""
+    return {m.lookback_minutes for m in config.models if m.kind == "momentum"}
+
+
+def shard_config(config: RunConfig, start, end) -> RunConfig:
+    """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
+    try:
+        first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
+    except ValueError:
+        raise ConfigError(f"shard {start}:{end} is not START:END (YYYY-MM-DD:YYYY-MM-DD)") from None
+    spec = config.tasks
+    if first < spec.start or last > spec.end or last < first:
+        raise ConfigError(f"shard {first}:{last} is not a range inside the config's "
+                          f"{spec.start}:{spec.end}")
+    return config.model_copy(update={"tasks": spec.model_copy(update={"start": first,
+                                                                       "end": last})})
+
+
 def load_config(path: str | Path) -> tuple[RunConfig, str]:
     """Read and validate a TOML config; relative paths resolve against its folder.
 

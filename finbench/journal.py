@@ -139,6 +139,23 @@ class Journal:
                                for table in self._model_tables(model, by_model.get(model, []),
                                                                lines, ids)))
 
+    def model_sources(self, model: str, lines: pa.Table | None = None
+                      ) -> tuple[list[Path], pa.Table]:
+        """Where ``model``'s journalled rows are: its parts (in the order written; every part
+        when a part mixes models, which no run writes) and its streamed lines in the journal's
+        schema (written after the parts). Of rows of one task, the last written counts.
+        ``lines``: :meth:`lines`, when the caller reads several models."""
+        self.flush()
+        lines = self._lines() if lines is None else lines
+        by_model = self._parts_by_model([model])
+        parts = self._part_files() if by_model is None else by_model.get(model, [])
+        mine = lines.filter(pc.equal(lines.column("model"), model))
+        return parts, (_typed_lines(mine) if mine.num_rows else FORECAST_SCHEMA.empty_table())
+
+    def lines(self) -> pa.Table:
+        """The streamed rows (``journal.jsonl``) as text and numbers, in the order written."""
+        return self._lines()
+
     def _model_tables(self, model: str, parts: list[Path], lines: pa.Table, ids: pa.Array):
         """One model's rows in task order: its parts one at a time when they line up, else
         its parts and streamed lines ordered in memory (the last written row of a task

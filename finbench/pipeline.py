@@ -373,6 +373,15 @@ def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame
         yield chunk, index, bars
 
 
+def tasks_at(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows at ``rows`` (renumbered from 0): a slice, not a copy, when they are
+    consecutive (a month of tasks, all still to answer), since every month's inputs are kept
+    until the last forecaster has answered it."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows) and (np.diff(rows) == 1).all():
+        return frame.iloc[rows[0]:rows[-1] + 1].reset_index(drop=True)
+    return frame.iloc[rows].reset_index(drop=True)
+
+
 def summary(plan: Plan, labels: pd.DataFrame) -> dict:
     """The manifest's facts about the tasks: counts, exclusions (tasks and sessions, by
     reason), label statuses, the data snapshot."""

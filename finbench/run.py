@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -17,16 +16,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import finbench
-from finbench.config import RunConfig, baseline_names, interval_reference, load_config_file
+from finbench.config import (
+    RunConfig,
+    baseline_names,
+    interval_reference,
+    load_config_file,
+    momentum_minutes,
+    shard_config,
+)
 from finbench.data.store import sha256_file
 from finbench.errors import RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.baselines import clear_histories
 from finbench.forecasters.batch import BatchJob
-from finbench.forecasters.prompt import PromptSettings
+from finbench.inputs import context_inputs, plain_inputs
 from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
-from finbench.pipeline import Plan, context_chunks, month_rows, plan_run, resolve, summary
+from finbench.pipeline import (
+    Plan,
+    context_chunks,
+    month_rows,
+    plan_run,
+    resolve,
+    summary,
+)
 from finbench.report.tables import render_text, summary_frame
 from finbench.rundir import MANIFEST, now, record_files, write_json
 from finbench.runlock import RunLock, describe
@@ -41,10 +54,6 @@ def skip_reason(model) -> str | None:
         if model.base_url_env and not os.environ.get(model.base_url_env):
             return f"endpoint variable {model.base_url_env} is not set"
     return None
-
-
-def momentum_minutes(config: RunConfig) -> set[int]:
-    return {m.lookback_minutes for m in config.models if m.kind == "momentum"}
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
@@ -233,10 +242,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 continue
             key = rows.tobytes()
             if key not in inputs:
-                inputs[key] = Inputs(tasks=_rows_of(plan.tasks, rows),
-                                     history=resolved.history,
-                                     history_rows=resolved.history_rows(rows),
-                                     sessions=resolved.sessions)
+                inputs[key] = plain_inputs(plan, resolved, rows)
             out_rows = f.forecast(inputs[key])
             journal.append(out_rows, background=True,
                            then=table.add if table is not None else None)
@@ -252,9 +258,7 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             rows = np.flatnonzero(todo[f.name][where])
             if len(rows) == 0:
                 continue
-            inputs = Inputs(tasks=chunk.iloc[rows].reset_index(drop=True),
-                            contexts=contexts.take(rows), history=resolved.history, bars=bars,
-                            sessions=resolved.sessions, prompt=PromptSettings.of(plan.config))
+            inputs = context_inputs(plan, resolved, chunk, contexts, bars, rows)
             if dry_run:
                 if f.streaming:
                     _add_estimate(estimates, f.name, f.estimate(inputs))
@@ -270,15 +274,6 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 journal.append(out_rows, background=True)
                 progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     return estimates
-
-
-def _rows_of(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """``frame``'s rows at ``rows`` (renumbered from 0): a slice, not a copy, when they are
-    consecutive (a month of tasks, all still to answer), since every month's inputs are kept
-    until the last forecaster has answered it."""
-    if len(rows) and rows[-1] - rows[0] + 1 == len(rows) and (np.diff(rows) == 1).all():
-        return frame.iloc[rows[0]:rows[-1] + 1].reset_index(drop=True)
-    return frame.iloc[rows].reset_index(drop=True)
 
 
 def _valid(rows: pa.Table) -> int:
@@ -309,17 +304,6 @@ class Progress:
         left = sum(q[2] - q[0] for q in self.counts.values())
         self.echo(f"{name}: {p[0]}/{p[2]} forecasts, valid {p[1]}/{p[0]}, {elapsed:.1f}s "
                   f"elapsed, ETA {elapsed / max(finished, 1) * left:.1f}s")
-
-
-def shard_config(config: RunConfig, start, end) -> RunConfig:
-    """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
-    first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
-    spec = config.tasks
-    if first < spec.start or last > spec.end or last < first:
-        raise RunError(f"shard {first}:{last} is not a range inside the config's "
-                       f"{spec.start}:{spec.end}")
-    return config.model_copy(update={"tasks": spec.model_copy(update={"start": first,
-                                                                       "end": last})})
 
 
 def _shard_field(shard) -> list[str] | None:

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,7 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.config import load_config
-from finbench.data.store import Store
+from finbench.data.store import Store, sha256_file
 from finbench.errors import ConfigError
 from finbench.journal import Journal, ordered_table
 from finbench.run import run
@@ -99,9 +100,13 @@ def test_run_writes_every_table_with_one_row_per_task_and_model(run_dir):
 def test_invalid_answers_are_kept_with_reasons_and_counted(run_dir):
     f = pd.read_parquet(run_dir / "forecasts.parquet")
     scripted = f[f["model"] == "scripted"]
-    assert scripted["valid"].sum() == 9
-    assert scripted["error"].str.startswith("schema: p_up").sum() == 9
-    assert (scripted["error"].str.startswith("not_json")).sum() == 9
+    # a task's scripted answer: answers[crc32(task_id) % 3] (valid, p_up 1.3, not JSON)
+    kind = scripted["task_id"].map(lambda t: zlib.crc32(t.encode()) % 3).to_numpy()
+    counts = [int((kind == k).sum()) for k in range(3)]
+    assert min(counts) > 0 and sum(counts) == 27
+    assert list(scripted["valid"]) == list(kind == 0)
+    assert scripted["error"].str.startswith("schema: p_up").sum() == counts[1]
+    assert (scripted["error"].str.startswith("not_json")).sum() == counts[2]
     assert (scripted.loc[~scripted["valid"], "raw"] != "").all()
     replayed = f[f["model"] == "replayed"].set_index("task_id")
     assert replayed.loc["AAPL|2025-01-15|MORNING", "valid"]
@@ -109,8 +114,8 @@ def test_invalid_answers_are_kept_with_reasons_and_counted(run_dir):
     assert (replayed["error"].fillna("").str.startswith("missing")).sum() == 25
     scores = pd.read_parquet(run_dir / "scores.parquet")
     row = scores[(scores["model"] == "scripted") & (scores["slice_kind"] == "overall")].iloc[0]
-    assert row["n_tasks"] == 27 and row["n_valid"] == 9
-    assert row["validity"] == pytest.approx(1 / 3)
+    assert row["n_tasks"] == 27 and row["n_valid"] == counts[0]
+    assert row["validity"] == pytest.approx(counts[0] / 27)
     labels = pd.read_parquet(run_dir / "labels.parquet").set_index("task_id")
     ok_valid = scripted[scripted["valid"]]["task_id"].map(labels["status"]).eq("ok").sum()
     assert row["n"] == ok_valid and row["n_unscorable"] == (labels["status"] != "ok").sum()
@@ -176,6 +181,9 @@ def test_audit_tolerates_a_libm_ulp_in_r_and_names_any_real_label_change(run_dir
     ok = labels.index[labels["status"] == "ok"]
     labels.loc[ok, "r"] = np.nextafter(labels.loc[ok, "r"].to_numpy(), np.inf)
     labels.to_parquet(other_cpu / "labels.parquet", index=False)
+    manifest = json.loads((other_cpu / "manifest.json").read_text())  # as that run recorded
+    manifest["files"]["labels.parquet"] = sha256_file(other_cpu / "labels.parquet")
+    (other_cpu / "manifest.json").write_text(json.dumps(manifest))
     assert audit_run(other_cpu) == []
 
     edited = tmp_path / "edited"
@@ -186,12 +194,17 @@ def test_audit_tolerates_a_libm_ulp_in_r_and_names_any_real_label_change(run_dir
     labels.loc[b, "p_ref"] = np.nextafter(labels.loc[b, "p_ref"], np.inf)  # exact: 1 ULP counts
     labels.loc[c, "y"] = 1 - labels.loc[c, "y"]
     labels.to_parquet(edited / "labels.parquet", index=False)
-    problems = [p for p in audit_run(edited) if p.startswith("labels.parquet")]
+    problems = [p for p in audit_run(edited) if p.startswith("labels.parquet task")]
     ids = labels["task_id"]
-    assert len(problems) == 3
-    assert problems[0].startswith(f"labels.parquet task {ids[a]}: r ")
-    assert problems[1].startswith(f"labels.parquet task {ids[b]}: p_ref ")
-    assert problems[2].startswith(f"labels.parquet task {ids[c]}: y ")
+    against_store = [p for p in problems if "store gives" in p]
+    assert len(against_store) == 3
+    assert against_store[0].startswith(f"labels.parquet task {ids[a]}: r ")
+    assert against_store[1].startswith(f"labels.parquet task {ids[b]}: p_ref ")
+    assert against_store[2].startswith(f"labels.parquet task {ids[c]}: y ")
+    # and against themselves: r is no longer ln(p_target / p_ref), y no longer follows r
+    assert any(p.startswith(f"labels.parquet task {ids[a]}: r is not ln") for p in problems)
+    assert any(p.startswith(f"labels.parquet task {ids[b]}: r is not ln") for p in problems)
+    assert any(p.startswith(f"labels.parquet task {ids[c]}: y is not 1 if r > 0") for p in problems)
 
 
 def test_receipts_are_the_same_in_two_processes_when_history_starts_before_the_store(
@@ -348,9 +361,10 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
     f.loc[rows, "input_sha256"] = "0" * 64
     f.to_parquet(bad / "forecasts.parquet", index=False)
     problems = audit_run(bad)
-    assert len(problems) == 2
-    for row, problem in zip(rows, problems, strict=True):
-        assert f"row {row + 1} " in problem and "input_sha256 000000000000" in problem
+    for row in rows:
+        assert any(f"row {row + 1} " in p and "input_sha256 000000000000 does not match the "
+                   "re-derived" in p for p in problems)
+    assert any(p.startswith("forecasts.parquet: content differs from the hash") for p in problems)
 
 
 def test_audit_names_a_foreign_row_a_moved_input_time_and_a_forged_context(run_dir, tmp_path,
@@ -371,11 +385,11 @@ def test_audit_names_a_foreign_row_a_moved_input_time_and_a_forged_context(run_d
     f.at[forged, "input_sha256"] = "f" * 64
     f.to_parquet(bad / "forecasts.parquet", index=False)
     problems = audit_run(bad)
-    assert len(problems) == 3
-    assert problems[0].startswith(f"forecasts.parquet row {foreign + 1} (ZZZZ|2025-01-15|CLOSE,"
-                                  " base_rate): task is not part of this run")
-    assert f"row {moved + 1} " in problems[1] and "does not match the re-derived" in problems[1]
-    assert f"row {forged + 1} " in problems[2] and "input_sha256 ffffffffffff" in problems[2]
+    assert f"forecasts.parquet row {foreign + 1} (ZZZZ|2025-01-15|CLOSE, base_rate): task is " \
+           "not part of this run" in problems
+    assert any(f"row {moved + 1} " in p and "does not match the re-derived" in p
+               for p in problems)
+    assert any(f"row {forged + 1} " in p and "input_sha256 ffffffffffff" in p for p in problems)
 
 
 @pytest.mark.parametrize("change", ["swap", "drop", "rename"])
@@ -392,7 +406,9 @@ def test_audit_names_a_task_list_that_is_not_the_configs(run_dir, tmp_path, chan
     else:
         tasks = tasks.assign(task_id=tasks["task_id"].where(tasks.index != 3, "ZZZZ|x|y"))
     tasks.to_parquet(bad / "tasks.parquet", index=False)
-    assert audit_run(bad) == ["tasks.parquet: task list differs from the one the config gives"]
+    problems = audit_run(bad)
+    assert problems[-1] == "tasks.parquet: task list differs from the one the config gives"
+    assert problems[0].startswith("tasks.parquet: content differs from the hash manifest.json")
 
 
 @pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])

@@ -1,12 +1,19 @@
-"""A scripted forecaster: fixed raw answers (malformed ones included) cycled over the tasks."""
+"""A scripted forecaster: fixed raw answers (malformed ones included), one per task, chosen by
+a hash of the task id, so a task gets the same answer in any run, chunk or resume."""
 
 from __future__ import annotations
 
+import zlib
+
 from finbench.forecasters.base import Forecaster, Inputs, register
+
+
+def scripted_answer(answers: list[str], task_id: str) -> str:
+    """The answer of ``task_id``: ``answers[crc32(task_id) % len(answers)]``."""
+    return answers[zlib.crc32(task_id.encode()) % len(answers)]
 
 
 @register("scripted")
 class Scripted(Forecaster):
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
-        answers = self.config.answers
-        return [answers[i % len(answers)] for i in range(len(inputs.tasks))], {}
+        return [scripted_answer(self.config.answers, t) for t in inputs.tasks["task_id"]], {}

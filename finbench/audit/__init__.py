@@ -1,0 +1,223 @@
+"""Audit a run: re-derive everything it recorded from the store and from itself, and name every
+difference.
+
+- Files: each file's content against the hash the run recorded when writing it (forecasts,
+  labels, tasks, scores, rows, journal parts and lines); the config against its file's hash and
+  text (:mod:`.files`).
+- The store: its snapshot against the run's, every partition re-hashed and re-checked.
+- Tasks: the task list the config gives. Labels: re-derived from the store's prices, and each
+  consistent on its own (``y`` from ``r``, ``r`` from the prices) (:mod:`.labels`).
+- Forecast rows, model by model (:mod:`.rows`): every task asked of a model exactly once and no
+  other; each row equal to its journal record; baselines, replays and scripted forecasters
+  answering again from the store; LLM answers re-read from their raw text.
+- Receipts and the time gate, row by row (:mod:`.receipts`): each row's latest input time at or
+  before its horizon, its input digest and input times re-derived.
+- Scores: computed again from the stored forecasts and labels (:mod:`.scores`).
+
+Floats that pass through libm are compared within 4 ULP (rows) or a relative 1e-9 (means of
+millions of rows), so a run made on one machine audits clean on another; everything else
+exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from finbench.audit.files import config_problems, hash_problems
+from finbench.audit.labels import consistency_problems, label_problems
+from finbench.audit.receipts import NAT, Receipts, receipt_problems, utc_times
+from finbench.audit.rows import (
+    FROM_RAW,
+    RECOMPUTED,
+    Files,
+    JournalRows,
+    StoredRows,
+    capped,
+    compare,
+    coverage,
+    foreign_models,
+    raw_answers,
+    where,
+)
+from finbench.audit.scores import score_problems
+from finbench.bars import to_ns
+from finbench.config import BASELINE_KINDS, momentum_minutes
+from finbench.errors import FinbenchError
+from finbench.forecasters.base import build_forecaster
+from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
+from finbench.inputs import context_inputs, plain_inputs
+from finbench.journal import Journal
+from finbench.lookup import arrow_text, positions
+from finbench.pipeline import month_rows, plan_run, resolve
+from finbench.progress import Countdown
+from finbench.rundir import finished_run, load_run_config, read_manifest
+from finbench.runlock import RunLock
+
+AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
+                   "history_max_input_time", "input_sha256"]
+BATCH_ROWS = 1 << 19  # forecast rows checked at a time: memory holds receipts per task only
+
+__all__ = ["audit_run", "label_problems"]
+
+
+def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
+    """Violations found (empty list: the run passes). Each names the file, row or key and the
+    rule. ``echo``: where progress goes (store checks, labels, forecast rows)."""
+    run_dir = finished_run(run_dir)
+    with RunLock(run_dir, command=f"finbench audit {run_dir}", shared=True):
+        return _audit(run_dir, echo)
+
+
+def _audit(run_dir: Path, echo) -> list[str]:
+    """:func:`audit_run` of a run directory read-locked by the caller."""
+    manifest = read_manifest(run_dir)
+    problems = hash_problems(run_dir, manifest) + config_problems(manifest)
+    config = load_run_config(run_dir)
+    plan = plan_run(config)
+    want = manifest["data"]["snapshot_sha256"]
+    if plan.store.snapshot_sha256 != want:
+        problems.append(f"store {config.data.store}: snapshot {plan.store.snapshot_sha256[:12]}"
+                        f" is not the run's {want[:12]}")
+    problems += [f"store: {p}" for p in plan.store.verify(echo=echo)]
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    labels = pd.read_parquet(run_dir / "labels.parquet")
+    ids = arrow_text(plan.tasks["task_id"])
+    if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
+        problems.append("tasks.parquet: task list differs from the one the config gives")
+        return problems
+    problems += consistency_problems(labels)
+    path = run_dir / "forecasts.parquet"
+    skipped = manifest.get("skipped_models", {})
+    models = [m for m in config.models if m.name not in skipped]
+    kinds = {m.kind for m in models}
+    contexts = bool(kinds - set(BASELINE_KINDS))
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts,
+                       echo=echo)
+    problems += label_problems(labels, resolved.labels_of(plan.tasks))
+    again = Again(plan, resolved, models)
+    problems += again.problems
+    receipts = Receipts(config, plan, resolved, contexts=contexts, prompts="openai" in kinds,
+                        each_chunk=again.contexts)
+    problems += _row_problems(run_dir, plan, models, again)
+    problems += _receipt_problems(path, plan, ids, receipts, echo)
+    problems += score_problems(run_dir)
+    return problems
+
+
+class Again:
+    """The answers of the run's forecasters that compute (every one but LLMs), computed again
+    from the store: baselines a month of tasks at a time (:meth:`month`), the others from the
+    month contexts the receipts are built from (:meth:`contexts`)."""
+
+    def __init__(self, plan, resolved, models) -> None:
+        self.plan, self.resolved = plan, resolved
+        self.forecasters, self.problems = {}, []
+        for m in models:
+            try:
+                self.forecasters[m.name] = build_forecaster(m)
+            except FinbenchError as exc:
+                self.problems.append(f"model {m.name}: cannot be rebuilt to re-derive its "
+                                     f"answers ({exc})")
+        self.asked = {name: f.asked(plan.tasks) for name, f in self.forecasters.items()}
+        self.tables: dict[str, list] = {name: [] for name, f in self.forecasters.items()
+                                        if f.needs_context and not f.streaming}
+
+    def contexts(self, chunk, contexts, bars) -> None:
+        """Answer again the month ``chunk`` with every forecaster that reads contexts."""
+        where = positions(chunk["task_id"], self.plan.tasks["task_id"])
+        for name, f in self.forecasters.items():
+            if f.needs_context and not f.streaming:
+                rows = np.flatnonzero(self.asked[name][where])
+                if len(rows):
+                    self.tables[name].append(f.forecast(context_inputs(
+                        self.plan, self.resolved, chunk, contexts, bars, rows)))
+
+    def month(self, name: str, month: np.ndarray) -> pa.Table:
+        """``name``'s answers again for the tasks (positions in the plan) of one month that
+        it was asked, in task order."""
+        f = self.forecasters[name]
+        rows = month[self.asked[name][month]]
+        if not f.needs_context:
+            return (f.forecast(plain_inputs(self.plan, self.resolved, rows)) if len(rows)
+                    else FORECAST_SCHEMA.empty_table())
+        if not isinstance(self.tables[name], pa.Table):  # the receipts' pass made them
+            self.tables[name] = (pa.concat_tables(self.tables[name]) if self.tables[name]
+                                 else FORECAST_SCHEMA.empty_table())
+        table = self.tables[name]
+        at = positions(table.column("task_id"), self.plan.tasks["task_id"])
+        return table.take(pa.array(np.flatnonzero(np.isin(at, rows))))
+
+
+def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
+    """Every model's rows, a month of tasks at a time: exactly once per task asked, equal to
+    the journal, equal to its answers computed again (or, for an LLM, to its raw text read
+    again)."""
+    ids = plan.tasks["task_id"]
+    files = Files(keep=4)
+    stored = StoredRows(run_dir / "forecasts.parquet", ids, files)
+    problems = foreign_models(stored, [m.name for m in models])
+    journal = Journal(run_dir)
+    lines = journal.lines()
+    months = month_rows(plan.tasks)
+    for m in models:
+        f = again.forecasters.get(m.name)
+        if f is None:
+            continue
+        row_of, found = coverage(stored, m.name, ids, again.asked[m.name])
+        problems += found
+        records = JournalRows(*journal.model_sources(m.name, lines), ids, files)
+        lost, differ, wrong = [], [], []
+        for month in months:
+            tasks = month[row_of[month] >= 0]  # the month's tasks with a row of the model
+            if not len(tasks):
+                continue
+            rows, numbers = stored.take(row_of[tasks]), row_of[tasks]
+            has = records.has(tasks)
+            lost += [f"{where(n, ids.iat[t], m.name)}: has no journal record"
+                     for t, n in zip(tasks[~has], numbers[~has], strict=True)]
+            keep = pa.array(np.flatnonzero(has))
+            differ += compare(rows.take(keep), numbers[has], records.take(tasks[has]), m.name,
+                              "its journal record", FORECAST_COLUMNS)
+            if f.streaming:
+                wrong += compare(rows, numbers, raw_answers(rows, m.structured), m.name,
+                                 "its raw answer read again", FROM_RAW)
+                continue
+            again_rows = again.month(m.name, month)
+            at = positions(again_rows.column("task_id"), ids)
+            both = np.isin(tasks, at)  # a stored row of a task not asked: see coverage
+            order = np.argsort(at, kind="stable")
+            take = order[np.searchsorted(at[order], tasks[both])]
+            wrong += compare(rows.take(pa.array(np.flatnonzero(both))), numbers[both],
+                             again_rows.take(pa.array(take)), m.name,
+                             "its answer computed again from the store", RECOMPUTED)
+        problems += capped(lost, f"rows of model {m.name} without a journal record")
+        problems += capped(differ, f"rows of model {m.name} differ from their journal records")
+        problems += capped(wrong, f"rows of model {m.name} differ from their answers derived "
+                           "again")
+    return problems
+
+
+def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo) -> list[str]:
+    """The time gate and receipts of every row, read :data:`BATCH_ROWS` rows at a time (the
+    columns of answers and provenance text left unread)."""
+    problems = []
+    t_forecast = to_ns(plan.tasks["t_forecast"])
+    first = 0
+    parquet = pq.ParquetFile(path)
+    progress = Countdown("audit", parquet.metadata.num_rows, echo,
+                         unit="forecast rows checked")
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=AUDITED_COLUMNS):
+        rows = batch.to_pandas()
+        task = positions(batch.column("task_id"), ids)
+        rows["index"] = first + np.arange(len(rows))
+        rows["t_forecast"] = utc_times(np.where(task >= 0, t_forecast[np.maximum(task, 0)], NAT))
+        rows["ctx_time"], rows["ctx_sha"] = receipts.of(rows, task)
+        problems += receipt_problems(rows)
+        first += len(rows)
+        progress.add(len(rows))
+    return problems

@@ -1,0 +1,82 @@
+"""A run's files against what its manifest recorded when they were written: the content hash
+of every file, and the config against its file's hash and text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from finbench.config import RunConfig, parse_config, shard_config
+from finbench.errors import ConfigError
+from finbench.rundir import MANIFEST, PARTS, file_hashes
+
+
+def hash_problems(run_dir: Path, manifest: dict) -> list[str]:
+    """Each file the manifest records, hashed again; files missing, changed, or not recorded
+    (a journal part added)."""
+    recorded = manifest.get("files")
+    if not recorded:
+        return [f"{MANIFEST}: records no file hashes (a run made before they were recorded, "
+                "or the record was removed): its files cannot be checked; run it again"]
+    run_dir = Path(run_dir)
+    present = [name for name in recorded if (run_dir / name).is_file()]
+    found = file_hashes(run_dir, present)
+    problems = [f"{name}: recorded in {MANIFEST} but missing" for name in recorded
+                if name not in found]
+    problems += [f"{name}: content differs from the hash {MANIFEST} recorded when it was "
+                 f"written ({recorded[name][:12]}, now {sha[:12]})"
+                 for name, sha in found.items() if sha != recorded[name]]
+    parts = sorted(f"{PARTS}/{p.name}" for p in (run_dir / PARTS).glob("*.parquet")) if (
+        run_dir / PARTS).is_dir() else []
+    problems += [f"{name}: a journal part {MANIFEST} does not record" for name in parts
+                 if name not in recorded]
+    if (run_dir / "journal.jsonl").is_file() and "journal.jsonl" not in recorded:
+        problems.append(f"journal.jsonl: not recorded in {MANIFEST}")
+    return problems
+
+
+def config_problems(manifest: dict) -> list[str]:
+    """The config the run records against its source: its text must hash to
+    ``config_sha256`` and, parsed (and restricted to the shard, for a shard), give the
+    manifest's config, key by key."""
+    text = manifest.get("config_toml")
+    if text is None:
+        return [f"{MANIFEST}: holds no config text, so its config cannot be checked against "
+                "its hash (a run made before the text was kept); run it again"]
+    problems = []
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if sha != manifest.get("config_sha256"):
+        problems.append(f"{MANIFEST}: config_sha256 {str(manifest.get('config_sha256'))[:12]} "
+                        f"is not the hash of its config text ({sha[:12]})")
+    try:
+        config = parse_config(text, Path(manifest.get("config_dir", ".")), name=MANIFEST)
+    except ConfigError as exc:
+        return [*problems, f"{MANIFEST}: its config text does not load: {exc}"]
+    if manifest.get("shard"):
+        config = shard_config(config, *manifest["shard"])
+    want = json.loads(config.model_dump_json())
+    have = manifest.get("config", {})
+    if manifest.get("merged_from"):  # a merged run spans its shards' dates
+        want["tasks"]["start"], want["tasks"]["end"] = (have.get("tasks", {}).get("start"),
+                                                        have.get("tasks", {}).get("end"))
+    for key, theirs, ours in _differences(have, want):
+        problems.append(f"{MANIFEST}: config {key} is {theirs!r}, but its config text gives "
+                        f"{ours!r}")
+    try:
+        RunConfig.model_validate(have)
+    except ValueError as exc:
+        problems.append(f"{MANIFEST}: its config is not a valid config ({exc})")
+    return problems
+
+
+def _differences(a, b, key: str = ""):
+    """(dotted key, a's value, b's value) wherever two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            yield from _differences(a.get(k), b.get(k), f"{key}.{k}" if key else k)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _differences(x, y, f"{key}[{i}]")
+    elif a != b:
+        yield key, a, b

@@ -1,0 +1,73 @@
+"""Labels in a run against the store and against themselves: re-derived from the store's
+prices, and each stored label consistent on its own (``y`` from ``r``, ``r`` from the prices,
+the status from which price is missing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finbench.floats import within_ulps
+
+
+def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
+    """Each stored label against the one re-derived from the store, field by field: status,
+    prices (read from the store, so exact) and ``y`` must be equal; ``r`` passes through libm,
+    so it must agree within :data:`~finbench.floats.LIBM_ULPS` ULP (a run made on one CPU
+    audits clean on another)."""
+    stored = stored.set_index("task_id")
+    fresh = fresh.set_index("task_id").reindex(stored.index)
+    differs = {
+        "status": (stored["status"].astype(object) != fresh["status"].astype(object)).to_numpy(),
+        "p_ref": ~_same(stored["p_ref"], fresh["p_ref"]),
+        "p_target": ~_same(stored["p_target"], fresh["p_target"]),
+        "y": ~_same(stored["y"].astype("float64"), fresh["y"].astype("float64")),
+        "r": ~within_ulps(stored["r"].to_numpy(float), fresh["r"].to_numpy(float)),
+    }
+    bad = np.logical_or.reduce(list(differs.values()))
+    problems = []
+    for i in np.flatnonzero(bad):
+        fields = ", ".join(f"{name} {stored[name].iloc[i]!r} (store gives {fresh[name].iloc[i]!r})"
+                           for name, d in differs.items() if d[i])
+        problems.append(f"labels.parquet task {stored.index[i]}: {fields}")
+    return problems
+
+
+def _same(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Exactly equal, NaN matching NaN."""
+    a, b = a.to_numpy(float), b.to_numpy(float)
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def consistency_problems(labels: pd.DataFrame) -> list[str]:
+    """Each stored label against itself: an ``ok`` label has finite positive prices, ``r``
+    within :data:`~finbench.floats.LIBM_ULPS` ULP of ``ln(p_target / p_ref)`` and
+    ``y = 1 if r > 0 else 0``; an unscorable one has the price its status says is missing
+    missing, and no ``r`` or ``y``."""
+    status = labels["status"].astype(object).to_numpy()
+    p_ref, p_tgt = labels["p_ref"].to_numpy(float), labels["p_target"].to_numpy(float)
+    r = labels["r"].to_numpy(float)
+    y = labels["y"].astype("float64").to_numpy()
+    ok = status == "ok"
+    with np.errstate(invalid="ignore", divide="ignore"):
+        derived = np.log(p_tgt / p_ref)
+    rules = (
+        (~np.isin(status, ["ok", "no_reference_price", "no_target_price"]),
+         "status is not ok, no_reference_price or no_target_price"),
+        (ok & ~((p_ref > 0) & (p_tgt > 0) & np.isfinite(p_ref) & np.isfinite(p_tgt)),
+         "an ok label needs two finite, positive prices"),
+        (ok & ~(np.isfinite(r) & within_ulps(r, derived)), "r is not ln(p_target / p_ref)"),
+        (ok & (y != (r > 0)), "y is not 1 if r > 0 else 0"),
+        ((status == "no_reference_price") & ~np.isnan(p_ref),
+         "no_reference_price with a reference price"),
+        ((status == "no_target_price") & ~(np.isnan(p_tgt) & ~np.isnan(p_ref)),
+         "no_target_price with a target price, or without a reference price"),
+        (~ok & ~(np.isnan(r) & np.isnan(y)), "an unscorable label with r or y"),
+    )
+    problems = []
+    for bad, rule in rules:
+        for i in np.flatnonzero(bad):
+            problems.append(f"labels.parquet task {labels['task_id'].iloc[i]}: {rule} "
+                            f"(p_ref {p_ref[i]!r}, p_target {p_tgt[i]!r}, r {r[i]!r}, "
+                            f"y {y[i]!r}, status {status[i]})")
+    return problems

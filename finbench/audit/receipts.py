@@ -1,0 +1,120 @@
+"""Receipts re-derived from the store: each forecast row's latest input time and input digest
+(a baseline's input line, a context, an LLM prompt), and the time gate on every row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from finbench.config import BASELINE_KINDS
+from finbench.forecasters.baselines import baseline_digests, shared_history
+from finbench.forecasters.prompt import PromptSettings, messages_sha256, render_messages
+from finbench.pipeline import context_chunks
+
+NAT = np.iinfo(np.int64).min  # a missing time, as int64 nanoseconds
+
+
+class Receipts:
+    """What each task's receipts should be, re-derived from the store: the digest of a
+    baseline's input line (labels known, momentum signs) and when the latest bar a momentum
+    forecast read became available; with ``contexts``, each task's context (its latest input
+    time and digest; with ``prompts``, the digest of the rendered LLM prompt)."""
+
+    def __init__(self, config, plan, resolved, *, contexts: bool, prompts: bool,
+                 each_chunk=None) -> None:
+        """``each_chunk(chunk, contexts, bars)``: called with each month's contexts as they are
+        built (for what else needs them)."""
+        history = shared_history(resolved.history)
+        self.baseline_sha = baseline_digests(history, plan.tasks, resolved.history)
+        rows = resolved.history_rows(np.arange(len(plan.tasks)))
+        self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
+                     .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
+        self.context_ns = self.context_sha = self.prompt_sha = None
+        if contexts:
+            self._contexts(plan, resolved, prompts, each_chunk)
+
+    def _contexts(self, plan, resolved, prompts: bool, each_chunk) -> None:
+        n = len(plan.tasks)
+        self.context_ns = np.full(n, NAT, np.int64)
+        sha, prompt = np.full(n, None, object), np.full(n, None, object)
+        at = pd.Series(np.arange(n), index=plan.tasks["task_id"])
+        for chunk, contexts, bars in context_chunks(plan, plan.tasks, resolved.daily):
+            if each_chunk is not None:
+                each_chunk(chunk, contexts, bars)
+            where = at.loc[chunk["task_id"]].to_numpy()
+            self.context_ns[where] = contexts.max_input_ns
+            sha[where] = contexts.digests()
+            if prompts:
+                settings = PromptSettings.of(plan.config)
+                prompt[where] = [messages_sha256(render_messages(contexts.context(i), settings))
+                                 for i in range(len(contexts))]
+        self.context_sha = pa.array(sha, pa.string())
+        self.prompt_sha = pa.array(prompt, pa.string()) if prompts else None
+
+    def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, np.ndarray]:
+        """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
+        (-1 for a row of no task of the run, whose receipts are missing)."""
+        known = task >= 0
+        at = pa.array(task, mask=~known)
+        kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
+        baseline = np.isin(kind, list(BASELINE_KINDS))
+        ns = np.full(len(rows), NAT, np.int64)
+        sha = self.baseline_sha.take(at).to_numpy(zero_copy_only=False)
+        for name, seen in self.seen.items():
+            mine = known & (model == name) & baseline
+            ns[mine] = np.where(seen[task[mine]] >= 0, seen[task[mine]], NAT)
+        if self.context_ns is not None and not baseline.all():
+            other = known & ~baseline
+            ns[other] = self.context_ns[task[other]]
+            text = self.context_sha.take(at).to_numpy(zero_copy_only=False)
+            if self.prompt_sha is not None:
+                text = np.where(kind == "openai",
+                                self.prompt_sha.take(at).to_numpy(zero_copy_only=False), text)
+            sha = np.where(baseline, sha, text)
+        return utc_times(ns), sha
+
+
+def utc_times(ns: np.ndarray) -> pd.Series:
+    """UTC times from int64 nanoseconds (the smallest int64 is a missing time)."""
+    return pd.Series(ns.astype(np.int64).view("datetime64[ns]")).dt.tz_localize("UTC")
+
+
+def receipt_problems(rows: pd.DataFrame) -> list[str]:
+    """Each forecast row against its task's horizon and its re-derived receipts; the rules are
+    checked on whole columns, the messages written for the rows that break one."""
+    t_fc = rows["t_forecast"]
+    foreign = t_fc.isna().to_numpy()
+    late = (rows["max_input_time"] > t_fc).fillna(False).to_numpy(bool)
+    stored, derived = rows["context_max_input_time"], rows["ctx_time"]
+    time_differs = ~((stored.isna() & derived.isna()) | (stored == derived).fillna(False))
+    history_late = (rows["history_max_input_time"] >= t_fc).fillna(False).to_numpy(bool)
+    sha_differs = (rows["input_sha256"].astype(object).to_numpy()
+                   != rows["ctx_sha"].astype(object).to_numpy())
+    bad = foreign | late | time_differs.to_numpy(bool) | history_late | sha_differs
+    problems = []
+    for i in np.flatnonzero(bad):
+        rec = rows.iloc[i]
+        where = f"forecasts.parquet row {rec['index'] + 1} ({rec.task_id}, {rec.model})"
+        if foreign[i]:
+            problems.append(f"{where}: task is not part of this run")
+            continue
+        if late[i]:
+            problems.append(f"{where}: max_input_time {rec.max_input_time.isoformat()} is after "
+                            f"the horizon {rec.t_forecast.isoformat()}")
+        if not _same_time(rec.context_max_input_time, rec.ctx_time):
+            problems.append(f"{where}: context max_input_time {rec.context_max_input_time} does "
+                            f"not match the re-derived {rec.ctx_time}")
+        if history_late[i]:
+            problems.append(f"{where}: uses a label known at {rec.history_max_input_time} , not "
+                            f"before the horizon {rec.t_forecast}")
+        if sha_differs[i]:
+            problems.append(f"{where}: input_sha256 {str(rec.input_sha256)[:12]} does not match "
+                            f"the re-derived {str(rec.ctx_sha)[:12]}")
+    return problems
+
+
+def _same_time(a, b) -> bool:
+    if pd.isna(a) and pd.isna(b):
+        return True
+    return (not pd.isna(a)) and (not pd.isna(b)) and pd.Timestamp(a) == pd.Timestamp(b)

@@ -1,0 +1,231 @@
+"""Forecast rows against everything they can be re-derived from, one model and one month of
+tasks at a time (so memory holds a month of rows, whatever the run's length): every task asked
+of the model exactly once and no other; each row equal to its journal record; the answers of
+forecasters that compute (baselines, replays, scripted) computed again from the store; an
+LLM's answer re-read from the raw text it sent."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.floats import within_ulps
+from finbench.forecasters.llm import interpret
+from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
+from finbench.lookup import positions
+
+SHOWN = 20  # violations named per model and check; the rest are counted
+# answer columns a recomputation must give again (latency is a measurement, not an answer)
+RECOMPUTED = [c for c in FORECAST_COLUMNS if c != "latency"]
+# what an LLM row's raw text determines
+FROM_RAW = ["valid", "error", "p_up", "lower", "upper", "rationale", "interval_note"]
+# failures with no answer text (online calls; batch lines the Batch API failed)
+TRANSPORT = ("timeout", "connection", "http_", "api_error", "batch_")
+
+
+class Files:
+    """Rows of Parquet files by (file, row), each file's row groups decoded once while used
+    (the last few kept)."""
+
+    def __init__(self, keep: int = 3) -> None:
+        self.cache: OrderedDict = OrderedDict()
+        self.keep = keep
+        self.layout: dict[Path, np.ndarray] = {}
+
+    def take(self, path: Path, rows: np.ndarray) -> pa.Table:
+        """The rows ``rows`` of ``path``, in that order."""
+        if path not in self.layout:
+            meta = pq.ParquetFile(path).metadata
+            self.layout[path] = np.cumsum([0] + [meta.row_group(i).num_rows
+                                                 for i in range(meta.num_row_groups)])
+        starts = self.layout[path]
+        group = np.searchsorted(starts, rows, side="right") - 1
+        parts, order = [], []
+        for g in np.unique(group):
+            mine = np.flatnonzero(group == g)
+            parts.append(self._group(path, int(g)).take(pa.array(rows[mine] - starts[g])))
+            order.append(mine)
+        if not parts:
+            return FORECAST_SCHEMA.empty_table()
+        table = pa.concat_tables(parts)
+        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+    def _group(self, path: Path, g: int) -> pa.Table:
+        key = (path, g)
+        if key not in self.cache:
+            self.cache[key] = pq.ParquetFile(path).read_row_group(g).cast(FORECAST_SCHEMA)
+            while len(self.cache) > self.keep:
+                self.cache.popitem(last=False)
+        self.cache.move_to_end(key)
+        return self.cache[key]
+
+
+class StoredRows:
+    """``forecasts.parquet``: each row's model and task, and its rows read by number."""
+
+    def __init__(self, path: Path, task_ids: pd.Series, files: Files) -> None:
+        self.path, self.files = path, files
+        table = pq.read_table(path, columns=["task_id", "model"])
+        encoded = pc.dictionary_encode(table.column("model").combine_chunks())
+        self.names = encoded.dictionary.to_pylist()
+        self.codes = encoded.indices.to_numpy(zero_copy_only=False)
+        self.task = positions(table.column("task_id"), task_ids)  # -1: no task of the run
+        self.ids = table.column("task_id")
+
+    def rows_of(self, model: str) -> np.ndarray:
+        """The file's row numbers (from 0) of ``model``'s rows."""
+        if model not in self.names:
+            return np.empty(0, np.int64)
+        return np.flatnonzero(self.codes == self.names.index(model))
+
+    def take(self, rows: np.ndarray) -> pa.Table:
+        return self.files.take(self.path, rows)
+
+
+class JournalRows:
+    """One model's journal records by task: the last written of each (parts in the order
+    written, then streamed lines), read a few parts at a time."""
+
+    def __init__(self, parts: list[Path], lines: pa.Table, task_ids: pd.Series,
+                 files: Files) -> None:
+        self.parts, self.lines, self.files = parts, lines, files
+        n = len(task_ids)
+        self.source = np.full(n, -2, np.int64)  # part number, -1: a line, -2: none
+        self.row = np.full(n, -1, np.int64)
+        for k, part in enumerate(parts):
+            at = positions(pq.read_table(part, columns=["task_id"]).column("task_id"), task_ids)
+            inside = at >= 0
+            self.source[at[inside]], self.row[at[inside]] = k, np.flatnonzero(inside)
+        at = positions(lines.column("task_id"), task_ids)
+        inside = at >= 0
+        self.source[at[inside]], self.row[at[inside]] = -1, np.flatnonzero(inside)
+
+    def has(self, tasks: np.ndarray) -> np.ndarray:
+        return self.source[tasks] > -2
+
+    def take(self, tasks: np.ndarray) -> pa.Table:
+        """The records of ``tasks`` (each of which :meth:`has`), in that order."""
+        source, row = self.source[tasks], self.row[tasks]
+        parts, order = [], []
+        for k in np.unique(source):
+            mine = np.flatnonzero(source == k)
+            table = self.lines if k == -1 else self.files.take(self.parts[k], row[mine])
+            parts.append(table.take(pa.array(row[mine])) if k == -1 else table)
+            order.append(mine)
+        if not parts:
+            return FORECAST_SCHEMA.empty_table()
+        table = pa.concat_tables([p.cast(FORECAST_SCHEMA) for p in parts])
+        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
+def where(row: int, task: str, model: str) -> str:
+    return f"forecasts.parquet row {row + 1} ({task}, {model})"
+
+
+def capped(problems: list[str], what: str) -> list[str]:
+    """The first :data:`SHOWN` problems and a count of the rest."""
+    if len(problems) <= SHOWN:
+        return problems
+    return [*problems[:SHOWN], f"... and {len(problems) - SHOWN} more: {what}"]
+
+
+def foreign_models(stored: StoredRows, names: list[str]) -> list[str]:
+    """Rows of models that are not models of the run."""
+    problems = []
+    for name in stored.names:
+        if name not in names:
+            rows = stored.rows_of(name)
+            problems.append(f"forecasts.parquet rows {', '.join(str(r + 1) for r in rows[:5])}"
+                            f"{' ...' if len(rows) > 5 else ''}: model {name!r} is not a model "
+                            f"of this run ({len(rows)} rows)")
+    return problems
+
+
+def coverage(stored: StoredRows, model: str, task_ids: pd.Series, asked: np.ndarray
+             ) -> tuple[np.ndarray, list[str]]:
+    """(file row of each task of ``model``, -1 for none; the violations of "every task asked
+    of the model exactly once, and no other")."""
+    numbers = stored.rows_of(model)
+    at = stored.task[numbers]
+    known = at >= 0
+    counts = np.bincount(at[known], minlength=len(task_ids))
+    row_of = np.full(len(task_ids), -1, np.int64)
+    row_of[at[known]] = numbers[known]
+    problems = []
+    for t in np.flatnonzero(counts > 1):
+        lines = numbers[at == t] + 1
+        problems.append(f"task {task_ids.iat[t]}: model {model} has {counts[t]} rows (forecasts"
+                        f".parquet rows {', '.join(map(str, lines))}); a task is forecast once")
+    for t in np.flatnonzero(asked & (counts == 0)):
+        problems.append(f"task {task_ids.iat[t]}: model {model} was asked it and has no row in "
+                        "forecasts.parquet")
+    for i in np.flatnonzero(known & ~asked[np.maximum(at, 0)]):
+        problems.append(f"{where(numbers[i], task_ids.iat[at[i]], model)}: the task was not "
+                        "asked of this model")
+    return row_of, capped(problems, f"rows of model {model} not once per task asked")
+
+
+def compare(rows: pa.Table, numbers: np.ndarray, want: pa.Table, model: str, what: str,
+            columns: list[str]) -> list[str]:
+    """Stored rows against the rows ``want`` says they should be, row for row (the same
+    tasks in the same order): floats within 4 ULP, the rest exactly (Arrow kernels, column
+    by column); the values shown only for the rows that differ."""
+    columns = [c for c in columns if c != "task_id"]
+    diffs = {col: ~_same(rows.column(col).combine_chunks(), want.column(col).combine_chunks())
+             for col in columns}
+    bad = np.logical_or.reduce(list(diffs.values())) if diffs else np.zeros(rows.num_rows, bool)
+    problems = []
+    for i in np.flatnonzero(bad):
+        shown = ", ".join(f"{c} {_cell(rows, c, i)} (should be {_cell(want, c, i)})"
+                          for c in columns if diffs[c][i])
+        problems.append(f"{where(numbers[i], rows.column('task_id')[int(i)].as_py(), model)}: "
+                        f"differs from {what}: {shown}")
+    return problems
+
+
+def raw_answers(rows: pa.Table, structured: str) -> pa.Table:
+    """What an LLM's rows should hold, from their raw text read again (``structured``: how
+    the model was asked to answer): the answer it gives (validity, reason, numbers); a
+    transport failure has no text and is invalid."""
+    want = []
+    for rec in rows.select(["raw", "error", "detail"]).to_pylist():
+        error = rec["error"] or ""
+        if error.startswith(TRANSPORT):
+            want.append({"valid": False, "error": rec["error"], "p_up": np.nan,
+                         "lower": np.nan, "upper": np.nan, "rationale": None,
+                         "interval_note": None})
+            continue
+        finish = json.loads(rec["detail"]).get("finish_reason") if rec["detail"] else None
+        response = ({"refusal": rec["raw"]} if error.startswith("refusal: ")
+                    else {"content": rec["raw"], "finish_reason": finish})
+        parsed = interpret(response, structured)
+        want.append({"valid": parsed.valid, "error": parsed.error, "p_up": parsed.p_up,
+                     "lower": parsed.lower, "upper": parsed.upper,
+                     "rationale": parsed.rationale, "interval_note": parsed.interval_note})
+    schema = pa.schema([FORECAST_SCHEMA.field(c) for c in FROM_RAW])
+    return pa.Table.from_pylist(want, schema=schema)
+
+
+def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Per element: equal (floats within 4 ULP, NaN and missing matching themselves)."""
+    if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
+        return within_ulps(a.to_numpy(zero_copy_only=False), b.to_numpy(zero_copy_only=False))
+    if a.type != b.type:
+        b = b.cast(a.type)
+    equal = pc.fill_null(pc.equal(a, b), False)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+
+
+def _cell(table: pa.Table, column: str, row: int) -> str:
+    """One cell as a reader writes it: ``0.99``, ``'text'``, ``None``; long ones cut."""
+    value = table.column(column)[int(row)].as_py()
+    text = repr(value.isoformat() if hasattr(value, "isoformat") else value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,113 @@
+"""A run's scores computed again from its forecasts, labels and tasks, against the stored
+``scores.parquet`` and per-row ``rows.parquet``.
+
+Numbers are compared within a relative 1e-9 (and 1e-12 absolute): log loss and Kelly growth
+pass through libm, whose last bits differ between machines, and a mean over millions of rows
+carries that; any edit of a stored score changes it by far more. Counts, names and flags are
+compared exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.errors import RunError
+from finbench.runscores import RunScores
+
+RTOL, ATOL = 1e-9, 1e-12
+SHOWN = 20
+
+
+def score_problems(run_dir: Path) -> list[str]:
+    """Differences between the stored scores (table and per-row export) and the scores the
+    stored forecasts and labels give."""
+    run_dir = Path(run_dir)
+    scores = RunScores(run_dir)
+    problems: list[str] = []
+    stored_rows = run_dir / "rows.parquet"
+    try:
+        for name, _, table in scores.models():
+            if stored_rows.is_file():
+                have = pq.read_table(stored_rows, filters=[("model", "=", name)])
+                problems += _table_problems(have, table, f"rows.parquet (model {name})")
+    except RunError as exc:  # e.g. a row of no task of the run (named by the row checks)
+        return [*problems, f"scores cannot be computed again: {exc}"]
+    if not stored_rows.is_file():
+        problems.append("rows.parquet: missing (the per-row scores of the run)")
+    stored = run_dir / "scores.parquet"
+    if not stored.is_file():
+        return [*problems, "scores.parquet: missing"]
+    problems += _frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
+                                key=["model", "slice_kind", "slice"])
+    return problems
+
+
+def _table_problems(have: pa.Table, want: pa.Table, what: str) -> list[str]:
+    """Per-row scores as stored against the same rows computed again (the export writes a
+    model's rows in task order, so row for row), column by column in Arrow; values are shown
+    only for the cells that differ."""
+    if have.num_rows != want.num_rows or not have.column("task_id").equals(
+            want.column("task_id")):
+        return _frame_problems(have.to_pandas(), want.to_pandas(), what, key=["task_id"])
+    problems = [f"{what}: column {c} is missing" for c in want.column_names
+                if c not in have.column_names]
+    ids = want.column("task_id")
+    for col in [c for c in want.column_names if c in have.column_names]:
+        a, b = have.column(col).combine_chunks(), want.column(col).combine_chunks()
+        if pa.types.is_floating(b.type) or pa.types.is_integer(b.type):
+            u = a.to_numpy(zero_copy_only=False).astype(float)
+            v = b.to_numpy(zero_copy_only=False).astype(float)
+            same = np.isclose(u, v, rtol=RTOL, atol=ATOL) | (np.isnan(u) & np.isnan(v))
+        else:
+            b = b.cast(a.type) if a.type != b.type else b
+            same = pc.or_(pc.fill_null(pc.equal(a, b), False),
+                          pc.and_(pc.is_null(a), pc.is_null(b))).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(~np.asarray(same, bool))
+        for i in bad[:SHOWN]:
+            problems.append(f"{what}: row {ids[int(i)].as_py()}, {col} is {a[int(i)].as_py()!r}; "
+                            f"the stored forecasts and labels give {b[int(i)].as_py()!r}")
+        if len(bad) > SHOWN:
+            problems.append(f"... and {len(bad) - SHOWN} more rows of {what} differ in {col}")
+    return problems
+
+
+def _frame_problems(have: pd.DataFrame, want: pd.DataFrame, what: str, *, key: list[str]
+                    ) -> list[str]:
+    """Cells of ``have`` that differ from ``want``, matched on ``key``; rows one has and the
+    other lacks; columns missing."""
+    problems = [f"{what}: column {c} is missing" for c in want.columns if c not in have]
+    have_keys = pd.MultiIndex.from_frame(have[key].astype(str))
+    want_keys = pd.MultiIndex.from_frame(want[key].astype(str))
+    problems += [f"{what}: row {'/'.join(k)} should not be there" for k in
+                 have_keys.difference(want_keys)]
+    problems += [f"{what}: row {'/'.join(k)} is missing" for k in want_keys.difference(have_keys)]
+    have = have.set_axis(have_keys).loc[~have_keys.duplicated()]
+    want = want.set_axis(want_keys).loc[~want_keys.duplicated()]
+    common = want.index.intersection(have.index)
+    a, b = have.loc[common], want.loc[common]
+    for col in [c for c in want.columns if c in have.columns]:
+        x, y = a[col], b[col]
+        if x.dtype.kind in "fiu" and y.dtype.kind in "fiu":
+            u, v = x.to_numpy(float), y.to_numpy(float)
+            same = np.isclose(u, v, rtol=RTOL, atol=ATOL) | (np.isnan(u) & np.isnan(v))
+        else:
+            u, v = x.astype(object).to_numpy(), y.astype(object).to_numpy()
+            same = (u == v) | (pd.isna(u) & pd.isna(v))
+        for i in np.flatnonzero(~np.asarray(same, bool))[:SHOWN]:
+            problems.append(f"{what}: row {'/'.join(common[i])}, {col} is {_plain(x.iat[i])}; "
+                            f"the stored forecasts and labels give {_plain(y.iat[i])}")
+        extra = int((~np.asarray(same, bool)).sum()) - SHOWN
+        if extra > 0:
+            problems.append(f"... and {extra} more rows of {what} differ in {col}")
+    return problems
+
+
+def _plain(value) -> str:
+    """A cell as a reader writes it (numpy scalars as plain numbers)."""
+    return repr(value.item() if hasattr(value, "item") else value)

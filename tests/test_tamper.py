@@ -1,0 +1,369 @@
+"""The audit catches what it claims to: each of 30 edits of a finished run (forecasts, labels,
+tasks, journal, scores, per-row scores, manifest), made on its own copy of the run, is named
+in the audit's output; the untouched run passes. Once it caught 8 of 24 such edits."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from finbench.audit import audit_run
+from finbench.run import run
+from tests.llm_server import ChatServer
+
+ROWS = ["AAPL|2025-01-14|MIDDAY", "MSFT|2025-01-15|MORNING"]
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory, sample_store):
+    base = tmp_path_factory.mktemp("tamper")
+    server = ChatServer()
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FINBENCH_TAMPER_KEY", "sk-tamper")
+    mp.setenv("FINBENCH_CACHE_DIR", str(base / "cache"))
+    (base / "replay.csv").write_text("ticker,session,horizon,p_up,lower,upper\n" + "".join(
+        f"{t},2025-01-{d},{h},0.5{i % 9},-0.01,0.01\n" for i, (t, d, h) in enumerate(
+            (t, d, h) for t in ("AAPL", "MSFT") for d in ("13", "14", "15")
+            for h in ("MORNING", "MIDDAY", "CLOSE"))))
+    cfg = base / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{sample_store}"
+[tasks]
+tickers = ["AAPL", "MSFT"]
+start = "2025-01-13"
+end = "2025-01-15"
+[[models]]
+name = "coin"
+kind = "coin"
+[[models]]
+name = "base_rate"
+kind = "base_rate"
+[[models]]
+name = "momentum"
+kind = "momentum"
+[[models]]
+name = "climatology"
+kind = "climatology"
+[[models]]
+name = "scripted"
+kind = "scripted"
+answers = ['{{"p_up": 0.7, "lower": -0.01, "upper": 0.01}}', 'not json']
+[[models]]
+name = "replayed"
+kind = "replay"
+path = "replay.csv"
+[[models]]
+name = "llm"
+kind = "openai"
+model = "valid"
+base_url = "{server.base_url}"
+api_key_env = "FINBENCH_TAMPER_KEY"
+""")
+    out = run(cfg, base / "clean", echo=lambda *_: None)
+    server.close()
+    yield out
+    mp.undo()
+
+
+def rows_of(d: Path) -> pd.DataFrame:
+    return pd.read_parquet(d / "forecasts.parquet")
+
+
+def at(f: pd.DataFrame, model: str, task: str = ROWS[0]) -> int:
+    return int(f.index[(f["model"] == model) & (f["task_id"] == task)][0])
+
+
+def edit_forecasts(d: Path, change) -> list[str]:
+    f = rows_of(d)
+    f, expected = change(f)
+    f.to_parquet(d / "forecasts.parquet", index=False)
+    return expected
+
+
+def edit_table(path: Path, change) -> None:
+    frame = pd.read_parquet(path)
+    change(frame).to_parquet(path, index=False)
+
+
+def edit_manifest(d: Path, change) -> None:
+    manifest = json.loads((d / "manifest.json").read_text())
+    change(manifest)
+    (d / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def row(f, i) -> str:
+    return f"forecasts.parquet row {i + 1} ({f.at[i, 'task_id']}, {f.at[i, 'model']})"
+
+
+def set_cell(f, i, col, value):
+    f.at[i, col] = value
+    return f
+
+
+# -- the edits: each returns the fragments the audit must print ---------------------------
+def llm_p_up(d):
+    def change(f):
+        i = at(f, "llm")
+        return set_cell(f, i, "p_up", 0.99), [
+            f"{row(f, i)}: differs from its journal record: p_up 0.99",
+            f"{row(f, i)}: differs from its raw answer read again: p_up 0.99"]
+    return edit_forecasts(d, change)
+
+
+def coin_p_up(d):
+    def change(f):
+        i = at(f, "coin")
+        return set_cell(f, i, "p_up", 0.9), [
+            f"{row(f, i)}: differs from its answer computed again from the store: p_up 0.9"]
+    return edit_forecasts(d, change)
+
+
+def widened_interval(d):
+    def change(f):
+        i = at(f, "climatology")
+        return set_cell(f, i, "lower", f.at[i, "lower"] - 0.05), [
+            f"{row(f, i)}: differs from its journal record: lower"]
+    return edit_forecasts(d, change)
+
+
+def dropped_row(d):
+    def change(f):
+        return f.drop(index=at(f, "base_rate")).reset_index(drop=True), [
+            f"task {ROWS[0]}: model base_rate was asked it and has no row"]
+    return edit_forecasts(d, change)
+
+
+def duplicated_row(d):
+    def change(f):
+        i = at(f, "momentum")
+        return pd.concat([f, f.iloc[[i]]], ignore_index=True), [
+            f"task {ROWS[0]}: model momentum has 2 rows"]
+    return edit_forecasts(d, change)
+
+
+def llm_losing_answers_invalid(d):
+    labels = pd.read_parquet(d / "labels.parquet").set_index("task_id")
+
+    def change(f):
+        llm = f.index[f["model"] == "llm"]
+        lost = [i for i in llm if labels.at[f.at[i, "task_id"], "status"] == "ok"
+                and labels.at[f.at[i, "task_id"], "y"] == 0]
+        f.loc[lost, "valid"] = False
+        return f, [f"{row(f, lost[0])}: differs from its raw answer read again: valid False"]
+    return edit_forecasts(d, change)
+
+
+def foreign_task(d):
+    def change(f):
+        i = at(f, "base_rate", ROWS[1])
+        f.at[i, "task_id"] = "ZZZZ|2025-01-15|CLOSE"
+        return f, [f"forecasts.parquet row {i + 1} (ZZZZ|2025-01-15|CLOSE, base_rate): task is "
+                   "not part of this run"]
+    return edit_forecasts(d, change)
+
+
+def late_input(d):
+    def change(f):
+        i = at(f, "llm")
+        f.at[i, "max_input_time"] = f.at[i, "max_input_time"] + pd.Timedelta(hours=3)
+        return f, [f"{row(f, i)}: max_input_time"]
+    return edit_forecasts(d, change)
+
+
+def forged_digest(d):
+    def change(f):
+        i = at(f, "llm", ROWS[1])
+        return set_cell(f, i, "input_sha256", "0" * 64), [
+            f"{row(f, i)}: input_sha256 000000000000 does not match the re-derived"]
+    return edit_forecasts(d, change)
+
+
+def history_count(d):
+    def change(f):
+        i = at(f, "base_rate")
+        return set_cell(f, i, "history_count", 7), [
+            f"{row(f, i)}: differs from its answer computed again from the store: "
+            "history_count 7"]
+    return edit_forecasts(d, change)
+
+
+def fallback_removed(d):
+    def change(f):
+        i = int(f.index[(f["model"] == "momentum") & f["p_fallback"].notna()][0])
+        return set_cell(f, i, "p_fallback", None), [f"{row(f, i)}: differs from its answer "
+                                                    "computed again from the store: p_fallback"]
+    return edit_forecasts(d, change)
+
+
+def interval_note(d):
+    def change(f):
+        i = at(f, "coin")
+        return set_cell(f, i, "interval_note", None), [f"{row(f, i)}: differs from its answer "
+                                                       "computed again from the store: "
+                                                       "interval_note None"]
+    return edit_forecasts(d, change)
+
+
+def renamed_model(d):
+    def change(f):
+        i = at(f, "coin", ROWS[1])
+        return set_cell(f, i, "model", "coin2"), [
+            "model 'coin2' is not a model of this run",
+            f"task {ROWS[1]}: model coin was asked it and has no row"]
+    return edit_forecasts(d, change)
+
+
+def replay_p_up(d):
+    def change(f):
+        i = at(f, "replayed")
+        return set_cell(f, i, "p_up", 0.01), [
+            f"{row(f, i)}: differs from its answer computed again from the store: p_up 0.01"]
+    return edit_forecasts(d, change)
+
+
+def scripted_raw(d):
+    def change(f):
+        i = at(f, "scripted")
+        return set_cell(f, i, "raw", '{"p_up": 0.1}'), [
+            f"{row(f, i)}: differs from its answer computed again from the store: raw"]
+    return edit_forecasts(d, change)
+
+
+def baseline_detail(d):
+    def change(f):
+        i = at(f, "base_rate")
+        return set_cell(f, i, "detail", f.at[i, "detail"].replace('"window_first"', '"wf"')), [
+            f"{row(f, i)}: differs from its answer computed again from the store: detail"]
+    return edit_forecasts(d, change)
+
+
+def flipped_y(d):
+    edit_table(d / "labels.parquet", lambda t: t.assign(
+        y=t["y"].where(t["task_id"] != ROWS[0], 1 - t["y"])))
+    return [f"labels.parquet task {ROWS[0]}: y", "labels.parquet: content differs"]
+
+
+def changed_r(d):
+    edit_table(d / "labels.parquet", lambda t: t.assign(
+        r=t["r"].where(t["task_id"] != ROWS[0], t["r"] + 0.001)))
+    return [f"labels.parquet task {ROWS[0]}: r", f"labels.parquet task {ROWS[0]}: r is not ln"]
+
+
+def changed_status(d):
+    edit_table(d / "labels.parquet", lambda t: t.assign(
+        status=t["status"].where(t["task_id"] != ROWS[0], "no_target_price")))
+    return [f"labels.parquet task {ROWS[0]}: status 'no_target_price' (store gives 'ok')"]
+
+
+def manifest_alpha(d):
+    edit_manifest(d, lambda m: m["config"]["scores"].update(alpha=0.1))
+    return ["manifest.json: config scores.alpha is 0.1, but its config text gives 0.2"]
+
+
+def manifest_config_hash(d):
+    edit_manifest(d, lambda m: m.update(config_sha256="0" * 64))
+    return ["manifest.json: config_sha256 000000000000 is not the hash of its config text"]
+
+
+def manifest_skipped(d):
+    edit_manifest(d, lambda m: m.update(skipped_models={"llm": "pretend it never ran"}))
+    return ["model 'llm' is not a model of this run"]
+
+
+def manifest_snapshot(d):
+    edit_manifest(d, lambda m: m["data"].update(snapshot_sha256="f" * 64))
+    return ["is not the run's ffffffffffff"]
+
+
+def journal_part(d):
+    part = sorted((d / "journal.parts").glob("*.parquet"))[0]  # the coin's answers
+    edit_table(part, lambda t: t.assign(p_up=t["p_up"].where(t.index != 0, 0.75)))
+    f = rows_of(d)
+    i = int(f.index[(f["model"] == "coin") & (f["task_id"] == pd.read_parquet(part)["task_id"][0])][0])
+    return [f"journal.parts/{part.name}: content differs from the hash",
+            f"{row(f, i)}: differs from its journal record: p_up 0.5 (should be 0.75)"]
+
+
+def journal_line_edited(d):
+    lines = (d / "journal.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["p_up"] = 0.11
+    lines[0] = json.dumps(record, sort_keys=True)
+    (d / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    f = rows_of(d)
+    i = at(f, "llm", record["task_id"])
+    return ["journal.jsonl: content differs from the hash",
+            f"{row(f, i)}: differs from its journal record: p_up 0.6 (should be 0.11)"]
+
+
+def journal_line_dropped(d):
+    lines = (d / "journal.jsonl").read_text().splitlines()
+    task = json.loads(lines[-1])["task_id"]
+    (d / "journal.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    f = rows_of(d)
+    return ["journal.jsonl: content differs from the hash",
+            f"{row(f, at(f, 'llm', task))}: has no journal record"]
+
+
+def journal_part_added(d):
+    parts = sorted((d / "journal.parts").glob("*.parquet"))
+    shutil.copy(parts[0], d / "journal.parts" / "000099.parquet")
+    return ["journal.parts/000099.parquet: a journal part manifest.json does not record"]
+
+
+def scores_value(d):
+    edit_table(d / "scores.parquet", lambda t: t.assign(
+        brier=t["brier"].where(~((t["model"] == "coin") & (t["slice_kind"] == "overall")), 0.1)))
+    return ["scores.parquet: row coin/overall/all, brier is 0.1"]
+
+
+def scores_csv(d):
+    text = (d / "scores.csv").read_text()
+    (d / "scores.csv").write_text(text.replace("coin,overall", "coin ,overall", 1))
+    return ["scores.csv: content differs from the hash"]
+
+
+def rows_value(d):
+    table = pq.read_table(d / "rows.parquet").to_pandas()
+    table.loc[(table["model"] == "coin") & (table["task_id"] == ROWS[0]), "brier"] = 0.0
+    table.to_parquet(d / "rows.parquet", index=False)
+    return [f"rows.parquet (model coin): row {ROWS[0]}, brier is 0.0",
+            "rows.parquet: content differs from the hash"]
+
+
+def tasks_dropped(d):
+    edit_table(d / "tasks.parquet", lambda t: t.iloc[:-1])
+    return ["tasks.parquet: task list differs from the one the config gives"]
+
+
+EDITS = [llm_p_up, coin_p_up, widened_interval, dropped_row, duplicated_row,
+         llm_losing_answers_invalid, foreign_task, late_input, forged_digest, history_count,
+         fallback_removed, interval_note, renamed_model, replay_p_up, scripted_raw,
+         baseline_detail, flipped_y, changed_r, changed_status, manifest_alpha,
+         manifest_config_hash, manifest_skipped, manifest_snapshot, journal_part,
+         journal_line_edited, journal_line_dropped, journal_part_added, scores_value,
+         scores_csv, rows_value, tasks_dropped]
+
+
+def test_the_untouched_run_passes(clean):
+    assert audit_run(clean) == []
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=[e.__name__ for e in EDITS])
+def test_every_edit_is_named(clean, tmp_path, edit):
+    copy = tmp_path / "run"
+    shutil.copytree(clean, copy)
+    expected = edit(copy)
+    problems = audit_run(copy)
+    assert expected and problems
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems[:12])
+    if edit.__name__.startswith(("llm", "coin", "widened", "dropped", "duplicated", "foreign",
+                                 "late", "forged", "history", "fallback", "interval",
+                                 "renamed", "replay", "scripted", "baseline")):
+        assert any(p.startswith("forecasts.parquet: content differs from the hash")
+                   for p in problems)
