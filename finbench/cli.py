@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 from finbench.errors import FinbenchError
@@ -13,18 +14,32 @@ from finbench.errors import FinbenchError
 def _data_ingest(args: argparse.Namespace) -> int:
     from finbench.data.ingest import ingest_bars, ingest_headlines
 
+    did = "would ingest" if args.dry_run else "ingested"
     if args.headlines:
-        summary = ingest_headlines(args.headlines, args.out, timezone=args.timezone)
-        print(f"ingested {summary['rows']} headlines into {args.out}")
+        summary = ingest_headlines(args.headlines, args.out, timezone=args.timezone,
+                                   dry_run=args.dry_run)
+        print(f"{did} {summary['rows']} headlines into {args.out}"
+              + (f", replacing {summary['replaced']} stored headline(s) with the same id"
+                 if summary["replaced"] else ""))
     if args.file:
         summary = ingest_bars(
             args.file, args.out, ticker=args.ticker, timezone=args.timezone,
             bar_timestamp=args.bar_timestamp, bar_seconds=args.bar_seconds,
+            dry_run=args.dry_run,
         )
-        print(f"ingested {summary['rows']} bars of {', '.join(summary['tickers'])} into "
+        print(f"{did} {summary['rows']} bars of {', '.join(summary['tickers'])} into "
               f"{args.out} ({len(summary['partitions'])} date partition(s))")
+        replaced = summary["replaced"]
+        for r in replaced[:20]:
+            print(f"  {'would replace' if args.dry_run else 'replaced'} {r['ticker']} on "
+                  f"{r['date']}: {r['stored']} stored bar(s) by {r['new']}")
+        if len(replaced) > 20:
+            print(f"  ... and {len(replaced) - 20} more ticker-days replaced")
     if not args.file and not args.headlines:
         raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both")
+    if args.dry_run:
+        print("dry run: nothing was written")
+        return 0
     from finbench.data.store import Store
 
     print(f"snapshot sha256 {Store(args.out).snapshot_sha256}")
@@ -83,11 +98,12 @@ def _tasks(args: argparse.Namespace) -> int:
     labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
     out = Path(args.out) if args.out else None
     if out:
+        from finbench.outputs import write_atomic
         from finbench.runlock import RunLock
 
         with RunLock(out, command="finbench tasks"):
-            plan.tasks.to_parquet(out / "tasks.parquet", index=False)
-            labels.to_parquet(out / "labels.parquet", index=False)
+            write_atomic(out / "tasks.parquet", partial(plan.tasks.to_parquet, index=False))
+            write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
     print(json.dumps(summary(plan, labels), indent=2))
     return 0
 
@@ -169,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--timezone", help="zone of naive timestamps, e.g. America/New_York")
     ingest.add_argument("--bar-timestamp", choices=("start", "end"), default="start")
     ingest.add_argument("--bar-seconds", type=int, default=60)
+    ingest.add_argument("--dry-run", action="store_true",
+                        help="validate and say what would be written and replaced; write nothing")
     ingest.add_argument("--headlines", help="headlines file (CSV, JSONL or Parquet)")
     ingest.set_defaults(func=_data_ingest)
     validate = data.add_parser("validate", help="re-hash and re-check a store")
@@ -232,6 +250,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except FinbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        from finbench.outputs import out_of_space
+
+        if not out_of_space(exc):
+            raise
+        print(f"DiskFullError: a write failed for lack of space ({exc}); free some space and "
+              "give the same command again", file=sys.stderr)
         return 2
 
 

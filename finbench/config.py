@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finbench.errors import ConfigError
-from finbench.zones import is_timezone
+from finbench.names import is_timezone, ticker_problem
 
 CONFIG_VERSION = 1
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
@@ -37,6 +37,15 @@ class TasksConfig(_Strict):
     calendar: str = "XNYS"
     early_close: Literal["skip", "shift"] = "skip"
     ref_window_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+
+    @field_validator("tickers")
+    @classmethod
+    def _tickers(cls, value: list[str]) -> list[str]:
+        for ticker in value:
+            problem = ticker_problem(ticker)
+            if problem:
+                raise ValueError(f"ticker {problem}")
+        return value
 
     @field_validator("timezone")
     @classmethod

@@ -29,6 +29,7 @@ from finbench.forecasters.rows import (
     typed,
 )
 from finbench.lookup import arrow_text, positions
+from finbench.outputs import writing
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
@@ -193,7 +194,7 @@ class Journal:
         self._drop_torn_tail()
         lines = [json.dumps({k: _plain(rec.get(k)) for k in FORECAST_COLUMNS}, sort_keys=True)
                  for rec in records]
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with writing(self.path), open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
             fh.flush()
             if sync:
@@ -271,7 +272,8 @@ def write_forecasts(path: Path, tables) -> None:
     one contiguous chunk, so the file's layout depends on its rows only."""
     tmp = Path(path).with_suffix(".tmp")
     try:
-        with pq.ParquetWriter(tmp, FORECAST_SCHEMA, **PARQUET_OPTIONS) as writer:
+        with writing(path, tmp), pq.ParquetWriter(tmp, FORECAST_SCHEMA,
+                                                  **PARQUET_OPTIONS) as writer:
             groups = _RowGroups(writer)
             for table in tables:
                 groups.add(table)
@@ -342,9 +344,10 @@ class ForecastTable:
         complete = (not self.stopped and self.in_order and self.model == len(self.models)
                     and self.done == 0)
         try:
-            if complete:
-                self.groups.finish()
-            self.writer.close()
+            with writing(self.path, self.tmp):
+                if complete:
+                    self.groups.finish()
+                self.writer.close()
         except BaseException:
             with contextlib.suppress(Exception):  # the error raised below says what failed
                 self.writer.close()
@@ -367,9 +370,14 @@ def _part_number(path: Path) -> int:
 def _write_part(table: pa.Table, final: Path, then=None) -> None:
     """Write a part whole or not at all: temporary name, fsync, rename; then ``then(table)``."""
     tmp = final.with_suffix(".tmp")
-    pq.write_table(table, tmp, **PARQUET_OPTIONS)
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
+    try:
+        with writing(final, tmp):
+            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, final)
     if then is not None:
         then(table)

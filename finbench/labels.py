@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from finbench.bars import NS, BarArrays, to_ns
+from finbench.errors import DataError
 
 OK = "ok"
 NO_REFERENCE = "no_reference_price"
@@ -49,9 +50,16 @@ def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: Ba
 def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
                 p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray) -> pd.DataFrame:
     """Label rows from the prices found (:func:`label_bars`)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         r = np.log(p_tgt / p_ref)
     has_ref, has_tgt = ~np.isnan(p_ref), ~np.isnan(p_tgt)
+    broken = np.flatnonzero(has_ref & has_tgt & ~np.isfinite(r))
+    if len(broken):  # prices the ingest rules keep out; a label is never ok without an r
+        i = broken[0]
+        raise DataError(f"task {task_id[i]}: reference price {float(p_ref[i])!r} and target "
+                        f"price {float(p_tgt[i])!r} give no finite log return ({len(broken)} "
+                        "task(s)); the store breaks the ingest rules: run `finbench data "
+                        "validate` on it")
     code = np.where(~has_ref, 1, np.where(~has_tgt, 2, 0)).astype(np.int8)  # STATUSES
     status = pa.DictionaryArray.from_arrays(code, pa.array(STATUSES)).cast(pa.string())
     scorable = code == 0

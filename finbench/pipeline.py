@@ -26,6 +26,7 @@ from finbench.bars import NS, BarArrays, to_ns
 from finbench.calendar import get_calendar, previous_sessions
 from finbench.config import RunConfig
 from finbench.data.store import Store
+from finbench.errors import RunError
 from finbench.gate import ContextIndex, daily_summaries, empty_daily
 from finbench.labels import LABEL_COLUMNS, label_bars, label_frame, status_counts
 from finbench.lookup import arrow_text, groups, positions
@@ -380,6 +381,43 @@ def tasks_at(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows) and (np.diff(rows) == 1).all():
         return frame.iloc[rows[0]:rows[-1] + 1].reset_index(drop=True)
     return frame.iloc[rows].reset_index(drop=True)
+
+
+def scorability(plan: Plan, labels: pd.DataFrame) -> list[str]:
+    """Warnings about tasks that cannot be scored for a reason the user may not expect (a
+    ticker without bars, sessions outside the store's dates), with counts; a RunError when
+    the run has no task at all, or none can be scored (before anything is paid for)."""
+    spec = plan.config.tasks
+    excluded = plan.excluded["reason"].value_counts().to_dict()
+    if plan.tasks.empty:
+        why = (f"every session is left out ({', '.join(f'{k}: {v} tasks' for k, v in excluded.items())}"
+               f"; the target {spec.target} is at or after the close)" if excluded
+               else f"the exchange {spec.calendar} holds no session in it")
+        raise RunError(f"no tasks: {spec.start}..{spec.end} gives none: {why}")
+    warnings = []
+    ok = (labels["status"] == "ok").to_numpy(bool)
+    tickers = plan.tasks["ticker"].to_numpy(object)
+    dead = [t for t in spec.tickers if not ok[tickers == t].any()]
+    if dead:
+        count = int(np.isin(tickers, dead).sum())
+        warnings.append(f"{', '.join(dead)}: no scorable task on these dates (no bars in the "
+                        f"store at the horizons and target?): {count} tasks unscorable")
+    dates = plan.store.dates("bars")
+    sessions = plan.tasks["session"]
+    if dates:
+        first, last = dates[0].isoformat(), dates[-1].isoformat()
+        out = ((sessions < first) | (sessions > last)).to_numpy(bool)
+        outside = sessions[out].unique()
+        if len(outside):
+            warnings.append(f"{len(outside)} session(s) lie outside the store's dates "
+                            f"{first}..{last} ({outside[0]}..{outside[-1]}): {int(out.sum())} "
+                            "tasks unscorable")
+    if not ok.any():
+        counts = labels["status"].value_counts().to_dict()
+        raise RunError(f"nothing can be scored: all {len(labels)} tasks are unscorable "
+                       f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+                       + (f"; {'; '.join(warnings)}" if warnings else ""))
+    return warnings
 
 
 def summary(plan: Plan, labels: pd.DataFrame) -> dict:

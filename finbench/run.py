@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,16 +33,18 @@ from finbench.forecasters.batch import BatchJob
 from finbench.inputs import context_inputs, plain_inputs
 from finbench.journal import ForecastTable, Journal
 from finbench.lookup import positions
+from finbench.outputs import write_atomic, write_json
 from finbench.pipeline import (
     Plan,
     context_chunks,
     month_rows,
     plan_run,
     resolve,
+    scorability,
     summary,
 )
 from finbench.report.tables import render_text, summary_frame
-from finbench.rundir import MANIFEST, now, record_files, write_json
+from finbench.rundir import MANIFEST, now, record_files
 from finbench.runlock import RunLock, describe
 from finbench.runscores import rescore
 
@@ -122,13 +125,15 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
     resolved = resolve(plan, momentum_minutes=momentum_minutes(config),
                        daily=any(f.needs_context for f in forecasters), echo=echo)
     labels = resolved.labels_of(plan.tasks)
+    for warning in scorability(plan, labels):
+        echo(f"warning: {warning}")
     facts = summary(plan, labels)
     label = "SYNTHETIC " if plan.store.synthetic else ""
     echo(f"{label}data {config.data.store} (snapshot {plan.store.snapshot_sha256[:12]}): "
          f"{len(plan.tasks)} tasks, excluded {facts['excluded'] or 'none'}, "
          f"labels {facts['labels']}")
-    plan.tasks.to_parquet(out / "tasks.parquet", index=False)
-    labels.to_parquet(out / "labels.parquet", index=False)
+    write_atomic(out / "tasks.parquet", partial(plan.tasks.to_parquet, index=False))
+    write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
     manifest = _manifest(config, source, plan, facts, started)
     manifest["shard"] = _shard_field(shard)
     write_json(manifest_path, manifest)

@@ -9,9 +9,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from finbench.config import RunConfig
 from finbench.data.store import sha256_file
 from finbench.errors import RunError
+from finbench.outputs import write_json
 
 MANIFEST = "manifest.json"
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
@@ -33,6 +37,18 @@ def finished_run(run_dir: str | Path) -> Path:
                 "them when the same `finbench run` command is given again"
                 if (run_dir / MANIFEST).is_file() else "")
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)}){hint}")
+    for name in [f for f in FINISHED if f.endswith(".parquet")] + [
+            f for f in ("scores.parquet", "rows.parquet") if (run_dir / f).is_file()]:
+        try:
+            pq.read_metadata(run_dir / name)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RunError(f"{run_dir / name}: cannot be read ({exc}); the file is torn or not "
+                           "Parquet: the same `finbench run` on this folder writes it again "
+                           "(scores and rows: `finbench score`)") from None
+    try:
+        json.loads((run_dir / MANIFEST).read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RunError(f"{run_dir / MANIFEST}: not valid JSON ({exc})") from None
     return run_dir
 
 
@@ -64,16 +80,6 @@ def record_files(run_dir: Path, manifest: dict, names=None) -> None:
     files.update(file_hashes(run_dir, names))
     manifest["files"] = dict(sorted(files.items()))
     write_json(Path(run_dir) / MANIFEST, manifest)
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """Write ``payload`` as JSON to a temporary name, then rename it to ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def now() -> str:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from finbench.config import baseline_names, interval_reference
 from finbench.errors import RunError
+from finbench.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
 from finbench.rundir import finished_run, load_run_config, read_manifest, record_files
 from finbench.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
@@ -124,26 +125,37 @@ class RowWriter:
 
     def add(self, table: pa.Table) -> None:
         while len(self.pending) >= 2 * len(self.pools):
-            self.pending.pop(0).result()
+            k, future = self.pending.pop(0)
+            error = future.exception()
+            if error is not None:
+                raise self._named(k, error)
         if self.writers is None:
             self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
                             *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
         table = table.cast(self.writers[0].schema)
-        self.pending += [pool.submit(writer.write_table, table)
-                         for pool, writer in zip(self.pools, self.writers, strict=True)]
+        self.pending += [(k, pool.submit(writer.write_table, table))
+                         for k, (pool, writer) in enumerate(zip(self.pools, self.writers,
+                                                                strict=True))]
 
     def __enter__(self) -> RowWriter:
         return self
 
+    def _named(self, k: int, error: BaseException) -> BaseException:
+        """A writer's error; out of space, one naming its file."""
+        if out_of_space(error):
+            return DiskFullError(disk_full_message(self.final[k], self.tmp[k], error))
+        return error
+
     def __exit__(self, kind, error, trace) -> None:
-        errors = [e for e in (f.exception() for f in self.pending) if e is not None]
+        errors = [self._named(k, e) for k, e in ((k, f.exception()) for k, f in self.pending)
+                  if e is not None]
         for pool in self.pools:
             pool.shutdown()
-        for writer in self.writers or []:
+        for k, writer in enumerate(self.writers or []):
             try:
                 writer.close()
             except Exception as late:
-                errors.append(late)
+                errors.append(self._named(k, late))
         done = kind is None and not errors and self.writers is not None
         for tmp, final in zip(self.tmp, self.final, strict=True):
             if done:
@@ -157,11 +169,3 @@ class RowWriter:
             raise errors[0]
 
 
-def write_atomic(path: Path, write) -> None:
-    """``write(temporary path)``, then rename it to ``path``: never a torn file at ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +31,8 @@ from finbench.journal import (
     ordered_table,
     write_forecasts,
 )
-from finbench.rundir import MANIFEST, finished_run, now, record_files, write_json
+from finbench.outputs import write_atomic, write_json
+from finbench.rundir import MANIFEST, finished_run, now, record_files
 from finbench.runlock import RunLock
 from finbench.runscores import rescore
 
@@ -110,8 +112,8 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
     """Write the merged run into ``out`` (locked by the caller) and score it."""
     first = manifests[0]
     names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
-    tasks.to_parquet(out / "tasks.parquet", index=False)
-    labels.to_parquet(out / "labels.parquet", index=False)
+    write_atomic(out / "tasks.parquet", partial(tasks.to_parquet, index=False))
+    write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
     ids = tasks["task_id"].to_numpy(object)
     if not _stream_forecasts(dirs, out / "forecasts.parquet", ids, names):
         forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet",

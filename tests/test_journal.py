@@ -165,6 +165,7 @@ def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_pa
 def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, monkeypatch):
     from finbench import journal as journal_module
     from finbench.journal import ForecastTable
+    from finbench.outputs import DiskFullError
 
     ids = np.array(["a", "b"], object)
     table = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
@@ -199,13 +200,13 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, 
         raise OSError("No space left on device")
 
     monkeypatch.setattr(failing.groups, "finish", disk_full)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(DiskFullError, match=r"h.parquet: cannot be written: no space left"):
         failing.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]  # no h.tmp left
     footer = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
     footer.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
     monkeypatch.setattr(footer.writer, "close", disk_full)  # the footer cannot be written
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(DiskFullError, match=r"h.parquet: cannot be written: no space left"):
         footer.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]
 

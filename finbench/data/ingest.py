@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pandas as pd
 
 from finbench.data.schema import validate_bars, validate_headlines
-from finbench.data.store import Store, sha256_file
+from finbench.data.store import DEFAULT_ZONE, Store, sha256_file
 from finbench.errors import DataError
-from finbench.zones import bar_length_problem, is_timezone
+from finbench.names import bar_length_problem, is_timezone
 
 BAR_TIMESTAMPS = ("start", "end")
 
@@ -29,14 +30,38 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".ndjson", ".jsonl.gz"):
-            if path.stat().st_size == 0:
-                return pd.DataFrame()
-            return pd.read_json(path, lines=True, dtype=False)
+            return _read_json_lines(path)
+    except DataError:
+        raise
     except (ValueError, json.JSONDecodeError, OSError) as exc:
         raise DataError(f"{path}: cannot be read as {suffix} ({exc})") from exc
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     raise DataError(f"{path}: unknown file type {suffix!r} (use .csv, .parquet or .jsonl)")
+
+
+def _read_json_lines(path: Path) -> pd.DataFrame:
+    """One JSON object per line (blank lines skipped); a line that is not an object is an
+    error naming the line."""
+    opener = gzip.open if path.suffix.lower() == ".gz" else open
+    records, bad = [], []
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad.append(f"line {number}: not JSON ({exc.msg})")
+                continue
+            if not isinstance(value, dict):
+                bad.append(f"line {number}: a JSON object per line (got {type(value).__name__})")
+                continue
+            records.append(value)
+    if bad:
+        raise DataError(f"{path}: {len(bad)} line(s) break the rule 'one JSON object per "
+                        "line'; nothing was written", bad[:20])
+    return pd.DataFrame.from_records(records)
 
 
 def check_timezone(timezone: str | None) -> None:
@@ -54,10 +79,13 @@ def ingest_bars(
     timezone: str | None = None,
     bar_timestamp: str = "start",
     bar_seconds: int = 60,
+    dry_run: bool = False,
 ) -> dict:
     """Validate a bars file and add it to ``store``; on any broken rule nothing is written.
 
-    Returns a summary: rows, tickers, local dates and partitions written.
+    Returns a summary: rows, tickers, partitions written and what was replaced (per
+    ticker-day: bars stored before, bars now). ``dry_run``: validate and work out the
+    summary, write nothing (not even a new store).
     """
     if bar_timestamp not in BAR_TIMESTAMPS:
         raise DataError(f"--bar-timestamp: {bar_timestamp!r} is not one of start, end")
@@ -74,7 +102,12 @@ def ingest_bars(
         raise DataError(
             f"{file}: {len(problems)} validation rule(s) broken; nothing was written", problems
         )
-    target = Store.open_or_create(store, bar_seconds=bar_seconds)
+    summary = {"rows": len(bars), "tickers": sorted(bars["ticker"].unique())}
+    if dry_run and not (Path(store) / "manifest.json").is_file():
+        dates = bars["ts"].dt.tz_convert(DEFAULT_ZONE).dt.date.unique()
+        return {**summary, "partitions": [f"bars/date={d}/part.parquet" for d in sorted(dates)],
+                "replaced": [], "snapshot_sha256": None}
+    target = (Store(store) if dry_run else Store.open_or_create(store, bar_seconds=bar_seconds))
     source = {
         "file": Path(file).name,
         "sha256": sha256_file(Path(file)),
@@ -82,19 +115,17 @@ def ingest_bars(
         "bar_timestamp": bar_timestamp,
         "timezone": timezone,
     }
-    written = target.add_bars(bars, source=source)
-    return {
-        "rows": len(bars),
-        "tickers": sorted(bars["ticker"].unique()),
-        "partitions": written,
-        "snapshot_sha256": target.snapshot_sha256,
-    }
+    written, replaced = target.add_bars(bars, source=source, dry_run=dry_run)
+    return {**summary, "partitions": written, "replaced": replaced,
+            "snapshot_sha256": target.snapshot_sha256}
 
 
 def ingest_headlines(
-    file: str | Path, store: str | Path, *, timezone: str | None = None
+    file: str | Path, store: str | Path, *, timezone: str | None = None, dry_run: bool = False
 ) -> dict:
-    """Validate a headlines file and add it to ``store``; on any broken rule nothing is written."""
+    """Validate a headlines file and add it to ``store``; on any broken rule nothing is written.
+    Returns rows, partitions written and how many stored headlines (same ids) were replaced;
+    ``dry_run``: write nothing."""
     check_timezone(timezone)
     raw = read_table_file(file)
     headlines, problems = validate_headlines(raw, file=str(file), timezone=timezone)
@@ -102,10 +133,14 @@ def ingest_headlines(
         raise DataError(
             f"{file}: {len(problems)} validation rule(s) broken; nothing was written", problems
         )
-    target = Store(store) if (Path(store) / "manifest.json").is_file() else Store.open_or_create(
-        store
-    )
+    if (Path(store) / "manifest.json").is_file():
+        target = Store(store)
+    elif dry_run:
+        return {"rows": len(headlines), "partitions": [], "replaced": 0,
+                "snapshot_sha256": None}
+    else:
+        target = Store.open_or_create(store)
     source = {"file": Path(file).name, "sha256": sha256_file(Path(file)), "rows": len(headlines)}
-    written = target.add_headlines(headlines, source=source)
-    return {"rows": len(headlines), "partitions": written,
+    written, replaced = target.add_headlines(headlines, source=source, dry_run=dry_run)
+    return {"rows": len(headlines), "partitions": written, "replaced": replaced,
             "snapshot_sha256": target.snapshot_sha256}

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from finbench.bars import to_ns
 from finbench.data.timestamps import parse_utc
+from finbench.names import ticker_problem
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 BAR_ALIASES: dict[str, tuple[str, ...]] = {
@@ -142,6 +143,10 @@ def validate_bars(
                 lambda r: f"ticker={tick.iloc[r]!r}",
             )
         problems.add("ticker is not empty", (tick.isna() | (tick == "")).to_numpy(bool))
+        bad = np.array([t is not pd.NA and t != "" and ticker_problem(t) is not None
+                        for t in tick], dtype=bool)
+        problems.add("ticker has no whitespace, control character or '|'", bad,
+                     lambda r: f"ticker={tick.iloc[r]!r}")
         out["ticker"] = tick
     else:
         out["ticker"] = ticker
@@ -172,6 +177,11 @@ def validate_bars(
         positive = np.column_stack([v[c] > 0 for c in PRICE_COLUMNS]).all(axis=1)
         finite = np.column_stack([np.isfinite(v[c]) for c in PRICE_COLUMNS]).all(axis=1)
         problems.add("prices are > 0", finite & ~positive, lambda r: _prices(v, r))
+        low, high = PRICE_RANGE
+        outside = finite & positive & np.column_stack(
+            [(v[c] < low) | (v[c] > high) for c in PRICE_COLUMNS]).any(axis=1)
+        problems.add(f"prices lie in [{low:g}, {high:g}] (so that every mid and log return "
+                     "is a finite number)", outside, lambda r: _prices(v, r))
         problems.add("low <= high", finite & (v["low"] > v["high"]), lambda r: _prices(v, r))
         for col in ("open", "close"):
             outside = finite & (v["low"] <= v["high"]) & ((v[col] < v["low"]) | (v[col] > v["high"]))
@@ -210,6 +220,9 @@ def validate_bars(
     out = out.iloc[order].reset_index(drop=True)
     out["ticker"] = out["ticker"].astype(str)
     return out, []
+
+
+PRICE_RANGE = (1e-12, 1e12)  # any mid and any ratio of two prices is then finite
 
 
 def _prices(v: dict[str, np.ndarray], r: int) -> str:
@@ -256,8 +269,17 @@ def validate_headlines(
             parsed.naive, lambda r, c=column: f"{c.iloc[r]!r}",
         )
         out[col] = parsed.values
-    tickers = raw[mapping["tickers"]].map(_ticker_list)
-    problems.add("tickers lists at least one symbol", (tickers.map(len) == 0).to_numpy(bool))
+    given = raw[mapping["tickers"]]
+    shape = given.map(lambda v: isinstance(v, str | list | tuple | np.ndarray)
+                      or v is None or (isinstance(v, float) and np.isnan(v)))
+    problems.add("tickers is a list of symbols or a ';'-joined text", ~shape.to_numpy(bool),
+                 lambda r: f"tickers={given.iloc[r]!r}")
+    tickers = given.where(shape, None).map(_ticker_list)
+    problems.add("tickers lists at least one symbol",
+                 shape.to_numpy(bool) & (tickers.map(len) == 0).to_numpy(bool))
+    problems.add("every ticker has no whitespace, control character or '|'",
+                 tickers.map(lambda ts: any(ticker_problem(t) for t in ts)).to_numpy(bool),
+                 lambda r: f"tickers={tickers.iloc[r]!r}")
     out["tickers"] = tickers
     for col in ("headline", "source"):
         text = raw[mapping[col]].astype("string").str.strip()

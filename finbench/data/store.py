@@ -19,11 +19,13 @@ import pyarrow.parquet as pq
 from finbench.bars import lexical_codes
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
 from finbench.errors import StoreError
+from finbench.names import bar_length_problem, is_timezone
+from finbench.outputs import write_json, writing
 from finbench.progress import Countdown
-from finbench.zones import bar_length_problem, is_timezone
 
 STORE_FORMAT = "finbench-store"
 STORE_VERSION = 1
+DEFAULT_ZONE = "America/New_York"  # the zone of a new store's date partitions
 MANIFEST = "manifest.json"
 TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
@@ -93,7 +95,7 @@ class Store:
         path: str | Path,
         *,
         bar_seconds: int = 60,
-        timezone: str = "America/New_York",
+        timezone: str = DEFAULT_ZONE,
         synthetic: bool = False,
         description: str = "",
     ) -> Store:
@@ -129,7 +131,7 @@ class Store:
             "partitions": {},
         }
         manifest["snapshot_sha256"] = snapshot_hash({}, manifest)
-        _write_json_atomic(path / MANIFEST, manifest)
+        write_json(path / MANIFEST, manifest)
         return cls(path)
 
     # -- properties -----------------------------------------------------------------------------
@@ -161,32 +163,47 @@ class Store:
         )
 
     # -- writing --------------------------------------------------------------------------------
-    def add_bars(self, bars: pd.DataFrame, *, source: dict | None) -> list[str]:
-        """Add validated bars, replacing the same ticker-days; returns the partitions written."""
+    def add_bars(self, bars: pd.DataFrame, *, source: dict | None, dry_run: bool = False
+                 ) -> tuple[list[str], list[dict]]:
+        """Add validated bars, replacing the same ticker-days. Returns the partitions written
+        and what was replaced: one record per ticker-day that held bars (ticker, date,
+        stored bars, new bars). ``dry_run``: work it out, write nothing."""
         if bars.empty:
-            return []
+            return [], []
         local_date = bars["ts"].dt.tz_convert(self.timezone).dt.date
         updates: dict[str, pd.DataFrame] = {}
+        replaced = []
         for day, new in bars.groupby(local_date, sort=True):
             rel = f"bars/date={day.isoformat()}/part.parquet"
             old = self._read_partition(rel, "bars")
             if old is not None:
-                old = old[~old["ticker"].isin(new["ticker"].unique())]
-                new = pd.concat([old, new], ignore_index=True)
+                tickers = new["ticker"].unique()
+                gone = old["ticker"].isin(tickers)
+                for ticker, count in old.loc[gone, "ticker"].value_counts().sort_index().items():
+                    replaced.append({"ticker": ticker, "date": day.isoformat(),
+                                     "stored": int(count),
+                                     "new": int((new["ticker"] == ticker).sum())})
+                new = pd.concat([old[~gone], new], ignore_index=True)
             updates[rel] = new.sort_values(["ticker", "ts"], kind="stable")
-        self._commit(updates, "bars", source)
-        return sorted(updates)
+        if not dry_run:
+            self._commit(updates, "bars", source)
+        return sorted(updates), replaced
 
-    def add_headlines(self, headlines: pd.DataFrame, *, source: dict) -> list[str]:
-        """Add validated headlines, replacing any stored headline with the same id."""
+    def add_headlines(self, headlines: pd.DataFrame, *, source: dict, dry_run: bool = False
+                      ) -> tuple[list[str], int]:
+        """Add validated headlines, replacing any stored headline with the same id. Returns
+        the partitions written and how many stored headlines were replaced. ``dry_run``: work
+        it out, write nothing."""
         if headlines.empty:
-            return []
+            return [], 0
+        replaced = 0
         ids = set(headlines["id"])
         updates: dict[str, pd.DataFrame] = {}
         for day in self.dates("headlines"):
             rel = f"headlines/date={day.isoformat()}/part.parquet"
             old = self._read_partition(rel, "headlines")
             if old is not None and old["id"].isin(ids).any():
+                replaced += int(old["id"].isin(ids).sum())
                 updates[rel] = old[~old["id"].isin(ids)]
         local_date = headlines["available_at"].dt.tz_convert(self.timezone).dt.date
         for day, new in headlines.groupby(local_date, sort=True):
@@ -196,25 +213,30 @@ class Store:
                 old = self._read_partition(rel, "headlines")
             frame = new if old is None else pd.concat([old, new], ignore_index=True)
             updates[rel] = frame.sort_values(["available_at", "id"], kind="stable")
-        self._commit(updates, "headlines", source)
-        return sorted(updates)
+        if not dry_run:
+            self._commit(updates, "headlines", source)
+        return sorted(updates), replaced
 
     def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
         """Write every partition to a temporary file, then rename all, then the manifest."""
         schema = TABLES[table]
         staged: list[tuple[Path, Path]] = []
-        for rel, frame in updates.items():
-            final = self.path / rel
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = final.with_suffix(".parquet.tmp")
-            arrow = pa.Table.from_pandas(
-                frame.reset_index(drop=True)[schema.names], schema=schema, preserve_index=False
-            ).replace_schema_metadata(None)
-            pq.write_table(
-                arrow, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS,
-                write_statistics=True,
-            )
-            staged.append((tmp, final))
+        try:
+            for rel, frame in updates.items():
+                final = self.path / rel
+                final.parent.mkdir(parents=True, exist_ok=True)
+                tmp = final.with_suffix(".parquet.tmp")
+                staged.append((tmp, final))
+                arrow = pa.Table.from_pandas(
+                    frame.reset_index(drop=True)[schema.names], schema=schema,
+                    preserve_index=False).replace_schema_metadata(None)
+                with writing(final, tmp):
+                    pq.write_table(arrow, tmp, compression="zstd",
+                                   row_group_size=ROW_GROUP_ROWS, write_statistics=True)
+        except BaseException:  # nothing of this commit is left: the store is as it was
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
         partitions = dict(self.manifest["partitions"])
         for tmp, final in staged:
             os.replace(tmp, final)
@@ -228,11 +250,11 @@ class Store:
         self.manifest["snapshot_sha256"] = snapshot_hash(partitions, self.manifest)
         if source is not None:  # fetches log per ticker-day provenance in fetched.jsonl
             self.manifest["sources"].append({"table": table, **source})
-        _write_json_atomic(self.path / MANIFEST, self.manifest)
+        write_json(self.path / MANIFEST, self.manifest)
 
     def save_manifest(self) -> None:
         """Write the manifest as it is in memory (atomically)."""
-        _write_json_atomic(self.path / MANIFEST, self.manifest)
+        write_json(self.path / MANIFEST, self.manifest)
 
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
         path = self.path / rel
@@ -471,7 +493,3 @@ def _sorted_by_ticker_ts(frame: pd.DataFrame) -> bool:
     return bool((after | (same & (ts[1:] >= ts[:-1]))).all())
 
 
-def _write_json_atomic(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.forecasters.llm import answer_record, completion_response
+from finbench.outputs import write_json, write_text
 
 MAX_REQUESTS = 50_000          # per batch file (the API's limit)
 MAX_BYTES = 190 * 1024 * 1024  # under the API's 200 MB per file
@@ -43,9 +44,7 @@ class BatchJob:
     # -- bookkeeping ---------------------------------------------------------------------
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=2) + "\n")
-        os.replace(tmp, self.state_path)
+        write_json(self.state_path, self.state)
 
     def receipts(self) -> dict[str, dict]:
         if not self.meta_path.is_file():
@@ -90,7 +89,7 @@ class BatchJob:
             if not lines:
                 return
             path = self.folder / f"{_slug(self.forecaster.name)}-{start + len(files):03d}.jsonl"
-            path.write_text("".join(lines))
+            write_text(path, "".join(lines))
             files.append({"path": path.name, "requests": len(lines)})
             lines, size = [], 0
 

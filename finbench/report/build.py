@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from finbench.errors import RunError
+from finbench.outputs import write_atomic
 from finbench.report import figures as F
 from finbench.report.stats import (
     RunData,
@@ -98,8 +100,8 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                 f"and ECE, {data.config.report.bins} equal-width and equal-mass bins. {facts}",
                 raw=summary)
     if not bins.empty:
-        bins.to_csv(folder / "reliability_bins.csv", index=False, float_format="%.10g",
-                    lineterminator="\n")
+        write_atomic(folder / "reliability_bins.csv", partial(
+            bins.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
     tables.update(calibration=summary, reliability_bins=bins)
     kelly, paths = decision(data)
     show = pd.DataFrame([{

@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from finbench.outputs import write_atomic  # noqa: E402
+
 
 def _ax(ax):
     if ax is None:
@@ -160,7 +162,9 @@ def save(ax, folder, name: str) -> list:
     fig = ax.figure
     fig.tight_layout()
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=150, metadata={"Software": None})
-    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None, "Creator": None})
+    write_atomic(paths[0], lambda p: fig.savefig(p, format="png", dpi=150,
+                                                 metadata={"Software": None}))
+    write_atomic(paths[1], lambda p: fig.savefig(p, format="pdf", metadata={
+        "CreationDate": None, "Producer": None, "Creator": None}))
     plt.close(fig)
     return paths

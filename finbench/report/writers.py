@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
+
+from finbench.outputs import write_atomic, write_text
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -69,8 +72,8 @@ def write_table(frame: pd.DataFrame, folder: Path, name: str, caption: str,
     """``name.csv`` (full precision of ``raw`` when given), ``name.md`` and ``name.tex``."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.csv", folder / f"{name}.md", folder / f"{name}.tex"]
-    (raw if raw is not None else frame).to_csv(paths[0], index=False, float_format="%.10g",
-                                               lineterminator="\n")
-    paths[1].write_text(to_markdown(frame, caption))
-    paths[2].write_text(to_latex(frame, caption, name.replace("_", "-")))
+    write_atomic(paths[0], partial((raw if raw is not None else frame).to_csv, index=False,
+                                   float_format="%.10g", lineterminator="\n"))
+    write_text(paths[1], to_markdown(frame, caption))
+    write_text(paths[2], to_latex(frame, caption, name.replace("_", "-")))
     return paths

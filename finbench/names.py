@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 
 DAY_SECONDS = 86_400
@@ -28,4 +29,19 @@ def bar_length_problem(seconds: object) -> str | None:
         return f"{seconds} is not positive (a bar is available at its start + its length)"
     if DAY_SECONDS % seconds:
         return f"{seconds} s does not divide a day ({DAY_SECONDS} s) into whole bars"
+    return None
+
+
+_TICKER = re.compile(r"^[^\s|\x00-\x1f\x7f]+$")
+
+
+def ticker_problem(text: object) -> str | None:
+    """Why ``text`` cannot be a ticker (None when it can): a non-empty text with no
+    whitespace, no control character and no ``|`` (the separator of task ids). Vendor forms
+    such as ``BRK.B``, ``BRK/B``, ``^GSPC``, ``ES=F`` and ``BTC-USD`` are tickers."""
+    if not isinstance(text, str) or not text:
+        return f"{text!r} is not a non-empty text"
+    if not _TICKER.match(text):
+        return (f"{text!r} holds whitespace, a control character or '|' (the separator of "
+                "task ids)")
     return None

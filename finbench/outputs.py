@@ -1,0 +1,90 @@
+"""Writing output files: each to a temporary name, renamed into place once whole, so a reader
+finds the old file or the new one and never half of one; a disk that fills up (or a file-size
+limit) stops the writer with one :class:`DiskFullError` naming the file, never a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+from finbench.errors import FinbenchError
+
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFullError(FinbenchError):
+    """A file could not be written for lack of space (or over a file-size limit)."""
+
+
+@contextlib.contextmanager
+def writing(path: Path, tmp: Path | None = None):
+    """Around the writing of ``path`` (through ``tmp``, if given): an out-of-space error
+    becomes a :class:`DiskFullError` naming the file, what was written and what is free."""
+    try:
+        yield
+    except OSError as exc:
+        if not out_of_space(exc):
+            raise
+        raise DiskFullError(disk_full_message(Path(path), tmp, exc)) from None
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` says a disk is full or a file is over its size limit (Arrow's writers
+    raise a plain OSError whose text carries the errno)."""
+    if not isinstance(exc, OSError):
+        return False
+    if exc.errno in OUT_OF_SPACE:
+        return True
+    text = str(exc)
+    return any(f"[errno {code}]" in text.lower() or os.strerror(code) in text
+               for code in OUT_OF_SPACE)
+
+
+def disk_full_message(path: Path, tmp: Path | None, exc: OSError) -> str:
+    written = tmp.stat().st_size if tmp is not None and tmp.exists() else None
+    try:
+        free = shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free
+    except OSError:
+        free = None
+    said = [f"{path}: cannot be written: {_reason(exc)}"]
+    if written is not None:
+        said.append(f"{written / 1e6:.1f} MB of it were written when it failed")
+    if free is not None:
+        said.append(f"{free / 1e6:.1f} MB are free on its filesystem")
+    return ("; ".join(said) + ". Free some space (or raise the limit) and give the same command "
+            "again: what is already written is kept and nothing is done twice")
+
+
+def _reason(exc: OSError) -> str:
+    code = exc.errno if exc.errno in OUT_OF_SPACE else next(
+        (c for c in OUT_OF_SPACE if f"[errno {c}]" in str(exc).lower()), errno.ENOSPC)
+    return {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+            errno.EFBIG: "file too large (a file-size limit)"}[code]
+
+
+def write_atomic(path: Path, write) -> None:
+    """``write(temporary path)``, then rename it to ``path``: never a torn file at ``path``,
+    and no temporary file left when writing fails."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with writing(path, tmp):
+            write(tmp)
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """``payload`` as indented JSON, written atomically."""
+    text = json.dumps(payload, indent=2, default=str) + "\n"
+    write_atomic(path, lambda p: Path(p).write_text(text))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Text written atomically."""
+    write_atomic(path, lambda p: Path(p).write_text(text))

@@ -1,0 +1,164 @@
+"""Bad input gets a message naming the file, row or key and the rule, never a traceback and
+never invented data; surprises are said, with counts. Through the CLI, as a user meets them."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from finbench.labels import label_frame
+from tests.helpers import HEADER, bar_rows, store_files, write
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
+    def cap():  # a file-size limit: writes past it fail as on a full disk
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "finbench", *map(str, args)], env=ENV,
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=cap if limit else None)
+
+
+def message(result: subprocess.CompletedProcess) -> str:
+    """The one error line a failed command printed (no traceback)."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+def pilot(tmp_path: Path, store: Path, **tasks) -> Path:
+    spec = {"tickers": ["AAPL", "MSFT"], "start": "2025-01-15", "end": "2025-01-15", **tasks}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in spec.items())
+    return write(tmp_path / "cfg.toml", f'[data]\nstore = "{store}"\n[tasks]\n{lines}\n'
+                 '[[models]]\nname = "coin"\nkind = "coin"\n[[models]]\nname = "base_rate"\n'
+                 'kind = "base_rate"\n')
+
+
+BARS = HEADER + bar_rows("AAPL", [("2025-01-15T14:30:00Z", 101.0, 100.0)])
+
+
+def test_an_output_that_is_a_file_is_named(tmp_path, sample_store):
+    f, taken = write(tmp_path / "bars.csv", BARS), write(tmp_path / "taken", "x")
+    assert "StoreError: " + str(taken) + ": is a file, not a store directory" in message(
+        finbench("data", "ingest", f, "--out", taken))
+    assert f"RunError: {taken}: is a file, not a run directory" in message(
+        finbench("run", pilot(tmp_path, sample_store), "--out", taken))
+
+
+def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
+    assert "shard garbage:x is not START:END" in message(
+        finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",
+                 "garbage:x"))
+
+
+@pytest.mark.parametrize("line, rule", [
+    ('["not", "an", "object"]', "line 1: a JSON object per line (got list)"),
+    ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": {"AAPL": 1}, '
+     '"headline": "x", "source": "y"}', "tickers is a list of symbols or a ';'-joined text"),
+    ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AA\\nPL"], '
+     '"headline": "x", "source": "y"}', "every ticker has no whitespace, control character"),
+])
+def test_headline_lines_that_break_a_rule_are_named_and_nothing_is_written(tmp_path, line, rule):
+    f = write(tmp_path / "news.jsonl", line + "\n")
+    assert rule in message(finbench("data", "ingest", "--headlines", f, "--out",
+                                    tmp_path / "store"))
+    assert store_files(tmp_path / "store") == {}
+
+
+@pytest.mark.parametrize("ticker, price, rule", [
+    ("AAPL", 1.7e308, "prices lie in [1e-12, 1e+12]"),
+    ('"AA\nPL"', 100.0, "ticker has no whitespace, control character or '|'"),
+    ('"AA\x00PL"', 100.0, "ticker has no whitespace, control character or '|'"),
+    ("AA|PL", 100.0, "ticker has no whitespace, control character or '|'"),
+])
+def test_bars_that_would_make_labels_meaningless_are_refused(tmp_path, ticker, price, rule):
+    """Prices of 1.7e308 made the mid overflow, and the labels r = NaN, y = 0, status ok; a
+    newline, NUL or '|' (the task id's separator) in a ticker was accepted."""
+    f = write(tmp_path / "bars.csv", HEADER + f"{ticker},2025-01-15T14:30:00Z,{price},{price},"
+              f"{price},{price},100\n")
+    assert rule in message(finbench("data", "ingest", f, "--out", tmp_path / "store"))
+    assert store_files(tmp_path / "store") == {}
+
+
+def test_a_label_is_never_ok_without_a_finite_return():
+    with pytest.raises(ValueError, match=r"task T\|2025-01-15\|H: reference price 1e-300 and "
+                       r"target price 1e\+300 give no finite log return"):
+        label_frame(pd.Series(["T|2025-01-15|H"]).to_numpy(object),
+                    pd.Series(pd.to_datetime(["2025-01-15 20:55"], utc=True)),
+                    pd.Series([1e-300]).to_numpy(), pd.Series([1e300]).to_numpy(),
+                    pd.Series([0]).to_numpy(), pd.Series([0]).to_numpy())
+
+
+def test_ingest_says_what_it_replaces_and_dry_run_writes_nothing(tmp_path, sample_copy):
+    """One AAPL bar for a day replaced the 502 stored ones without a word."""
+    f = write(tmp_path / "bars.csv", BARS)
+    before = store_files(sample_copy)
+    stored = len(pd.read_parquet(sample_copy / "bars/date=2025-01-15/part.parquet")
+                 .query("ticker == 'AAPL'"))
+    dry = finbench("data", "ingest", f, "--out", sample_copy, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would replace AAPL on 2025-01-15: {stored} stored bar(s) by 1" in dry.stdout
+    assert "dry run: nothing was written" in dry.stdout
+    assert store_files(sample_copy) == before
+    done = finbench("data", "ingest", f, "--out", sample_copy)
+    assert f"replaced AAPL on 2025-01-15: {stored} stored bar(s) by 1" in done.stdout
+
+
+def test_runs_with_nothing_to_score_fail_and_partial_ones_warn_with_counts(tmp_path,
+                                                                          sample_store):
+    weekend = pilot(tmp_path, sample_store, start="2025-01-18", end="2025-01-19")
+    assert "no tasks: 2025-01-18..2025-01-19 gives none: the exchange XNYS holds no session" \
+        in message(finbench("run", weekend, "--out", tmp_path / "a"))
+    late = pilot(tmp_path, sample_store, target="16:30")
+    assert "every session is left out (early_close: 6 tasks; the target 16:30 is at or after " \
+           "the close)" in message(finbench("run", late, "--out", tmp_path / "b"))
+    future = pilot(tmp_path, sample_store, start="2026-03-02", end="2026-03-03")
+    said = message(finbench("run", future, "--out", tmp_path / "c"))
+    assert "nothing can be scored: all 12 tasks are unscorable" in said
+    assert "2 session(s) lie outside the store's dates 2024-09-20..2025-01-15" in said
+    unknown = pilot(tmp_path, sample_store, tickers=["AAPL", "ZZZZ"])
+    result = finbench("run", unknown, "--out", tmp_path / "d")
+    assert result.returncode == 0, result.stderr
+    assert "warning: ZZZZ: no scorable task on these dates" in result.stdout
+    assert "3 tasks unscorable" in result.stdout
+
+
+def test_a_torn_run_file_is_named_by_every_command(tmp_path, sample_store):
+    out = tmp_path / "run"
+    assert finbench("run", pilot(tmp_path, sample_store), "--out", out).returncode == 0
+    data = (out / "labels.parquet").read_bytes()
+    (out / "labels.parquet").write_bytes(data[: len(data) // 2])
+    for command in ("score", "audit", "report"):
+        assert f"{out / 'labels.parquet'}: cannot be read" in message(finbench(command, out))
+
+
+@pytest.mark.parametrize("limit", [3_000, 5_800, 12_000, 15_000])  # bytes: the run's
+# files are 2-20 kB, so each level fails at another file (manifest, labels, journal, scores)
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_torn_file(tmp_path,
+                                                                         sample_store, limit):
+    """A full disk gave OSError 28 tracebacks and left a torn scores.parquet in a folder that
+    looked finished. Here every write past ``limit`` bytes fails as on a full disk."""
+    out = tmp_path / "run"
+    result = finbench("run", pilot(tmp_path, sample_store), "--out", out, limit=limit)
+    said = message(result)
+    assert said.startswith("DiskFullError: ") and said.count("\n") == 1
+    assert "cannot be written: file too large (a file-size limit)" in said
+    assert not list(out.rglob("*.tmp"))
+    for path in out.glob("*.parquet"):
+        pq.read_metadata(path)  # whatever is there is whole
+    if (out / "scores.parquet").exists():
+        assert pq.read_table(out / "scores.parquet").num_rows > 0
+    again = finbench("run", pilot(tmp_path, sample_store), "--out", out)  # room again
+    assert again.returncode == 0, again.stderr
+    assert finbench("audit", out).returncode == 0
