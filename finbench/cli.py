@@ -119,7 +119,10 @@ def _run(args: argparse.Namespace) -> int:
         shard = (start, end)
     out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch)
     print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
-    return 0
+    stopped = json.loads((Path(out) / "manifest.json").read_text()).get("stopped_models") or {}
+    for why in stopped.values():
+        print(f"ModelStopped: {why}", file=sys.stderr)
+    return 1 if stopped else 0
 
 
 def _score(args: argparse.Namespace) -> int:

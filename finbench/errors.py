@@ -36,3 +36,8 @@ class CalendarError(FinbenchError):
 
 class RunError(FinbenchError):
     """A run directory is inconsistent with the command asked of it."""
+
+
+class ModelStopped(FinbenchError):
+    """A model's calls cannot succeed (a rejected key, an unknown model or path, an endpoint
+    that cannot be reached): its run stops at the first such answer, the other models go on."""

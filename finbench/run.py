@@ -26,7 +26,7 @@ from finbench.config import (
     shard_config,
 )
 from finbench.data.store import sha256_file
-from finbench.errors import RunError
+from finbench.errors import ModelStopped, RunError
 from finbench.forecasters.base import Inputs, build_forecaster
 from finbench.forecasters.baselines import clear_histories
 from finbench.forecasters.batch import BatchJob
@@ -144,7 +144,14 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
         echo(f"skip {name}: {reason}")
     jobs = {f.name: BatchJob(out, f) for f in forecasters if f.streaming}
     jobs = {name: job for name, job in jobs.items() if batch or job.state["files"]}
-    pending = 0 if dry_run else sum(job.collect(journal, echo) for job in jobs.values())
+    stopped: dict[str, str] = {}
+    pending = 0
+    for name, job in jobs.items() if not dry_run else ():
+        try:
+            pending += job.collect(journal, echo)
+        except ModelStopped as exc:
+            stopped[name] = str(exc)
+            echo(f"STOPPED {exc}")
     done = journal.done_by_model()
     ids = plan.tasks["task_id"]
     todo, notes = {}, {}
@@ -167,7 +174,7 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
         table = ForecastTable(out / "forecasts.parquet", ids.to_numpy(object), names)
     try:
         estimates = _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo,
-                                   dry_run=dry_run, batch=batch, table=table)
+                                   dry_run=dry_run, batch=batch, stopped=stopped, table=table)
         journal.flush()
     except BaseException as error:
         if table is not None:
@@ -184,10 +191,14 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
     clear_histories()
     lap("forecasts")
     if batch and not dry_run:
-        for job in jobs.values():
-            if job.new:
+        for name, job in jobs.items():
+            if job.new and name not in stopped:
                 pending += len(job.write_files())
-                job.submit(echo)
+                try:
+                    job.submit(echo)
+                except ModelStopped as exc:
+                    stopped[name] = str(exc)
+                    echo(f"STOPPED {exc}")
     if pending and not dry_run:
         echo(f"{pending} batch(es) not finished yet: run the same command again to collect "
              "them; forecasts and scores are written once every batch is in")
@@ -199,9 +210,13 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
             echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
                  f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
         return out
+    if stopped:  # scored as if skipped; the answers they gave stay in the journal
+        skipped.update({name: f"stopped: {why}" for name, why in stopped.items()})
+        names = [n for n in names if n not in stopped]
     if table is None or not table.close():
         journal.write_ordered(out / "forecasts.parquet", ids.to_numpy(object), names)
-    manifest.update(skipped_models=skipped, model_notes={k: v for k, v in notes.items() if v})
+    manifest.update(skipped_models=skipped, stopped_models=stopped,
+                    model_notes={k: v for k, v in notes.items() if v})
     write_json(manifest_path, manifest)
     lap("forecast table")
     scores = rescore(out)
@@ -211,6 +226,8 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
     echo(render_summary(scores, config, names))
     echo(f"receipt: {MANIFEST} sha256 {sha256_file(manifest_path)} (keep it: `finbench audit` "
          "checks every file against the hashes this manifest records)")
+    for why in stopped.values():
+        echo(f"STOPPED {why}")
     return out
 
 
@@ -228,12 +245,14 @@ class _Laps:
 
 
 def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dry_run: bool,
-                   batch: bool, table: ForecastTable | None = None) -> dict[str, dict]:
+                   batch: bool, stopped: dict[str, str],
+                   table: ForecastTable | None = None) -> dict[str, dict]:
     """Pass 2: forecasters that read no context (baselines) answer a calendar month of tasks
     per vectorised call, one forecaster after the other (``table``, when given, takes each
     month's rows as they are journalled); the others get contexts month by month. Answers go
     to the journal as they come, so memory holds one month of answers. Returns dry-run
-    estimates."""
+    estimates. A model whose calls cannot succeed (:class:`ModelStopped`) stops
+    there, with the reason in ``stopped``; the others go on."""
     ids = plan.tasks["task_id"].to_numpy()
     progress = Progress(forecasters, todo, echo)
     estimates: dict[str, dict] = {}
@@ -263,6 +282,8 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
             rows = np.flatnonzero(todo[f.name][where])
             if len(rows) == 0:
                 continue
+            if f.name in stopped:
+                continue
             inputs = context_inputs(plan, resolved, chunk, contexts, bars, rows)
             if dry_run:
                 if f.streaming:
@@ -272,7 +293,12 @@ def _forecast_pass(plan, resolved, forecasters, todo, jobs, journal, echo, *, dr
                 jobs[f.name].add(inputs)
                 continue
             if f.streaming:
-                stats = f.run_stream(inputs, journal, echo)
+                try:
+                    stats = f.run_stream(inputs, journal, echo)
+                except ModelStopped as exc:
+                    stopped[f.name] = str(exc)
+                    echo(f"STOPPED {exc}")
+                    continue
                 progress.add(f.name, stats["done"], stats["valid"])
             else:
                 out_rows = f.forecast(inputs)

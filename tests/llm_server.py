@@ -26,6 +26,15 @@ CONTENT = {
 }
 
 
+REJECTED = {
+    "unauthorized": (401, "Incorrect API key provided: sk-****. You can find your API key at "
+                          "https://platform.openai.com/account/api-keys.", "invalid_request_error"),
+    "forbidden": (403, "You are not allowed to use this model.", "permission_error"),
+    "nomodel": (404, "The model `nomodel` does not exist or you do not have access to it.",
+                "invalid_request_error"),
+}
+
+
 class ChatServer:
     def __init__(self, delay: float = 0.0, hang_seconds: float = 3.0) -> None:
         self.counts: Counter = Counter()
@@ -100,6 +109,9 @@ class ChatServer:
                                {"Retry-After": "1"})
         if model == "flaky500" and attempt <= 2:
             return self._reply(h, 500, {"error": {"message": "boom", "type": "server"}})
+        if model in REJECTED:  # as the API answers a bad key, a forbidden or unknown model
+            status, message, kind = REJECTED[model]
+            return self._reply(h, status, {"error": {"message": message, "type": kind}})
         if model == "refusal":
             return self._reply(h, 200, self._completion(model, None, refusal="I can't help."))
         if model == "length":

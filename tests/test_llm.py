@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -285,3 +286,50 @@ def test_a_batch_run_killed_after_upload_creates_the_batch_once(tmp_path, sample
     assert server.batch_calls["upload"] == 1 and server.batch_calls["create"] == 1
     f = pd.read_parquet(out / "forecasts.parquet")
     assert f[f["model"] == "b"]["valid"].all()
+
+
+@pytest.mark.parametrize("behaviour, why", [
+    ("unauthorized", "http_401: Incorrect API key provided: sk-****. You can find your API key "
+                     "at https://platform.openai.com/account/api-keys. (the API key is rejected)"),
+    ("forbidden", "http_403: You are not allowed to use this model. (the key may not use this "
+                  "model)"),
+    ("nomodel", "http_404: The model `nomodel` does not exist or you do not have access to it. "
+                "(no such model or endpoint path)"),
+])
+def test_a_rejected_key_or_model_stops_that_model_at_its_first_call(tmp_path, sample_store,
+                                                                     server, behaviour, why):
+    """A 401/403 turned every task into an invalid row and the run exited 0."""
+    cfg = config(tmp_path, sample_store, server.base_url, [("bad", behaviour), ("good", "valid")],
+                 tickers=("AAPL", "MSFT"), extra="concurrency = 1\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                             str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"ModelStopped: bad: stopped at the first call that cannot succeed: {why}" \
+        in result.stderr
+    assert sum(n for (model, _), n in server.counts.items() if model == behaviour) == 1
+    lines = [json.loads(x) for x in (tmp_path / "out" / "journal.jsonl").read_text().splitlines()]
+    assert {x["model"] for x in lines} == {"good"} and len(lines) == 6  # nothing of "bad"
+    f = pd.read_parquet(tmp_path / "out" / "forecasts.parquet")
+    assert f.groupby("model").size().to_dict() == {"coin": 6, "good": 6}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["skipped_models"]["bad"].startswith("stopped: bad: stopped at the first")
+    from finbench.audit import audit_run
+
+    assert audit_run(tmp_path / "out") == []
+
+
+def test_an_unreachable_endpoint_stops_that_model(tmp_path, sample_store):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    cfg = config(tmp_path, sample_store, f"http://127.0.0.1:{closed}/v1", [("lost", "valid")],
+                 extra="concurrency = 1\n").read_text().replace("max_retries = 2",
+                                                                 "max_retries = 0")
+    (tmp_path / "cfg.toml").write_text(cfg)
+    said = []
+    out = run(tmp_path / "cfg.toml", tmp_path / "out", echo=said.append)
+    assert any(x.startswith("STOPPED lost: stopped at the first call that cannot succeed: the "
+                            "endpoint cannot be reached (connection: ") for x in said)
+    assert not (out / "journal.jsonl").exists()
+    assert pd.read_parquet(out / "forecasts.parquet")["model"].unique().tolist() == ["coin"]

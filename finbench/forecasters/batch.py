@@ -10,6 +10,7 @@ calls; failed lines become invalid rows with the API's reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.errors import ModelStopped
 from finbench.forecasters.llm import answer_record, completion_response
 from finbench.outputs import write_json, write_text
 
@@ -116,8 +118,30 @@ class BatchJob:
         return OpenAI(api_key=os.environ.get(f.config.api_key_env, ""), base_url=f.base_url,
                       timeout=f.config.timeout, max_retries=f.config.max_retries)
 
+    @contextlib.contextmanager
+    def _remote(self, step: str):
+        """Around a call of the Batch API: a rejected key, model or path, or an endpoint that
+        cannot be reached, stops this model (:class:`ModelStopped`); every step done is
+        recorded, so the same command resumes."""
+        import openai
+
+        try:
+            yield
+        except (openai.AuthenticationError, openai.PermissionDeniedError,
+                openai.NotFoundError, openai.APIConnectionError) as exc:
+            key = os.environ.get(self.forecaster.config.api_key_env, "")
+            text = str(exc).replace(key, "***") if key else str(exc)
+            raise ModelStopped(f"{self.forecaster.name}: the Batch API refused to {step} "
+                               f"({type(exc).__name__}: {text}); the batch files are kept and "
+                               "the same command resumes once the key, model or base_url is "
+                               "right") from None
+
     def submit(self, echo=print) -> None:
         """Upload every file not yet uploaded and create every batch not yet created."""
+        with self._remote("take the batch"):
+            self._submit(echo)
+
+    def _submit(self, echo) -> None:
         client = self.client()
         for entry in self.pending():
             if not entry.get("input_file_id"):
@@ -140,6 +164,10 @@ class BatchJob:
         if not self.pending():
             return 0
         self.submit(echo)  # finish any step a killed run left undone
+        with self._remote("report on the batch"):
+            return self._collect(journal, echo, cache)
+
+    def _collect(self, journal, echo, cache) -> int:
         client = self.client()
         receipts = self.receipts()
         still = 0

@@ -21,6 +21,7 @@ import time
 
 import pandas as pd
 
+from finbench.errors import ModelStopped
 from finbench.forecast import ForecastAnswer, ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, Inputs, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
@@ -32,6 +33,8 @@ from finbench.forecasters.prompt import (
 )
 
 DEFAULT_OUTPUT_TOKENS = 200
+STOP_STATUSES = {401: "the API key is rejected", 403: "the key may not use this model",
+                 404: "no such model or endpoint path"}  # no later call can succeed
 CONNECTIONS_PER_CLIENT = 8
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -171,7 +174,8 @@ class OpenAIForecaster(Forecaster):
         semaphore = asyncio.Semaphore(self.config.concurrency)
         limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
         stats = {"done": 0, "valid": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
-                 "requests": 0, "start": time.perf_counter(), "last_echo": 0.0}
+                 "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
+        stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
 
         async def one(i: int) -> None:
@@ -184,10 +188,19 @@ class OpenAIForecaster(Forecaster):
                 stats["cached"] += 1
             else:
                 async with semaphore:
+                    if stop:  # the model cannot be reached: no more calls, nothing journalled
+                        return
                     await limiter.acquire(estimate_tokens(messages))
                     stats["requests"] += 1
                     response = await self._call(clients[i % n_clients], messages, key)
+                reason = response.get("stop") or (
+                    f"the endpoint cannot be reached ({response['transport_error']})"
+                    if response.get("unreachable") and not stats["answered"] else None)
+                if reason:  # this call, and any later one, cannot succeed
+                    stop.setdefault("reason", reason)
+                    return
                 if "transport_error" not in response:
+                    stats["answered"] += 1
                     cache.put(rkey, response)
             latency = time.perf_counter() - started
             usage = response.get("usage") or {}
@@ -207,6 +220,12 @@ class OpenAIForecaster(Forecaster):
             for client in clients:
                 await client.close()
         self._progress(stats, total, echo, final=True)
+        if stop:
+            raise ModelStopped(
+                f"{self.name}: stopped at the first call that cannot succeed: {stop['reason']} "
+                f"({stats['done']} answers journalled before it are kept; the failed calls are "
+                "not answers and are not journalled). Fix the key, model or base_url and give "
+                "the same command again: it resumes")
         return stats
 
     def request_body(self, messages: list[dict]) -> dict:
@@ -243,9 +262,14 @@ class OpenAIForecaster(Forecaster):
             return {"transport_error": f"timeout: no answer within {c.timeout:g} s "
                                        f"after {c.max_retries} retries"}
         except openai.APIConnectionError as exc:
-            return {"transport_error": _scrub(f"connection: {exc}", key)}
+            return {"transport_error": _scrub(f"connection: {exc}", key),
+                    "unreachable": _cannot_connect(exc)}
         except openai.APIStatusError as exc:
-            return {"transport_error": _scrub(f"http_{exc.status_code}: {exc.message}", key)}
+            said = exc.body.get("message") if isinstance(exc.body, dict) else None
+            text = _scrub(f"http_{exc.status_code}: {said or exc.message}", key)
+            if exc.status_code in STOP_STATUSES:  # the key, the model or the path is wrong
+                return {"stop": f"{text} ({STOP_STATUSES[exc.status_code]})"}
+            return {"transport_error": text}
         return completion_dict(resp)
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
@@ -310,6 +334,17 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
                        context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None)
+
+
+def _cannot_connect(exc: BaseException) -> bool:
+    """Whether a connection error is one of not connecting at all (refused, or a host name
+    that does not resolve), unlike a connection dropped once made."""
+    cause = exc.__cause__
+    while cause is not None:
+        if type(cause).__name__ == "ConnectError":
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _scrub(text: str, key: str) -> str:
