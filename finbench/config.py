@@ -8,6 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -153,12 +154,26 @@ class OpenAIModel(_ModelBase):
     price_output_per_1m: Annotated[float, Field(ge=0)] | None = None
     timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    # a base_url_env URL may carry user:password@ (sent as Basic auth) only when allowed
+    allow_url_credentials: bool = False
 
     @model_validator(mode="after")
     def _one_url(self) -> OpenAIModel:
         if self.base_url and self.base_url_env:
             raise ValueError("give base_url or base_url_env, not both")
+        if self.base_url and url_credentials(self.base_url):
+            raise ValueError("base_url holds credentials (user:password@): the config's text is "
+                             "kept in every run's manifest; give the URL in an environment "
+                             "variable named by base_url_env, with allow_url_credentials = true")
         return self
+
+
+def url_credentials(url: str) -> list[str]:
+    """The user, password and ``user:password`` a URL carries (none: an empty list)."""
+    parts = urlsplit(url)
+    found = [parts.username or "", parts.password or "",
+             parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""]
+    return [unquote(x) for x in found if x] + [x for x in found if x and unquote(x) != x]
 
 
 ModelConfig = Annotated[

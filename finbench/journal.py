@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,6 +41,7 @@ ROW_GROUP = 131_072  # rows per row group of the forecast table
 _ROW_UNIQUE = ("task_id", "lower", "upper", "raw", "rationale", "input_sha256")
 PARQUET_OPTIONS = {"compression": "zstd",
                    "use_dictionary": [c for c in FORECAST_COLUMNS if c not in _ROW_UNIQUE]}
+SYNC_SECONDS = 1.0  # streamed lines are fsynced at least this often (and on flush)
 AHEAD = 2  # parts handed to the writer thread and not yet written, at most: memory stays
 # bounded (a few batches) when answers come faster than the disk takes them
 # journal.jsonl as Arrow's JSON reader takes it: times as written (ISO text), typed after
@@ -57,6 +59,7 @@ class Journal:
         self._number: int | None = None  # the next part's number
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
+        self._synced_at, self._unsynced = time.monotonic(), False
 
     def done(self) -> set[tuple[str, str]]:
         """Every (task_id, model) journalled."""
@@ -105,10 +108,15 @@ class Journal:
         self._pending.append(self._writer.submit(_write_part, table, final, then))
 
     def flush(self) -> None:
-        """Wait until every part handed to the writer thread is on disk."""
+        """Wait until every part handed to the writer thread is on disk, and fsync the lines
+        appended since the last fsync."""
         pending, self._pending = self._pending, []
         for future in pending:
             future.result()
+        if self._unsynced and self.path.is_file():
+            with open(self.path, "rb+") as fh:
+                os.fsync(fh.fileno())
+            self._synced_at, self._unsynced = time.monotonic(), False
 
     def settle(self) -> list[BaseException]:
         """Wait until every part handed to the writer thread is written or has failed, and
@@ -188,7 +196,10 @@ class Journal:
         return found
 
     def append_records(self, records: list[dict], *, sync: bool = True) -> None:
-        """Append plain dict rows (one JSON line each) and flush them to the OS at once."""
+        """Append plain dict rows (one JSON line each), handed to the OS at once (a killed
+        process loses none of them) and fsynced: now with ``sync``, else within
+        :data:`SYNC_SECONDS` of the last fsync and on :meth:`flush` (a crash of the machine
+        loses at most that long of answers streamed one by one)."""
         if not records:
             return
         self._drop_torn_tail()
@@ -197,8 +208,12 @@ class Journal:
         with writing(self.path), open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
             fh.flush()
-            if sync:
+            now = time.monotonic()
+            if sync or now - self._synced_at >= SYNC_SECONDS:
                 os.fsync(fh.fileno())
+                self._synced_at, self._unsynced = now, False
+            else:
+                self._unsynced = True
 
     def _drop_torn_tail(self) -> None:
         """Cut an unfinished last line (a kill mid-write) so the next append starts clean."""

@@ -109,6 +109,10 @@ class ChatServer:
                                {"Retry-After": "1"})
         if model == "flaky500" and attempt <= 2:
             return self._reply(h, 500, {"error": {"message": "boom", "type": "server"}})
+        if model == "echo":  # a normal answer that repeats what the request carried
+            said = f"auth={h.headers.get('authorization')} path={h.path}"
+            return self._reply(h, 200, self._completion(model, json.dumps(
+                {**VALID, "rationale": said})))
         if model in REJECTED:  # as the API answers a bad key, a forbidden or unknown model
             status, message, kind = REJECTED[model]
             return self._reply(h, status, {"error": {"message": message, "type": kind}})

@@ -1,5 +1,6 @@
 """LLM forecasters through the real openai client against a loopback server."""
 
+import base64
 import json
 import os
 import signal
@@ -123,14 +124,72 @@ def test_missing_key_skips_the_model_and_the_run_goes_on(tmp_path, sample_store,
     assert server.total == 0
 
 
-def test_key_is_written_nowhere(tmp_path, sample_store, server):
-    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid"), ("d", "drop")])
+def written(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in Path(root).rglob("*") if p.is_file()]
+
+
+def test_key_is_written_nowhere_even_when_the_server_echoes_it(tmp_path, sample_store, server):
+    """A server that echoed the key inside a normal answer got it stored in the journal,
+    forecasts.parquet and the response cache."""
+    cfg = config(tmp_path, sample_store, server.base_url,
+                 [("m", "valid"), ("d", "drop"), ("e", "echo")])
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)
     assert any(KEY in r["auth"] for r in server.requests)  # it was sent...
-    for root in (out, tmp_path / "cache"):
-        for path in Path(root).rglob("*"):
-            if path.is_file():
-                assert KEY.encode() not in path.read_bytes(), path  # ...and never stored
+    for path in written(out, tmp_path / "cache"):
+        assert KEY.encode() not in path.read_bytes(), path  # ...and never stored
+    echoed = pd.read_parquet(out / "forecasts.parquet").query("model == 'e'")
+    assert echoed["valid"].all() and echoed["rationale"].str.contains(r"auth=Bearer \*\*\*").all()
+    from finbench.audit import audit_run
+
+    assert audit_run(out) == []  # the scrubbed raw text is what the answer was read from
+
+
+def test_credentials_in_a_base_url_are_refused_or_allowed_and_scrubbed(tmp_path, sample_store,
+                                                                       server, monkeypatch):
+    from finbench.config import load_config
+    from finbench.errors import ConfigError
+
+    host = server.base_url.split("//", 1)[1]
+    secret_url = f"http://researcher:pw-S3cret-77@{host}"
+    cfg = config(tmp_path, sample_store, secret_url, [("e", "echo")])
+    with pytest.raises(ConfigError, match=r"models.1.openai.base_url|base_url holds credentials"):
+        load_config(cfg)
+    text = config(tmp_path, sample_store, server.base_url, [("e", "echo")]).read_text()
+    text = text.replace(f'base_url = "{server.base_url}"', 'base_url_env = "FINBENCH_TEST_URL"')
+    (tmp_path / "cfg.toml").write_text(text)
+    monkeypatch.setenv("FINBENCH_TEST_URL", secret_url)
+    with pytest.raises(ConfigError, match="holds credentials .* set allow_url_credentials"):
+        run(tmp_path / "cfg.toml", tmp_path / "refused", echo=lambda *_: None)
+    (tmp_path / "cfg.toml").write_text(text + "allow_url_credentials = true\n")
+    out = run(tmp_path / "cfg.toml", tmp_path / "out", echo=lambda *_: None)
+    basic = base64.b64encode(b"researcher:pw-S3cret-77")  # how the client sends them
+    assert any(basic.decode() in r["auth"] for r in server.requests)
+    for path in written(out, tmp_path / "cache"):
+        data = path.read_bytes()
+        assert b"pw-S3cret-77" not in data and basic not in data and KEY.encode() not in data
+    assert pd.read_parquet(out / "forecasts.parquet").query("model == 'e'")["valid"].all()
+
+
+def test_streamed_journal_lines_are_fsynced_within_a_second_and_on_flush(tmp_path,
+                                                                         monkeypatch):
+    """The README promised fsynced lines while LLM answers were written with sync=False."""
+    import finbench.journal as journal_module
+    from finbench.journal import Journal
+
+    clock, synced = [100.0], []
+    monkeypatch.setattr(journal_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(journal_module.os, "fsync", lambda fd: synced.append(clock[0]))
+    journal = Journal(tmp_path)
+    record = {"task_id": "t", "model": "m", "valid": True}
+    for at in (100.0, 100.5, 101.2, 101.5):  # one line every half second or so
+        clock[0] = at
+        journal.append_records([record], sync=False)
+    assert synced == [101.2]  # a second after the last fsync, with the line that came then
+    clock[0] = 101.6
+    journal.flush()  # the line of 101.5 is fsynced when the journal is flushed
+    assert synced == [101.2, 101.6]
+    journal.flush()
+    assert synced == [101.2, 101.6]  # nothing new: no fsync
 
 
 def test_dry_run_prints_calls_tokens_and_cost_and_makes_no_request(tmp_path, sample_store,

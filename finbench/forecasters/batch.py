@@ -219,7 +219,7 @@ class BatchJob:
             receipt = receipts[custom_id]
             response = results.get(custom_id) or {
                 "transport_error": f"batch_{batch.status}: no result for this request"}
-            response = {**response, "batch_id": batch.id}
+            response = {**f.scrubbed(response), "batch_id": batch.id}
             if cache is not None and "transport_error" not in response:
                 cache.put(f.cache_key(receipt["input_sha256"]), response)
             mit = pd.Timestamp(receipt["max_input_time"]) if receipt["max_input_time"] else pd.NaT

@@ -13,15 +13,18 @@ never written anywhere, and any error text that might echo it is scrubbed.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
 import sys
 import time
+from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 
-from finbench.errors import ModelStopped
+from finbench.config import url_credentials
+from finbench.errors import ConfigError, ModelStopped
 from finbench.forecast import ForecastAnswer, ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, Inputs, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
@@ -120,6 +123,28 @@ class OpenAIForecaster(Forecaster):
         super().__init__(config)
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
+        if self.base_url and url_credentials(self.base_url) and not config.allow_url_credentials:
+            raise ConfigError(f"models.{config.name}: the URL in {config.base_url_env} holds "
+                              "credentials (user:password@), sent as Basic auth; set "
+                              "allow_url_credentials = true to use it (they are scrubbed from "
+                              "everything written)")
+
+    def secrets(self) -> list[str]:
+        """Every credential this model's requests carry (the API key, any user and password
+        in its URL): none of them is ever written, answers included."""
+        key = os.environ.get(self.config.api_key_env, "")
+        found = [key, *url_credentials(self.base_url or "")]
+        parts = urlsplit(self.base_url or "")
+        if parts.username is not None:  # sent as Basic auth: base64 of user:password
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            found.append(base64.b64encode(pair.encode()).decode())
+        return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+    def scrubbed(self, response: dict) -> dict:
+        """A response with every credential in its text replaced by ``***`` (a server may
+        echo them inside a normal answer)."""
+        secrets = self.secrets()
+        return {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in response.items()}
 
     # -- planning ------------------------------------------------------------------------
     def params(self) -> dict:
@@ -165,6 +190,7 @@ class OpenAIForecaster(Forecaster):
         from openai import AsyncOpenAI
 
         key = os.environ.get(self.config.api_key_env, "")
+        secrets = self.secrets()
         # httpcore scans every pooled connection on each request; a few clients with small
         # pools keep that scan short at high concurrency.
         n_clients = max(1, -(-self.config.concurrency // CONNECTIONS_PER_CLIENT))
@@ -192,7 +218,7 @@ class OpenAIForecaster(Forecaster):
                         return
                     await limiter.acquire(estimate_tokens(messages))
                     stats["requests"] += 1
-                    response = await self._call(clients[i % n_clients], messages, key)
+                    response = await self._call(clients[i % n_clients], messages, secrets)
                 reason = response.get("stop") or (
                     f"the endpoint cannot be reached ({response['transport_error']})"
                     if response.get("unreachable") and not stats["answered"] else None)
@@ -248,7 +274,7 @@ class OpenAIForecaster(Forecaster):
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
                            params=self.params(), messages_sha256=sha)
 
-    async def _call(self, client, messages: list[dict], key: str) -> dict:
+    async def _call(self, client, messages: list[dict], secrets: list[str]) -> dict:
         import openai
 
         c = self.config
@@ -262,15 +288,15 @@ class OpenAIForecaster(Forecaster):
             return {"transport_error": f"timeout: no answer within {c.timeout:g} s "
                                        f"after {c.max_retries} retries"}
         except openai.APIConnectionError as exc:
-            return {"transport_error": _scrub(f"connection: {exc}", key),
+            return {"transport_error": scrub(f"connection: {exc}", secrets),
                     "unreachable": _cannot_connect(exc)}
         except openai.APIStatusError as exc:
             said = exc.body.get("message") if isinstance(exc.body, dict) else None
-            text = _scrub(f"http_{exc.status_code}: {said or exc.message}", key)
+            text = scrub(f"http_{exc.status_code}: {said or exc.message}", secrets)
             if exc.status_code in STOP_STATUSES:  # the key, the model or the path is wrong
                 return {"stop": f"{text} ({STOP_STATUSES[exc.status_code]})"}
             return {"transport_error": text}
-        return completion_dict(resp)
+        return self.scrubbed(completion_dict(resp))
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
         now = time.perf_counter()
@@ -347,5 +373,8 @@ def _cannot_connect(exc: BaseException) -> bool:
     return False
 
 
-def _scrub(text: str, key: str) -> str:
-    return text.replace(key, "***") if key else text
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret replaced by ``***`` (longest first)."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
