@@ -28,3 +28,8 @@ def store_files(store: Path) -> dict[str, bytes]:
 
 def utc(text: str) -> pd.Timestamp:
     return pd.Timestamp(text, tz="UTC")
+
+
+def baselines_toml(*kinds: str) -> str:
+    """``[[models]]`` blocks of baselines with default settings, each named after its kind."""
+    return "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n' for k in kinds)

@@ -13,15 +13,9 @@ from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.run import run
 from finbench.shards import merge_shards
+from tests.helpers import baselines_toml
 
-BASELINES = """
-[[models]]
-name = "coin"
-kind = "coin"
-[[models]]
-name = "base_rate"
-kind = "base_rate"
-[[models]]
+BASELINES = baselines_toml("coin", "base_rate") + """[[models]]
 name = "short_rate"
 kind = "base_rate"
 window = 10

@@ -10,6 +10,7 @@ import pytest
 from finbench.config import load_config
 from finbench.errors import ConfigError, DataError
 from finbench.run import run
+from tests.helpers import baselines_toml
 
 # the paper's pilot CSV shape: several models, each at the horizons it was asked
 PILOT_CSV = """model,ticker,session,horizon,p_up,lower,upper
@@ -34,10 +35,7 @@ store = "{store}"
 tickers = ["AAPL", "MSFT", "NVDA"]
 start = "2025-01-15"
 end = "{end}"
-[[models]]
-name = "coin"
-kind = "coin"
-{models}""")
+{baselines_toml("coin")}{models}""")
     return path
 
 

@@ -9,6 +9,7 @@ from finbench.errors import ConfigError
 from finbench.report.build import report
 from finbench.report.writers import fmt_p
 from finbench.run import run
+from tests.helpers import baselines_toml
 
 CONFIG = """
 [data]
@@ -17,17 +18,7 @@ store = "{store}"
 tickers = ["AAPL", "MSFT", "NVDA"]
 start = "{start}"
 end = "{end}"
-[[models]]
-name = "coin"
-kind = "coin"
-[[models]]
-name = "base_rate"
-kind = "base_rate"
-[[models]]
-name = "climatology"
-kind = "climatology"
-{extra}
-"""
+""" + baselines_toml("coin", "base_rate", "climatology") + "{extra}\n"
 
 
 def write(tmp_path, store, *, start="2024-11-25", end="2024-12-27", extra=""):

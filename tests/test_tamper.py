@@ -12,6 +12,7 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.run import run
+from tests.helpers import baselines_toml
 from tests.llm_server import ChatServer
 
 ROWS = ["AAPL|2025-01-14|MIDDAY", "MSFT|2025-01-15|MORNING"]
@@ -36,19 +37,7 @@ store = "{sample_store}"
 tickers = ["AAPL", "MSFT"]
 start = "2025-01-13"
 end = "2025-01-15"
-[[models]]
-name = "coin"
-kind = "coin"
-[[models]]
-name = "base_rate"
-kind = "base_rate"
-[[models]]
-name = "momentum"
-kind = "momentum"
-[[models]]
-name = "climatology"
-kind = "climatology"
-[[models]]
+{baselines_toml("coin", "base_rate", "momentum", "climatology")}[[models]]
 name = "scripted"
 kind = "scripted"
 answers = ['{{"p_up": 0.7, "lower": -0.01, "upper": 0.01}}', 'not json']
