@@ -1,4 +1,4 @@
-"""The audit catches what it claims to: each of 30 edits of a finished run (forecasts, labels,
+"""The audit catches what it claims to: each of 32 edits of a finished run (forecasts, labels,
 tasks, journal, scores, per-row scores, manifest), made on its own copy of the run, is named
 in the audit's output; the untouched run passes. Once it caught 8 of 24 such edits."""
 
@@ -253,6 +253,12 @@ def manifest_alpha(d):
     return ["manifest.json: config scores.alpha is 0.1, but its config text gives 0.2"]
 
 
+def manifest_config_invalid(d):
+    edit_manifest(d, lambda m: m["config"]["scores"].update(alpha="lots"))
+    return ["manifest.json: its config is not a valid config",
+            "manifest.json: config scores.alpha is 'lots', but its config text gives 0.2"]
+
+
 def manifest_config_hash(d):
     edit_manifest(d, lambda m: m.update(config_sha256="0" * 64))
     return ["manifest.json: config_sha256 000000000000 is not the hash of its config text"]
@@ -333,9 +339,9 @@ EDITS = [llm_p_up, coin_p_up, widened_interval, dropped_row, duplicated_row,
          llm_losing_answers_invalid, foreign_task, late_input, forged_digest, history_count,
          fallback_removed, interval_note, renamed_model, replay_p_up, scripted_raw,
          baseline_detail, flipped_y, changed_r, changed_status, manifest_alpha,
-         manifest_config_hash, manifest_skipped, manifest_snapshot, journal_part,
-         journal_line_edited, journal_line_dropped, journal_part_added, scores_value,
-         scores_csv, rows_value, tasks_dropped]
+         manifest_config_invalid, manifest_config_hash, manifest_skipped, manifest_snapshot,
+         journal_part, journal_line_edited, journal_line_dropped, journal_part_added,
+         scores_value, scores_csv, rows_value, tasks_dropped]
 
 
 def test_the_untouched_run_passes(clean):

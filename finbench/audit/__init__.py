@@ -77,7 +77,10 @@ def _audit(run_dir: Path, echo) -> list[str]:
     """:func:`audit_run` of a run directory read-locked by the caller."""
     manifest = read_manifest(run_dir)
     problems = hash_problems(run_dir, manifest) + config_problems(manifest)
-    config = load_run_config(run_dir)
+    try:
+        config = load_run_config(run_dir)
+    except ValueError:  # named by config_problems: nothing else can be re-derived without it
+        return problems
     plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]
     if plan.store.snapshot_sha256 != want:
