@@ -82,7 +82,7 @@ def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple
         partitions[rel] = sha256_file(path / rel)
         rows += table.num_rows
     store.manifest["partitions"] = dict(sorted(partitions.items()))
-    store.manifest["snapshot_sha256"] = snapshot_hash(partitions)
+    store.manifest["snapshot_sha256"] = snapshot_hash(partitions, store.manifest)
     store.save_manifest()
     return days, rows
 
