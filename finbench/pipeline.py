@@ -396,10 +396,11 @@ def scorability(plan: Plan, labels: pd.DataFrame) -> list[str]:
         raise RunError(f"no tasks: {spec.start}..{spec.end} gives none: {why}")
     warnings = []
     ok = (labels["status"] == "ok").to_numpy(bool)
-    tickers = plan.tasks["ticker"].to_numpy(object)
-    dead = [t for t in spec.tickers if not ok[tickers == t].any()]
+    names, code = _encoded(plan.tasks["ticker"])
+    scorable = np.bincount(code, weights=ok, minlength=len(names))
+    dead = [t for t, n in zip(names, scorable, strict=True) if n == 0]
     if dead:
-        count = int(np.isin(tickers, dead).sum())
+        count = int(np.bincount(code, minlength=len(names))[scorable == 0].sum())
         warnings.append(f"{', '.join(dead)}: no scorable task on these dates (no bars in the "
                         f"store at the horizons and target?): {count} tasks unscorable")
     dates = plan.store.dates("bars")

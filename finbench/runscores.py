@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from finbench.config import baseline_names, interval_reference
 from finbench.errors import RunError
+from finbench.lookup import arrow_text, positions
 from finbench.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
 from finbench.rundir import finished_run, load_run_config, read_manifest, record_files
 from finbench.runlock import RunLock
@@ -47,6 +48,8 @@ class RunScores:
         self.interval_reference = interval_reference(self.config)
         self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
                            baselines=self.baselines, interval_reference=self.interval_reference)
+        self._task_ids = arrow_text(self.tasks["task_id"])
+        self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
 
     def scored(self, name: str) -> pd.DataFrame:
         """One model's forecast rows with labels and per-row scores."""
@@ -62,11 +65,27 @@ class RunScores:
                            "(tasks.parquet)")
         return rows
 
+    def baseline_answers(self, name: str) -> Reference:
+        """A baseline's answer and scores per task, read lean (four columns, no frame)."""
+        table = pq.read_table(self.path, columns=["task_id", "p_up", "lower", "upper", "valid"],
+                              filters=[("model", "=", name)])
+        ids = table.column("task_id").combine_chunks()
+        at = (np.arange(len(ids)) if ids.equals(self._task_ids)
+              else positions(ids, self._task_ids))
+        status_ok = (self.labels["status"] == "ok").to_numpy(bool)
+        if not self._labels_in_task_order:
+            raise RunError(f"{self.dir}: labels.parquet is not in the order of tasks.parquet")
+        y = np.where(status_ok, self.labels["y"].astype("float64").to_numpy(), np.nan)
+        r = np.where(status_ok, self.labels["r"].to_numpy(float), np.nan)
+        column = {c: table.column(c).to_numpy() for c in ("p_up", "lower", "upper", "valid")}
+        return Reference(at, column["p_up"], column["lower"], column["upper"], column["valid"],
+                         y, r, len(self.tasks), alpha=self.config.scores.alpha)
+
     def models(self) -> Iterator[tuple[str, pd.DataFrame, pa.Table]]:
         """(name, scored rows, export table) per model, in the config's order; each model's
         rows are added to :attr:`tally` as they come (one model's rows in memory at a time)."""
         # each baseline's answers per task, for the export's columns
-        references = {b: Reference(self.scored(b), len(self.tasks)) for b in self.baselines}
+        references = {b: self.baseline_answers(b) for b in self.baselines}
         for name in self.names:
             rows = self.scored(name)
             self.tally.add(name, rows.assign(task_code=rows["task_row"]))

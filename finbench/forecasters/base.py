@@ -142,9 +142,12 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
     has_reason = pd.notna(refused).astype(bool)
     error[has_reason] = refused[has_reason]
     valid = ~pd.notna(error).astype(bool)
-    raw = json_array({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")}, n)
-    if no_interval.any():
-        raw = pc.if_else(pa.array(no_interval), json_array({"p_up": p}, n), raw)
+    if no_interval.all():  # a forecaster without intervals: its answers are probabilities
+        raw = json_array({"p_up": p}, n)
+    else:
+        raw = json_array({c: answers[c].to_numpy(float) for c in ("p_up", "lower", "upper")}, n)
+        if no_interval.any():
+            raw = pc.if_else(pa.array(no_interval), json_array({"p_up": p}, n), raw)
     raw = pc.if_else(pa.array(valid), raw, pa.scalar("", pa.string()))
     nan = np.full(n, np.nan)
     return {"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),

@@ -376,12 +376,14 @@ class _Baseline(Forecaster):
         return (np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOT_APPLICABLE, object),
                 np.full(n, -1, np.int64))
 
-    def _rolling_rate(self, history: History, tasks: pd.DataFrame):
+    def _rolling_rate(self, history: History, inputs: Inputs):
         """The rolling base rate with its details and fallback (to 0.5 below ``min_count``)."""
         window, min_count = self._window()
-        p, count, last = rolling_rate(history, tasks, window, min_count)
-        details = pd.DataFrame({"p": p, "rate_count": count,
-                                **window_details(history, tasks, window)})
+        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
+        key = ("window_details", window)
+        if key not in inputs.shared:  # the rolling baselines given the same tasks share them
+            inputs.shared[key] = window_details(history, inputs.tasks, window)
+        details = pd.DataFrame({"p": p, "rate_count": count, **inputs.shared[key]})
         fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
                           f"{min_count}", count)
         return p, details, fallback, last
@@ -400,7 +402,7 @@ class BaseRate(_Baseline):
     def _probability(self, history, inputs):
         if self.config.variant == "frozen":
             return self._frozen(history, inputs)
-        return self._rolling_rate(history, inputs.tasks)
+        return self._rolling_rate(history, inputs)
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
@@ -447,7 +449,7 @@ class Momentum(_Baseline):
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
-        base_p, details, base_fallback, last = self._rolling_rate(history, tasks)
+        base_p, details, base_fallback, last = self._rolling_rate(history, inputs)
         sign = _pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         lo, end = _window_rows(history, tasks, window)
         past = history.column(self._sign_column).astype(float)
@@ -481,7 +483,7 @@ class Climatology(_Baseline):
     past returns of its window as its interval (abstaining below ``min_count`` returns)."""
 
     def _probability(self, history, inputs):
-        return self._rolling_rate(history, inputs.tasks)
+        return self._rolling_rate(history, inputs)
 
     def _interval(self, history, tasks):
         window, min_count = self._window()
@@ -495,20 +497,14 @@ class Climatology(_Baseline):
 
 def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[str, object]:
     """Per task, the sessions its window spans and what it skipped (:meth:`History.spans`),
-    as detail columns; remembered for the last tasks frame and window asked about (the
-    rolling baselines of a run share them)."""
-    last = history._memo.get("window_details")
-    if last is not None and last[0] is tasks and last[1] == window:
-        return last[2]
+    as detail columns."""
     span = history.spans(tasks, window)
     sessions = history.column("session")
-    out = {"window_first": _pick_text(sessions, span["first"]),
-           "window_last": _pick_text(sessions, span["last"]),
-           "skipped_unscorable": span["unscorable"],
-           "skipped_early_close": span["early_close"],
-           "skipped_not_known": span["not_known"]}
-    history._memo["window_details"] = (tasks, window, out)
-    return out
+    return {"window_first": _pick_text(sessions, span["first"]),
+            "window_last": _pick_text(sessions, span["last"]),
+            "skipped_unscorable": span["unscorable"],
+            "skipped_early_close": span["early_close"],
+            "skipped_not_known": span["not_known"]}
 
 
 def _pick_text(values: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from finbench.lookup import arrow_text, positions, take
 from finbench.scoring import _core
@@ -149,18 +150,19 @@ class Tally:
         si = lay(rows["interval_scored"].to_numpy(float), 0.0) > 0
         status = rows["status"]
         valid = rows["valid"].to_numpy(bool)
-        note = (rows["interval_note"] if "interval_note" in rows
-                else pd.Series(None, index=rows.index, dtype=object))
-        fallback = (rows["p_fallback"].notna().to_numpy(bool) if "p_fallback" in rows
-                    else np.zeros(len(rows), bool))
+        none = np.zeros(len(rows), bool)
+        note = arrow_text(rows["interval_note"]) if "interval_note" in rows else None
+        given = pc.is_valid(note).to_numpy(zero_copy_only=False) if note is not None else none
+        na = (pc.fill_null(pc.equal(note, NOT_APPLICABLE), False).to_numpy(zero_copy_only=False)
+              if note is not None else none)
+        fallback = (pc.is_valid(arrow_text(rows["p_fallback"])).to_numpy(zero_copy_only=False)
+                    if "p_fallback" in rows else none)
         flags = {
             "n_valid": valid.astype(float),
             "n_fallback": rows["fallback_used"].to_numpy(float),
             "n_p_fallback": (valid & fallback).astype(float),
-            "n_interval_abstained": (valid & note.notna().to_numpy(bool)
-                                     & (note != NOT_APPLICABLE).to_numpy(bool)).astype(float),
-            "n_interval_not_applicable": (valid & (note == NOT_APPLICABLE).to_numpy(bool)
-                                          ).astype(float),
+            "n_interval_abstained": (valid & given & ~na).astype(float),
+            "n_interval_not_applicable": (valid & na).astype(float),
             "n_unscorable": (status != "ok").to_numpy(float),
             "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
             "n_no_target_price": (status == "no_target_price").to_numpy(float),

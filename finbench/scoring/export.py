@@ -15,21 +15,30 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.scoring import _core
+
 ROW_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "p_up", "lower", "upper",
                "valid", "fallback_used", "scored", "interval_scored", "status", "r", "y",
                "brier", "log_loss", "winkler", "covered", "width", "kelly"]
 
 
 class Reference:
-    """A baseline's answer and scores per task (positions in the run's task list)."""
+    """A baseline's answer and scores per task (positions in the run's task list): ``p_up``,
+    and Brier and Winkler where the answer is valid and the label ``ok`` (NaN elsewhere)."""
 
-    def __init__(self, rows: pd.DataFrame, n_tasks: int) -> None:
-        at = rows["task_row"].to_numpy(np.int64)
+    def __init__(self, at: np.ndarray, p_up, lower, upper, valid, y, r, n_tasks: int, *,
+                 alpha: float) -> None:
+        """``at``: each row's task (-1: none); ``y``, ``r``: labels per task (NaN when not
+        ``ok``)."""
         mine = at >= 0
+        task = at[mine]
+        p, lo, hi = (np.asarray(v, float)[mine] for v in (p_up, lower, upper))
+        ok = np.asarray(valid, bool)[mine] & ~np.isnan(y[task])
         self.p_up, self.brier, self.winkler = (np.full(n_tasks, np.nan) for _ in range(3))
-        self.p_up[at[mine]] = rows["p_up"].to_numpy(float)[mine]
-        self.brier[at[mine]] = rows["brier"].to_numpy(float)[mine]
-        self.winkler[at[mine]] = rows["winkler"].to_numpy(float)[mine]
+        self.p_up[task] = p
+        with np.errstate(invalid="ignore"):
+            self.brier[task] = np.where(ok, _core.brier(y[task], p), np.nan)
+            self.winkler[task] = np.where(ok, _core.winkler(r[task], lo, hi, alpha), np.nan)
 
 
 def row_table(rows: pd.DataFrame, references: dict[str, Reference],
