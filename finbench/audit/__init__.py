@@ -81,6 +81,7 @@ def _audit(run_dir: Path, echo) -> list[str]:
         config = load_run_config(run_dir)
     except ValueError:  # named by config_problems: nothing else can be re-derived without it
         return problems
+    scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
     plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]
     if plan.store.snapshot_sha256 != want:
@@ -92,23 +93,28 @@ def _audit(run_dir: Path, echo) -> list[str]:
     ids = arrow_text(plan.tasks["task_id"])
     if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
         problems.append("tasks.parquet: task list differs from the one the config gives")
-        return problems
+        return problems + scores
     problems += consistency_problems(labels)
-    path = run_dir / "forecasts.parquet"
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
+    problems += _derived_again(run_dir, plan, models, labels, ids, echo)
+    return problems + scores
+
+
+def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo) -> list[str]:
+    """Labels, answers, receipts and the time gate derived again from the store and compared
+    with the run's (see the module docstring)."""
     kinds = {m.kind for m in models}
     contexts = bool(kinds - set(BASELINE_KINDS))
-    resolved = resolve(plan, momentum_minutes=momentum_minutes(config), daily=contexts,
+    resolved = resolve(plan, momentum_minutes=momentum_minutes(plan.config), daily=contexts,
                        echo=echo)
-    problems += label_problems(labels, resolved.labels_of(plan.tasks))
+    problems = label_problems(labels, resolved.labels_of(plan.tasks))
     again = Again(plan, resolved, models)
     problems += again.problems
-    receipts = Receipts(config, plan, resolved, contexts=contexts, prompts="openai" in kinds,
-                        each_chunk=again.contexts)
+    receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
+                        prompts="openai" in kinds, each_chunk=again.contexts)
     problems += _row_problems(run_dir, plan, models, again)
-    problems += _receipt_problems(path, plan, ids, receipts, echo)
-    problems += score_problems(run_dir)
+    problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
     return problems
 
 
@@ -136,24 +142,27 @@ class Again:
         for name, f in self.forecasters.items():
             if f.needs_context and not f.streaming:
                 rows = np.flatnonzero(self.asked[name][where])
-                if len(rows):
-                    self.tables[name].append(f.forecast(context_inputs(
-                        self.plan, self.resolved, chunk, contexts, bars, rows)))
+                if len(rows):  # answers in the order of their tasks (plan positions kept)
+                    self.tables[name].append((where[rows], f.forecast(context_inputs(
+                        self.plan, self.resolved, chunk, contexts, bars, rows))))
 
-    def month(self, name: str, month: np.ndarray) -> pa.Table:
+    def month(self, name: str, month: np.ndarray) -> tuple[pa.Table, np.ndarray]:
         """``name``'s answers again for the tasks (positions in the plan) of one month that
-        it was asked, in task order."""
+        it was asked, and those positions (a forecaster answers in the order of its tasks)."""
         f = self.forecasters[name]
         rows = month[self.asked[name][month]]
         if not f.needs_context:
             return (f.forecast(plain_inputs(self.plan, self.resolved, rows)) if len(rows)
-                    else FORECAST_SCHEMA.empty_table())
-        if not isinstance(self.tables[name], pa.Table):  # the receipts' pass made them
-            self.tables[name] = (pa.concat_tables(self.tables[name]) if self.tables[name]
-                                 else FORECAST_SCHEMA.empty_table())
-        table = self.tables[name]
-        at = positions(table.column("task_id"), self.plan.tasks["task_id"])
-        return table.take(pa.array(np.flatnonzero(np.isin(at, rows))))
+                    else FORECAST_SCHEMA.empty_table()), rows
+        if isinstance(self.tables[name], list):  # the receipts' pass made them, by chunk
+            parts = self.tables[name]
+            self.tables[name] = (
+                pa.concat_tables([t for _, t in parts]) if parts
+                else FORECAST_SCHEMA.empty_table(),
+                np.concatenate([at for at, _ in parts]) if parts else np.empty(0, np.int64))
+        table, at = self.tables[name]
+        keep = np.flatnonzero(np.isin(at, rows))
+        return table.take(pa.array(keep)), at[keep]
 
 
 def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
@@ -190,8 +199,7 @@ def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
                 wrong += compare(rows, numbers, raw_answers(rows, m.structured), m.name,
                                  "its raw answer read again", FROM_RAW)
                 continue
-            again_rows = again.month(m.name, month)
-            at = positions(again_rows.column("task_id"), ids)
+            again_rows, at = again.month(m.name, month)
             both = np.isin(tasks, at)  # a stored row of a task not asked: see coverage
             order = np.argsort(at, kind="stable")
             take = order[np.searchsorted(at[order], tasks[both])]

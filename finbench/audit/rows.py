@@ -99,13 +99,13 @@ class JournalRows:
         n = len(task_ids)
         self.source = np.full(n, -2, np.int64)  # part number, -1: a line, -2: none
         self.row = np.full(n, -1, np.int64)
-        for k, part in enumerate(parts):
-            at = positions(pq.read_table(part, columns=["task_id"]).column("task_id"), task_ids)
-            inside = at >= 0
-            self.source[at[inside]], self.row[at[inside]] = k, np.flatnonzero(inside)
-        at = positions(lines.column("task_id"), task_ids)
-        inside = at >= 0
-        self.source[at[inside]], self.row[at[inside]] = -1, np.flatnonzero(inside)
+        ids = [pq.read_table(part, columns=["task_id"]).column("task_id").combine_chunks()
+               for part in parts] + [lines.column("task_id").combine_chunks()]
+        at = positions(pa.concat_arrays([a.cast(pa.string()) for a in ids]), task_ids)
+        source = np.repeat(np.r_[np.arange(len(parts)), -1], [len(a) for a in ids])
+        row = np.concatenate([np.arange(len(a)) for a in ids])
+        inside = at >= 0  # written in this order: of rows of one task, the last counts
+        self.source[at[inside]], self.row[at[inside]] = source[inside], row[inside]
 
     def has(self, tasks: np.ndarray) -> np.ndarray:
         return self.source[tasks] > -2

@@ -31,11 +31,20 @@ def score_problems(run_dir: Path) -> list[str]:
     scores = RunScores(run_dir)
     problems: list[str] = []
     stored_rows = run_dir / "rows.parquet"
+    stored = pq.ParquetFile(stored_rows) if stored_rows.is_file() else None
+    groups = _model_groups(stored) if stored is not None else {}
     try:
         for name, _, table in scores.models():
-            if stored_rows.is_file():
-                have = pq.read_table(stored_rows, filters=[("model", "=", name)])
-                problems += _table_problems(have, table, f"rows.parquet (model {name})")
+            if stored is not None:  # compared a row group at a time
+                start = 0
+                for g in groups.get(name, []):
+                    have = stored.read_row_group(g)
+                    problems += _table_problems(have, table.slice(start, have.num_rows),
+                                                f"rows.parquet (model {name})")
+                    start += have.num_rows
+                if start != table.num_rows:
+                    problems.append(f"rows.parquet (model {name}): {start} rows; the stored "
+                                    f"forecasts and labels give {table.num_rows}")
     except RunError as exc:  # e.g. a row of no task of the run (named by the row checks)
         return [*problems, f"scores cannot be computed again: {exc}"]
     if not stored_rows.is_file():
@@ -46,6 +55,17 @@ def score_problems(run_dir: Path) -> list[str]:
     problems += _frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
                                 key=["model", "slice_kind", "slice"])
     return problems
+
+
+def _model_groups(parquet: pq.ParquetFile) -> dict[str, list[int]]:
+    """The row groups of each model in a per-row scores file (written model by model, each
+    row group of one model); a row group mixing models is listed under each of them."""
+    out: dict[str, list[int]] = {}
+    for g in range(parquet.metadata.num_row_groups):
+        models = pc.unique(parquet.read_row_group(g, columns=["model"]).column("model"))
+        for name in models.to_pylist():
+            out.setdefault(name, []).append(g)
+    return out
 
 
 def _table_problems(have: pa.Table, want: pa.Table, what: str) -> list[str]:

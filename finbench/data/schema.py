@@ -143,8 +143,10 @@ def validate_bars(
                 lambda r: f"ticker={tick.iloc[r]!r}",
             )
         problems.add("ticker is not empty", (tick.isna() | (tick == "")).to_numpy(bool))
-        bad = np.array([t is not pd.NA and t != "" and ticker_problem(t) is not None
-                        for t in tick], dtype=bool)
+        code, names = pd.factorize(tick)  # each distinct ticker checked once
+        wrong = np.array([name != "" and ticker_problem(name) is not None for name in names],
+                         dtype=bool)
+        bad = (code >= 0) & wrong[np.maximum(code, 0)] if len(names) else np.zeros(len(tick), bool)
         problems.add("ticker has no whitespace, control character or '|'", bad,
                      lambda r: f"ticker={tick.iloc[r]!r}")
         out["ticker"] = tick
