@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from finbench.config import BASELINE_KINDS, RunConfig
 from finbench.errors import RunError
@@ -87,7 +88,11 @@ def load_run(run_dir: str | Path) -> RunData:
     config = RunConfig.model_validate(manifest["config"])
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
-    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=list(SCORED_COLUMNS))
+    # what the tables use: p_fallback is counted in scores.parquet only; an interval note is
+    # one of a few texts, read as a category
+    columns = [c for c in SCORED_COLUMNS if c != "p_fallback"]
+    forecasts = pq.read_table(run_dir / "forecasts.parquet", columns=columns,
+                              read_dictionary=["interval_note"]).to_pandas()
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
     skipped = manifest.get("skipped_models", {})
