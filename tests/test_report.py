@@ -89,9 +89,10 @@ def test_figures_plot_the_table_values(pilot):
     ax = F.plot_wealth(paths)
     lines = {line.get_label(): line for line in ax.get_lines()}
     dates, wealth = paths["base_rate"]
-    np.testing.assert_allclose(lines["base_rate"].get_ydata(), wealth)
-    assert len(wealth) == 1  # the pilot is one session: one point, its date
-    assert str(pd.Timestamp(lines["base_rate"].get_xdata()[0]).date()) == "2025-01-15"
+    np.testing.assert_allclose(lines["base_rate"].get_ydata(), np.r_[0.0, wealth])
+    assert len(wealth) == 1  # the pilot is one session: wealth 1 the day before, then after it
+    assert [str(pd.Timestamp(x).date()) for x in lines["base_rate"].get_xdata()] == [
+        "2025-01-14", "2025-01-15"]
 
 
 def test_runs_sharing_a_folder_name_are_told_apart_and_one_run_twice_is_refused(pilot,

@@ -136,18 +136,23 @@ def wealth_points(path: np.ndarray) -> np.ndarray:
 
 
 def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
-    """Log wealth of a Kelly bettor at even odds, per model, after each session (by session
-    date, from 0 before the first); a ruined bettor's line ends at its last session before
-    ruin, marked with an x."""
+    """Log wealth of a Kelly bettor at even odds, per model, by session date: 0 (wealth 1) the
+    day before the first session, then after each session (marked when there are few); a
+    ruined bettor's line ends at its last session before ruin, marked with an x."""
     ax = _ax(ax)
     for model, (dates, path) in paths.items():
+        if not len(dates):
+            continue
         finite = np.isfinite(path)
         end = int(np.argmin(finite)) if not finite.all() else len(path)
-        x, y = dates[:end], np.asarray(path[:end], float)
+        start = np.asarray(dates[:1], "datetime64[ns]") - np.timedelta64(1, "D")
+        x = np.r_[start, np.asarray(dates[:end], "datetime64[ns]")]
+        y = np.r_[0.0, np.asarray(path[:end], float)]
         keep = wealth_points(y)
-        line, = ax.plot(x[keep], y[keep], label=model)
+        line, = ax.plot(x[keep], y[keep], label=model,
+                        marker="o" if len(y) <= 60 else None, markersize=3)
         if end < len(path):
-            ax.plot([dates[end]], [y[-1] if len(y) else 0.0], marker="x", color=line.get_color())
+            ax.plot([dates[end]], [y[-1]], marker="x", color=line.get_color())
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("session")
     ax.set_ylabel("log wealth")
