@@ -20,14 +20,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from finbench.config import OpenAIModel  # noqa: E402
+from finbench.core.config import OpenAIModel  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
-from finbench.forecasters.base import Inputs  # noqa: E402
 from finbench.forecasters.cache import ResponseCache  # noqa: E402
 from finbench.forecasters.llm import OpenAIForecaster  # noqa: E402
-from finbench.gate import ContextIndex  # noqa: E402
-from finbench.journal import Journal  # noqa: E402
-from finbench.tasks import build_tasks  # noqa: E402
+from finbench.runlog.journal import Journal  # noqa: E402
+from finbench.tracks.base import Inputs  # noqa: E402
+from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
+from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 
 CALLS, CONCURRENCY, LATENCY = 2000, 64, 0.100
 SERVER = """
@@ -41,7 +41,7 @@ time.sleep(3600)
 
 
 def main() -> None:
-    from finbench.config import TasksConfig
+    from finbench.core.config import TasksConfig
 
     store = Store(ROOT / "data" / "sample")
     base = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",

@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import best_of  # noqa: E402
 
-from finbench.calendar import get_calendar  # noqa: E402
-from finbench.config import TasksConfig  # noqa: E402
+from finbench.core.calendar import get_calendar  # noqa: E402
+from finbench.core.config import TasksConfig  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
-from finbench.gate import ContextIndex  # noqa: E402
-from finbench.labels import compute_labels  # noqa: E402
-from finbench.tasks import build_tasks  # noqa: E402
+from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
+from finbench.tracks.intraday.labels import compute_labels  # noqa: E402
+from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 from tests.reference import naive_context, naive_daily, naive_labels  # noqa: E402
 
 N_TICKERS, N_SESSIONS, NAIVE_SAMPLE, REPEATS = 100, 60, 60, 3

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from finbench.errors import (  # noqa: E402
+from finbench.core.errors import (  # noqa: E402
     ConfigError,
     DataError,
     FinbenchError,

@@ -8,7 +8,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from finbench.errors import FinbenchError
+from finbench.core.errors import FinbenchError
 
 
 def _data_ingest(args: argparse.Namespace) -> int:
@@ -90,16 +90,16 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 
 def _tasks(args: argparse.Namespace) -> int:
-    from finbench.config import load_config
-    from finbench.pipeline import plan_run, resolve, summary
+    from finbench.core.config import load_config
+    from finbench.tracks.intraday.pipeline import plan_run, resolve, summary
 
     config, _ = load_config(args.config)
     plan = plan_run(config)
     labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
     out = Path(args.out) if args.out else None
     if out:
-        from finbench.outputs import write_atomic
-        from finbench.runlock import RunLock
+        from finbench.core.outputs import write_atomic
+        from finbench.runlog.runlock import RunLock
 
         with RunLock(out, command="finbench tasks"):
             write_atomic(out / "tasks.parquet", partial(plan.tasks.to_parquet, index=False))
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from finbench.runscores import score_run
+    from finbench.scoring.run import score_run
 
     scores = score_run(args.run)
     print(f"{args.run}: {len(scores)} score rows written to scores.parquet and scores.csv")
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        from finbench.outputs import out_of_space
+        from finbench.core.outputs import out_of_space
 
         if not out_of_space(exc):
             raise

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import finbench
-from finbench.config import (
+from finbench.core.config import (
     RunConfig,
     baseline_names,
     interval_reference,
@@ -25,16 +25,21 @@ from finbench.config import (
     momentum_minutes,
     shard_config,
 )
+from finbench.core.errors import ModelStopped, RunError
+from finbench.core.lookup import positions
+from finbench.core.outputs import write_atomic, write_json
 from finbench.data.store import sha256_file
-from finbench.errors import ModelStopped, RunError
-from finbench.forecasters.base import Inputs, build_forecaster
-from finbench.forecasters.baselines import clear_histories
+from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.batch import BatchJob
-from finbench.inputs import context_inputs, plain_inputs
-from finbench.journal import ForecastTable, Journal
-from finbench.lookup import positions
-from finbench.outputs import write_atomic, write_json
-from finbench.pipeline import (
+from finbench.report.tables import render_text, summary_frame
+from finbench.runlog.journal import ForecastTable, Journal
+from finbench.runlog.rundir import MANIFEST, now, record_files
+from finbench.runlog.runlock import RunLock, describe
+from finbench.scoring.run import rescore
+from finbench.tracks.base import Inputs
+from finbench.tracks.intraday.history import clear_histories
+from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
+from finbench.tracks.intraday.pipeline import (
     Plan,
     context_chunks,
     month_rows,
@@ -43,10 +48,6 @@ from finbench.pipeline import (
     scorability,
     summary,
 )
-from finbench.report.tables import render_text, summary_frame
-from finbench.rundir import MANIFEST, now, record_files
-from finbench.runlock import RunLock, describe
-from finbench.runscores import rescore
 
 
 def skip_reason(model) -> str | None:
@@ -67,7 +68,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and cost,
     and stops before any request. ``shard = (start, end)`` runs only the sessions of that
     sub-range of the config's dates (see :mod:`finbench.shards`). Market data are read one
-    date partition at a time (:mod:`finbench.pipeline`), baselines answer a month of tasks at
+    date partition at a time (:mod:`finbench.tracks.intraday.pipeline`), baselines answer a month of tasks at
     a time, the forecast table is written part by part and scored one model at a time, so
     what memory holds grows with the number of tasks, not of forecast rows. ``batch``
     sends LLM calls through the Batch API (:mod:`finbench.forecasters.batch`); any later run

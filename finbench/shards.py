@@ -21,9 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.config import RunConfig
-from finbench.errors import RunError
-from finbench.journal import (
+from finbench.core.config import RunConfig
+from finbench.core.errors import RunError
+from finbench.core.outputs import write_atomic, write_json
+from finbench.runlog.journal import (
     FORECAST_SCHEMA,
     JOURNAL,
     PARTS,
@@ -31,10 +32,9 @@ from finbench.journal import (
     ordered_table,
     write_forecasts,
 )
-from finbench.outputs import write_atomic, write_json
-from finbench.rundir import MANIFEST, finished_run, now, record_files
-from finbench.runlock import RunLock
-from finbench.runscores import rescore
+from finbench.runlog.rundir import MANIFEST, finished_run, now, record_files
+from finbench.runlog.runlock import RunLock
+from finbench.scoring.run import rescore
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:

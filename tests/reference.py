@@ -1,7 +1,7 @@
 """Naive reference implementations (a Python loop per task with pandas filters).
 
-Written straight from SPEC §4-5 without sharing code with ``finbench.labels``/``finbench.gate``,
-so the vectorised versions are checked against an independent answer.
+Written straight from SPEC §4-5 without sharing code with the intraday track's ``labels`` and
+``gate``, so the vectorised versions are checked against an independent answer.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from finbench.labels import label_frame
+from finbench.tracks.intraday.labels import label_frame
 from tests.helpers import HEADER, bar_rows, store_files, write
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.bars import _search_per_ticker, lows_of, search_by_ticker
+from finbench.data.bars import _search_per_ticker, lows_of, search_by_ticker
 
 NAMES = ["A", "B", "C", "D"]
 

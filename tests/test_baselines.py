@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.forecasters.baselines import History, rolling_quantiles, rolling_rate, session_days
+from finbench.tracks.intraday.history import History, rolling_quantiles, rolling_rate, session_days
 
 SESSIONS = ["2025-01-06", "2025-01-07", "2025-01-08", "2025-01-10", "2025-01-13"]
 Y = [1, 0, 1, 1, 0]
@@ -64,13 +64,14 @@ def test_momentum_conditional_probability_with_add_one_smoothing():
     from types import SimpleNamespace
 
     from finbench.forecasters import baselines as b
-    from finbench.forecasters.base import Inputs
+    from finbench.tracks.base import Inputs
+    from finbench.tracks.intraday import history as hist_module
 
     hist = frame()
     hist["momentum_sign_30"] = [1.0, 1.0, -1.0, 1.0, 1.0]
     model = b.Momentum(SimpleNamespace(name="m", window=60, min_count=3, lookback_minutes=30))
     inputs = Inputs(tasks=hist, history=hist)
-    p, details, fallback, _ = model._probability(b.History(hist), inputs)
+    p, details, fallback, _ = model._probability(hist_module.History(hist), inputs)
     # the last task (sign +1) sees days 0..3: signs +,+,-,+ with y 1,0,1,1: 2 ups in 3
     assert (details["sign_count"].iloc[4], details["sign_up"].iloc[4]) == (3, 2)
     assert p[4] == pytest.approx((2 + 1) / (3 + 2)) and fallback[4] is None
@@ -86,7 +87,7 @@ def test_momentum_conditional_probability_with_add_one_smoothing():
 def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
     import hashlib
 
-    from finbench.forecasters.baselines import baseline_digests, baseline_input_text
+    from finbench.tracks.intraday.history import baseline_digests, baseline_input_text
 
     hist = frame()
     hist["momentum_sign_30"] = [1.0, np.nan, -1.0, 0.0, 1.0]
@@ -102,7 +103,7 @@ def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
 
 
 def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():
-    from finbench.forecasters.baselines import baseline_input_text
+    from finbench.tracks.intraday.history import baseline_input_text
 
     hist = frame()
     short = hist.iloc[2:].reset_index(drop=True)  # a shard's history starts later
@@ -120,7 +121,8 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
     from types import SimpleNamespace
 
     from finbench.forecasters import baselines as b
-    from finbench.forecasters.base import Inputs
+    from finbench.tracks.base import Inputs
+    from finbench.tracks.intraday import history as hist_module
     from tests.reference import naive_baseline_stats
 
     rng = np.random.default_rng(seed)
@@ -138,9 +140,9 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
         "status": rng.choice(["ok", "ok", "ok", "no_target_price"], n),
         "y": rng.integers(0, 2, n), "r": np.round(rng.normal(0, 0.01, n), 3),
         "momentum_sign_30": rng.choice([-1.0, 0.0, 1.0, np.nan], n)})
-    history = b.History(hist)
-    p, count, last = b.rolling_rate(history, hist, window=window, min_count=2)
-    lower, upper = b.rolling_quantiles(history, hist, window=window)
+    history = hist_module.History(hist)
+    p, count, last = hist_module.rolling_rate(history, hist, window=window, min_count=2)
+    lower, upper = hist_module.rolling_quantiles(history, hist, window=window)
     model = b.Momentum(SimpleNamespace(name="m", window=window, min_count=1,
                                        lookback_minutes=30))
     _, details, _, _ = model._probability(history, Inputs(tasks=hist, history=hist))
@@ -163,7 +165,7 @@ def test_window_spans_equal_the_naive_reference(seed, window):
     """Histories as runs make them (one task per series and session; some sessions not asked,
     for every horizon or one; random unscorable labels): each task's window span and the
     labels it skipped, by kind, equal a per-task pandas filter."""
-    from finbench.forecasters import baselines as b
+    from finbench.tracks.intraday import history as hist_module
     from tests.reference import naive_window_span
 
     rng = np.random.default_rng(seed)
@@ -182,8 +184,8 @@ def test_window_spans_equal_the_naive_reference(seed, window):
                              "status": rng.choice(["ok", "ok", "ok", "no_reference_price"]),
                              "y": int(rng.integers(0, 2)), "r": 0.0})
     hist = pd.DataFrame(rows)
-    history = b.History(hist, session_days(sessions))
-    got = b.window_details(history, hist, window)
+    history = hist_module.History(hist, session_days(sessions))
+    got = hist_module.window_details(history, hist, window)
     for i, task in enumerate(hist.itertuples()):
         want = naive_window_span(task, hist, sessions, window=window)
         assert (got["window_first"][i], got["window_last"][i]) == (want["first"], want["last"])
@@ -194,7 +196,7 @@ def test_window_spans_equal_the_naive_reference(seed, window):
 def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles():
     """A window of 1,000 makes blocks of 2,000 rows: 5,000 rows in three series span three
     blocks, and every row equals pandas' rolling quantile of its own series."""
-    from finbench.forecasters.baselines import _window_quantiles
+    from finbench.tracks.intraday.history import _window_quantiles
 
     rng = np.random.default_rng(7)
     r = np.round(rng.normal(0, 0.01, 5000), 4)

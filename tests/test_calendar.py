@@ -1,10 +1,10 @@
 import pandas as pd
 import pytest
 
-from finbench.calendar import session_grid
-from finbench.config import TasksConfig
-from finbench.errors import CalendarError
-from finbench.tasks import build_tasks
+from finbench.core.calendar import session_grid
+from finbench.core.config import TasksConfig
+from finbench.core.errors import CalendarError
+from finbench.tracks.intraday.tasks import build_tasks
 
 H3 = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
 

@@ -1,6 +1,6 @@
 import pytest
 
-from finbench.forecast import parse_answer
+from finbench.forecasters.answers import parse_answer
 
 
 def test_valid_answer_keeps_rationale():

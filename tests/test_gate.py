@@ -8,16 +8,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from finbench.bars import BarArrays
-from finbench.calendar import get_calendar
-from finbench.config import TasksConfig
+from finbench.core.calendar import get_calendar
+from finbench.core.config import TasksConfig
+from finbench.core.errors import LookaheadError
+from finbench.core.floats import LIBM_ULPS
+from finbench.data.bars import BarArrays
 from finbench.data.store import Store
 from finbench.data.synth import CANARY_MARK
-from finbench.errors import LookaheadError
-from finbench.floats import LIBM_ULPS
-from finbench.gate import ContextIndex
-from finbench.labels import compute_labels
-from finbench.tasks import build_tasks
+from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.labels import compute_labels
+from finbench.tracks.intraday.tasks import build_tasks
 from tests.reference import naive_context, naive_daily, naive_labels
 
 TICKERS = ["AAPL", "MSFT", "NVDA"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from finbench.audit import audit_run
-from finbench.config import load_config
+from finbench.core.config import load_config
+from finbench.core.errors import ConfigError, DataError, RunError, StoreError
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
-from finbench.errors import ConfigError, DataError, RunError, StoreError
 from finbench.run import run
 from tests.helpers import HEADER, bar_rows, store_files, write
 

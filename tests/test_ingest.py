@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from finbench.core.errors import DataError
 from finbench.data.ingest import ingest_bars, ingest_headlines
 from finbench.data.store import Store
-from finbench.errors import DataError
 from tests.helpers import HEADER, store_files, write
 
 GOOD = (

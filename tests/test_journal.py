@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finbench.journal import FORECAST_SCHEMA, Journal, ordered_table
+from finbench.runlog.journal import FORECAST_SCHEMA, Journal, ordered_table
 
 
 def rows(pairs):
@@ -64,7 +64,7 @@ def test_a_resumed_journal_numbers_parts_after_the_last_one_on_disk(tmp_path):
 def test_the_writer_thread_is_never_more_than_a_few_parts_behind(tmp_path, monkeypatch):
     import threading
 
-    import finbench.journal as jn
+    import finbench.runlog.journal as jn
 
     gate, write = threading.Event(), jn._write_part
     monkeypatch.setattr(jn, "_write_part", lambda *a: (gate.wait(), write(*a)))
@@ -125,7 +125,7 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
         tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from finbench import journal as journal_module
+    from finbench.runlog import journal as journal_module
 
     monkeypatch.setattr(journal_module, "ROW_GROUP", 3)
     ids = np.array(["a", "b", "c", "d", "e"], object)
@@ -148,7 +148,7 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
 def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_path):
     import pyarrow.parquet as pq
 
-    from finbench.journal import ForecastTable
+    from finbench.runlog.journal import ForecastTable
 
     ids = np.array(["a", "b"], object)
     journal = Journal(tmp_path)
@@ -163,9 +163,9 @@ def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_pa
 
 
 def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, monkeypatch):
-    from finbench import journal as journal_module
-    from finbench.journal import ForecastTable
-    from finbench.outputs import DiskFullError
+    from finbench.core.outputs import DiskFullError
+    from finbench.runlog import journal as journal_module
+    from finbench.runlog.journal import ForecastTable
 
     ids = np.array(["a", "b"], object)
     table = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
@@ -233,7 +233,7 @@ def test_streamed_answers_are_ordered_one_model_at_a_time(tmp_path, monkeypatch)
     and a model whose parts line up is copied part by part."""
     import pyarrow.parquet as pq
 
-    from finbench import journal as journal_module
+    from finbench.runlog import journal as journal_module
 
     def lines(pairs):
         return rows(pairs).to_pandas().to_dict("records")

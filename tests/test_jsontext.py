@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from finbench.jsontext import json_array
+from finbench.core.jsontext import json_array
 
 
 def json_lines(columns, n) -> list[str]:

@@ -5,12 +5,12 @@ import math
 import pandas as pd
 import pytest
 
-from finbench.bars import BarArrays
-from finbench.config import TasksConfig
+from finbench.core.config import TasksConfig
+from finbench.data.bars import BarArrays
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
-from finbench.labels import compute_labels
-from finbench.tasks import build_tasks
+from finbench.tracks.intraday.labels import compute_labels
+from finbench.tracks.intraday.tasks import build_tasks
 from tests.helpers import HEADER, bar_rows, write
 
 DAY = "2025-01-15"

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from finbench.data.synth import CANARY_MARK
-from finbench.forecasters.prompt import render_messages
 from finbench.run import run
+from finbench.tracks.intraday.prompt import render_messages
 from tests.llm_server import ChatServer
 
 KEY = "sk-finbench-test-DISTINCTIVE-8c1f"
@@ -146,8 +146,8 @@ def test_key_is_written_nowhere_even_when_the_server_echoes_it(tmp_path, sample_
 
 def test_credentials_in_a_base_url_are_refused_or_allowed_and_scrubbed(tmp_path, sample_store,
                                                                        server, monkeypatch):
-    from finbench.config import load_config
-    from finbench.errors import ConfigError
+    from finbench.core.config import load_config
+    from finbench.core.errors import ConfigError
 
     host = server.base_url.split("//", 1)[1]
     secret_url = f"http://researcher:pw-S3cret-77@{host}"
@@ -173,8 +173,8 @@ def test_credentials_in_a_base_url_are_refused_or_allowed_and_scrubbed(tmp_path,
 def test_streamed_journal_lines_are_fsynced_within_a_second_and_on_flush(tmp_path,
                                                                          monkeypatch):
     """The README promised fsynced lines while LLM answers were written with sync=False."""
-    import finbench.journal as journal_module
-    from finbench.journal import Journal
+    import finbench.runlog.journal as journal_module
+    from finbench.runlog.journal import Journal
 
     clock, synced = [100.0], []
     monkeypatch.setattr(journal_module.time, "monotonic", lambda: clock[0])
@@ -239,10 +239,10 @@ def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
 
 
 def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
-    from finbench.config import TasksConfig
+    from finbench.core.config import TasksConfig
     from finbench.data.store import Store
-    from finbench.gate import ContextIndex
-    from finbench.tasks import build_tasks
+    from finbench.tracks.intraday.gate import ContextIndex
+    from finbench.tracks.intraday.tasks import build_tasks
 
     store = Store(sample_store)
     tasks = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",
@@ -265,11 +265,11 @@ def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
 def test_the_prompt_states_the_runs_target_and_alpha_and_a_shifted_target(sample_store):
     """With early_close = "shift" the 2024-12-24 target is 12:55; the prompt once said 15:55
     and alpha = 0.2 whatever the config."""
-    from finbench.config import TasksConfig
+    from finbench.core.config import TasksConfig
     from finbench.data.store import Store
-    from finbench.forecasters.prompt import PromptSettings
-    from finbench.gate import ContextIndex
-    from finbench.tasks import build_tasks
+    from finbench.tracks.intraday.gate import ContextIndex
+    from finbench.tracks.intraday.prompt import PromptSettings
+    from finbench.tracks.intraday.tasks import build_tasks
 
     spec = TasksConfig(tickers=["AAPL"], start="2024-12-23", end="2024-12-24",
                        horizons={"MORNING": "09:30"}, early_close="shift")

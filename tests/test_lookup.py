@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.lookup import positions, take
+from finbench.core.lookup import positions, take
 
 
 def test_positions_of_present_absent_and_chunked_keys():

@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 
-from finbench.config import RunConfig
+from finbench.core.config import RunConfig
 from finbench.data.store import Store
-from finbench.gate import ContextIndex
-from finbench.labels import compute_labels
-from finbench.pipeline import (
+from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.labels import compute_labels
+from finbench.tracks.intraday.pipeline import (
     context_chunks,
     momentum_sign,
     month_ranges,

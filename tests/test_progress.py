@@ -1,6 +1,6 @@
 """Progress lines: counts, elapsed time and ETA, at most every few seconds and at the end."""
 
-from finbench.progress import Countdown
+from finbench.core.progress import Countdown
 
 
 class Clock:

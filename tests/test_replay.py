@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finbench.config import load_config
-from finbench.errors import ConfigError, DataError
+from finbench.core.config import load_config
+from finbench.core.errors import ConfigError, DataError
 from finbench.run import run
 from tests.helpers import baselines_toml
 

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from finbench.audit import audit_run
-from finbench.errors import RunError
+from finbench.core.errors import RunError
 from finbench.report import figures as F
 from finbench.report.build import paper, report
 from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
 from finbench.run import run
-from finbench.rundir import run_labels
-from finbench.runscores import score_run
+from finbench.runlog.rundir import run_labels
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
+from finbench.scoring.run import score_run
 from finbench.shards import merge_shards
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
 from tests.reference import naive_paired_table, naive_score_table

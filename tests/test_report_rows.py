@@ -4,8 +4,8 @@ counted in sessions, p-values, and composites computed once from the scores tabl
 import pandas as pd
 import pytest
 
-from finbench.config import load_config
-from finbench.errors import ConfigError
+from finbench.core.config import load_config
+from finbench.core.errors import ConfigError
 from finbench.report.build import report
 from finbench.report.writers import fmt_p
 from finbench.run import run

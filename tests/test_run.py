@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 from finbench.audit import audit_run
-from finbench.config import load_config
+from finbench.core.config import load_config
+from finbench.core.errors import ConfigError
 from finbench.data.store import Store, sha256_file
-from finbench.errors import ConfigError
-from finbench.journal import Journal, ordered_table
 from finbench.run import run
-from finbench.rundir import load_run_config
-from finbench.runscores import score_run
+from finbench.runlog.journal import Journal, ordered_table
+from finbench.runlog.rundir import load_run_config
+from finbench.scoring.run import score_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -329,7 +329,7 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, m
 
 
 def test_overlapping_shards_are_refused(run_dir, tmp_path):
-    from finbench.errors import RunError
+    from finbench.core.errors import RunError
     from finbench.shards import merge_shards
 
     cfg = run_dir.parent / "cfg.toml"
@@ -417,8 +417,8 @@ def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_pat
     every row in memory (the scripted model's invalid answers take coin's under fallback)."""
     import shutil
 
-    from finbench.config import baseline_names, interval_reference
-    from finbench.rundir import load_run_config
+    from finbench.core.config import baseline_names, interval_reference
+    from finbench.runlog.rundir import load_run_config
     from finbench.scoring.aggregate import SCORED_COLUMNS, aggregate, row_scores
 
     copy = tmp_path / "copy"
@@ -444,7 +444,7 @@ def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_pat
 def test_a_forecast_row_for_a_task_not_in_the_run_is_named(run_dir, tmp_path):
     import shutil
 
-    from finbench.errors import RunError
+    from finbench.core.errors import RunError
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
@@ -503,7 +503,7 @@ def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
     import time
 
     from finbench.forecasters.baselines import Momentum
-    from finbench.journal import ForecastTable
+    from finbench.runlog.journal import ForecastTable
 
     cfg = tmp_path / "b.toml"
     cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]

@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from finbench.audit import audit_run
-from finbench.errors import RunError
+from finbench.core.errors import RunError
 from finbench.run import run
-from finbench.runlock import LOCK_FILE, RunLock
+from finbench.runlog.runlock import LOCK_FILE, RunLock
 from tests.llm_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HOLD = ("import sys, time\nfrom finbench.runlock import RunLock\n"
+HOLD = ("import sys, time\nfrom finbench.runlog.runlock import RunLock\n"
         "with RunLock(sys.argv[1], command='holder'):\n"
         "    print('held', flush=True)\n    time.sleep(120)\n")
 

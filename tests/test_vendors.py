@@ -7,13 +7,13 @@ import json
 import pandas as pd
 import pytest
 
-from finbench.config import TasksConfig
+from finbench.core.config import TasksConfig
 from finbench.data.fetch import fetch
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.data.vendors import sources
-from finbench.labels import compute_labels
-from finbench.tasks import build_tasks
+from finbench.tracks.intraday.labels import compute_labels
+from finbench.tracks.intraday.tasks import build_tasks
 from tests.helpers import HEADER, store_files, write
 
 DAY = "2025-01-15"
@@ -151,7 +151,7 @@ def test_an_interrupted_fetch_resumes_without_duplicates(tmp_path):
 
 
 def test_missing_key_is_a_clear_error(monkeypatch):
-    from finbench.errors import DataError
+    from finbench.core.errors import DataError
 
     monkeypatch.delenv("MASSIVE_API_KEY", raising=False)
     with pytest.raises(DataError, match="MASSIVE_API_KEY"):
@@ -203,7 +203,7 @@ def test_yfinance_failures_stop_the_fetch_and_record_nothing(tmp_path, monkeypat
     must not be recorded as a day without bars (it would never be fetched again)."""
     import yfinance as yf
 
-    from finbench.errors import DataError
+    from finbench.core.errors import DataError
 
     monkeypatch.setattr(yf, "Ticker", _YahooTicker)
     monkeypatch.setattr(_YahooTicker, "answer", answer)

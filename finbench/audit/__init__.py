@@ -45,18 +45,18 @@ from finbench.audit.rows import (
     where,
 )
 from finbench.audit.scores import score_problems
-from finbench.bars import to_ns
-from finbench.config import BASELINE_KINDS, momentum_minutes
-from finbench.errors import FinbenchError
+from finbench.core.config import BASELINE_KINDS, momentum_minutes
+from finbench.core.errors import FinbenchError
+from finbench.core.lookup import arrow_text, positions
+from finbench.core.progress import Countdown
+from finbench.data.bars import to_ns
 from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
-from finbench.inputs import context_inputs, plain_inputs
-from finbench.journal import Journal
-from finbench.lookup import arrow_text, positions
-from finbench.pipeline import month_rows, plan_run, resolve
-from finbench.progress import Countdown
-from finbench.rundir import finished_run, load_run_config, read_manifest
-from finbench.runlock import RunLock
+from finbench.runlog.journal import Journal
+from finbench.runlog.rundir import finished_run, load_run_config, read_manifest
+from finbench.runlog.runlock import RunLock
+from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
+from finbench.tracks.intraday.pipeline import month_rows, plan_run, resolve
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
                    "history_max_input_time", "input_sha256"]

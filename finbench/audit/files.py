@@ -7,9 +7,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from finbench.config import RunConfig, parse_config, shard_config
-from finbench.errors import ConfigError
-from finbench.rundir import MANIFEST, PARTS, file_hashes
+from finbench.core.config import RunConfig, parse_config, shard_config
+from finbench.core.errors import ConfigError
+from finbench.runlog.rundir import MANIFEST, PARTS, file_hashes
 
 
 def hash_problems(run_dir: Path, manifest: dict) -> list[str]:

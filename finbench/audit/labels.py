@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from finbench.floats import within_ulps
+from finbench.core.floats import within_ulps
 
 
 def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
     """Each stored label against the one re-derived from the store, field by field: status,
     prices (read from the store, so exact) and ``y`` must be equal; ``r`` passes through libm,
-    so it must agree within :data:`~finbench.floats.LIBM_ULPS` ULP (a run made on one CPU
+    so it must agree within :data:`~finbench.core.floats.LIBM_ULPS` ULP (a run made on one CPU
     audits clean on another)."""
     stored = stored.set_index("task_id")
     fresh = fresh.set_index("task_id").reindex(stored.index)
@@ -41,7 +41,7 @@ def _same(a: pd.Series, b: pd.Series) -> np.ndarray:
 
 def consistency_problems(labels: pd.DataFrame) -> list[str]:
     """Each stored label against itself: an ``ok`` label has finite positive prices, ``r``
-    within :data:`~finbench.floats.LIBM_ULPS` ULP of ``ln(p_target / p_ref)`` and
+    within :data:`~finbench.core.floats.LIBM_ULPS` ULP of ``ln(p_target / p_ref)`` and
     ``y = 1 if r > 0 else 0``; an unscorable one has the price its status says is missing
     missing, and no ``r`` or ``y``."""
     status = labels["status"].astype(object).to_numpy()

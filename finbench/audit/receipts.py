@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.config import BASELINE_KINDS
-from finbench.forecasters.baselines import baseline_digests, shared_history
-from finbench.forecasters.prompt import PromptSettings, messages_sha256, render_messages
-from finbench.pipeline import context_chunks
+from finbench.core.config import BASELINE_KINDS
+from finbench.tracks.intraday.history import baseline_digests, shared_history
+from finbench.tracks.intraday.pipeline import context_chunks
+from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256, render_messages
 
 NAT = np.iinfo(np.int64).min  # a missing time, as int64 nanoseconds
 

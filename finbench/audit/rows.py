@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.floats import within_ulps
+from finbench.core.floats import within_ulps
+from finbench.core.lookup import positions
 from finbench.forecasters.llm import interpret
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
-from finbench.lookup import positions
 
 SHOWN = 20  # violations named per model and check; the rest are counted
 # answer columns a recomputation must give again (latency is a measurement, not an answer)

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.errors import RunError
-from finbench.runscores import RunScores
+from finbench.core.errors import RunError
+from finbench.scoring.run import RunScores
 
 RTOL, ATOL = 1e-9, 1e-12
 SHOWN = 20

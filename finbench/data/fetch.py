@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.calendar import get_calendar, parse_session_date
+from finbench.core.calendar import get_calendar, parse_session_date
+from finbench.core.errors import DataError
+from finbench.core.progress import Countdown
 from finbench.data.schema import BARS_SCHEMA, validate_bars
 from finbench.data.store import Store
 from finbench.data.vendors.base import CANONICAL, Vendor
-from finbench.errors import DataError
-from finbench.progress import Countdown
 
 EXTENDED_START = pd.Timedelta(hours=4)   # 04:00 local
 EXTENDED_END = pd.Timedelta(hours=20)    # 20:00 local

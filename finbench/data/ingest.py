@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.core.errors import DataError
+from finbench.core.names import bar_length_problem, is_timezone
 from finbench.data.schema import validate_bars, validate_headlines
 from finbench.data.store import DEFAULT_ZONE, Store, sha256_file
-from finbench.errors import DataError
-from finbench.names import bar_length_problem, is_timezone
 
 BAR_TIMESTAMPS = ("start", "end")
 

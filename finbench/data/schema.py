@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.bars import to_ns
+from finbench.core.names import ticker_problem
+from finbench.data.bars import to_ns
 from finbench.data.timestamps import parse_utc
-from finbench.names import ticker_problem
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 BAR_ALIASES: dict[str, tuple[str, ...]] = {

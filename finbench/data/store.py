@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.bars import lexical_codes
+from finbench.core.errors import StoreError
+from finbench.core.names import bar_length_problem, is_timezone
+from finbench.core.outputs import write_json, writing
+from finbench.core.progress import Countdown
+from finbench.data.bars import lexical_codes
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
-from finbench.errors import StoreError
-from finbench.names import bar_length_problem, is_timezone
-from finbench.outputs import write_json, writing
-from finbench.progress import Countdown
 
 STORE_FORMAT = "finbench-store"
 STORE_VERSION = 1
@@ -307,7 +307,7 @@ class Store:
         start: dt.date | None = None,
         end: dt.date | None = None,
     ):
-        """Like :meth:`read_bars` but straight into :class:`~finbench.bars.BarArrays` (the fast
+        """Like :meth:`read_bars` but straight into :class:`~finbench.data.bars.BarArrays` (the fast
         path of runs).
 
         Each partition is sorted by (ticker, ts), so ticker-major order is the partitions'
@@ -315,7 +315,7 @@ class Store:
         contiguous slices (no general sort, no per-row gather). ``ticker`` is read as a
         Parquet dictionary and filtered on its integer codes.
         """
-        from finbench.bars import BarArrays
+        from finbench.data.bars import BarArrays
 
         wanted = None if tickers is None else set(tickers)
         parts = []
@@ -362,11 +362,11 @@ class Store:
 
     def read_day_arrays(self, day: dt.date, *, tickers: Iterable[str] | None = None,
                         columns: Iterable[str] = ("high", "low")):
-        """One date partition as :class:`~finbench.bars.BarArrays`, reading only ``columns``
+        """One date partition as :class:`~finbench.data.bars.BarArrays`, reading only ``columns``
         (besides ticker and ts); the others are NaN. A partition is already sorted by
         (ticker, ts), so nothing is re-laid: the arrays are the file's columns. None when the
         store has no bars that day."""
-        from finbench.bars import BarArrays
+        from finbench.data.bars import BarArrays
 
         path = self.path / f"bars/date={day.isoformat()}/part.parquet"
         if not path.is_file():

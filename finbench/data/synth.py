@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.calendar import get_calendar, parse_session_date
+from finbench.core.calendar import get_calendar, parse_session_date
+from finbench.core.errors import StoreError
 from finbench.data.store import Store
-from finbench.errors import StoreError
 
 SYNTH_VERSION = 1
 DEFAULT_SEED = 20250115

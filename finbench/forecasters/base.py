@@ -6,36 +6,17 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from finbench.forecast import ParsedAnswer, parse_answer
+from finbench.core.jsontext import json_array
+from finbench.core.lookup import arrow_text
+from finbench.forecasters.answers import ParsedAnswer, parse_answer
 from finbench.forecasters.rows import forecast_rows, latest, time_array
-from finbench.jsontext import json_array
-from finbench.lookup import arrow_text
-
-
-@dataclass
-class Inputs:
-    """What a batch of tasks gives a forecaster: tasks, their gated contexts (None for
-    forecasters that need none), and the label history known to baselines (``history`` rows
-    carry ``label_known_at``; ``history_rows``: where each task lies in it, if the caller
-    knows). ``shared`` holds what forecasters given the same inputs compute
-    once (the baselines' receipts)."""
-
-    tasks: pd.DataFrame
-    contexts: object = None  # finbench.gate.ContextIndex
-    history: pd.DataFrame | None = None
-    bars: object = None  # finbench.bars.BarArrays
-    shared: dict = field(default_factory=dict)
-    history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
-    sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
-    # 1970, sorted): baselines count the sessions their windows skip
-    prompt: object = None  # finbench.forecasters.prompt.PromptSettings of the run (LLMs)
+from finbench.tracks.base import Inputs
 
 
 class Forecaster(ABC):

@@ -4,7 +4,7 @@ A label becomes known at its ``t_target``; a baseline forecasting at ``t_forecas
 labels of the same ticker and horizon with ``label_known_at < t_forecast`` (so a 15:55 label
 of day d is used from day d+1 on). Its window is the last ``window`` resolved (scorable)
 labels of that series, however far back they lie: the run reads history back until every
-window is full or the store begins (:func:`finbench.pipeline.fill_windows`), so an answer is a
+window is full or the store begins (:func:`finbench.tracks.intraday.pipeline.fill_windows`), so an answer is a
 function of the task, the store and the baseline's parameters, never of the run's dates.
 
 A forecast has two parts. Every baseline gives a probability; only ``climatology`` gives an
@@ -18,7 +18,7 @@ out with ``interval_note = "insufficient_history: ..."``. Neither makes the answ
   ``frozen``: the rate over the declared training sessions (which must end before the
   evaluation starts), never updated; fewer than ``min_count`` training labels → 0.5.
 - ``momentum``: ``s`` = sign of the log mid return over the last ``lookback_minutes`` of the
-  session's gated bars (computed in the label pass, :func:`finbench.pipeline.momentum_sign`);
+  session's gated bars (computed in the label pass, :func:`finbench.tracks.intraday.pipeline.momentum_sign`);
   ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
   ``n < min_count`` (or no sign, when a bar is missing) it falls back to the rolling base rate.
 - ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of
@@ -40,272 +40,28 @@ only).
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from finbench.bars import to_ns
-from finbench.errors import ConfigError
-from finbench.forecast import NOT_APPLICABLE
-from finbench.forecasters.base import Forecaster, Inputs, register
-from finbench.jsontext import json_array
-from finbench.lookup import arrow_text, positions
-
-DEFAULT_WINDOW = 60
-DEFAULT_MIN_COUNT = 20
-QUANTILES = (0.1, 0.9)
-
-
-class History:
-    """Resolved labels laid out flat, by series (ticker, horizon) and then by the time each
-    became known, so every baseline statistic is a difference of cumulative sums (or a
-    window of rows) looked up with one ``searchsorted`` for all tasks.
-
-    Every row (any status) is also laid out by series and session day, so that what a window
-    skips can be counted (:meth:`spans`); ``sessions``, the exchange's sessions as days since
-    1970 (sorted), lets it count the sessions a series was not asked (early closes)."""
-
-    def __init__(self, history: pd.DataFrame, sessions: np.ndarray | None = None) -> None:
-        tickers = arrow_text(history["ticker"]).dictionary_encode()
-        horizons = arrow_text(history["horizon"]).dictionary_encode()
-        self._tickers, self._horizons = tickers.dictionary, horizons.dictionary
-        every = (tickers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-                 * len(self._horizons)
-                 + horizons.indices.to_numpy(zero_copy_only=False))
-        day = session_days(history["session"])
-        scorable = (history["status"] == "ok").to_numpy(bool)
-        ok = history if scorable.all() else history[scorable]  # no copy when every row is ok
-        known = to_ns(ok["label_known_at"])
-        series = every[scorable]
-        order = np.lexsort((known, series))  # stable: equal times keep their table order
-        self._ok, self._order = ok, order
-        self.series, self.known = series[order], known[order]
-        self.day = day[scorable][order]
-        self.y = ok["y"].to_numpy(dtype=float, na_value=np.nan)[order]
-        self.r = ok["r"].to_numpy(float)[order]
-        n_series = len(self._tickers) * len(self._horizons)
-        self.start = np.searchsorted(self.series, np.arange(n_series + 1))
-        # search keys: series number, then the rank of the time among the distinct times
-        self._times = np.unique(self.known)
-        self._shift = len(self._times).bit_length()
-        if self._shift + n_series.bit_length() > 62:
-            raise ValueError(f"{n_series} series x {len(self._times)} label times do not "
-                             "fit one 63-bit search key")
-        self._keys = (self.series << self._shift) + np.searchsorted(self._times, self.known)
-        # every row by (series, session day), with the running count of unscorable ones
-        self._day_keys = np.sort(_day_key(every, day))
-        unscorable = np.sort(_day_key(every[~scorable], day[~scorable]))
-        self._unscorable_keys = unscorable
-        self.sessions = None if sessions is None else np.asarray(sessions, np.int64)
-        self._memo: dict = {}
-
-    def column(self, name: str) -> np.ndarray:
-        """A column of the resolved labels, in this layout's order."""
-        if ("column", name) not in self._memo:
-            self._memo[("column", name)] = self._ok[name].to_numpy()[self._order]
-        return self._memo[("column", name)]
-
-    def frame(self) -> pd.DataFrame:
-        """The resolved labels in this layout's order, with ``known_ns``."""
-        return self._ok.iloc[self._order].assign(known_ns=self.known)
-
-    def locate(self, tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Per task: (first row of its series, end of the labels known strictly before its
-        ``t_forecast``); rows ``[first, end)`` are what it may use (both 0 without a series).
-        Remembered for the last tasks frame asked about (every baseline asks about the same)."""
-        return self._located(tasks)[:2]
-
-    def _located(self, tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`locate` and each task's series number (-1 without one)."""
-        last = self._memo.get("locate")
-        if last is not None and last[0] is tasks:
-            return last[1]
-        t = positions(tasks["ticker"], self._tickers)
-        h = positions(tasks["horizon"], self._horizons)
-        has = (t >= 0) & (h >= 0)
-        series = np.where(has, t * len(self._horizons) + h, 0)
-        before = np.searchsorted(self._times, to_ns(tasks["t_forecast"]), side="left")
-        end = np.searchsorted(self._keys, (series << self._shift) + before, side="left")
-        first = np.where(has, self.start[series], 0)
-        out = (first, np.where(has, end, 0), np.where(has, series, -1))
-        self._memo["locate"] = (tasks, out)
-        return out
-
-    def spans(self, tasks: pd.DataFrame, window: int) -> dict[str, np.ndarray]:
-        """What each task's window (its last ``window`` resolved labels) covers: ``first`` and
-        ``last``, the rows (in this layout) of the oldest and newest label used, -1 when none;
-        and, over the sessions from the oldest label used up to the task's own (excluded),
-        the labels of its series that were skipped: ``unscorable`` (a task without a
-        reference or target price), ``early_close`` (a session of the exchange on which the
-        series was not asked; counted only when the history knows the sessions),
-        ``not_known`` (labels not yet known at ``t_forecast``)."""
-        lo, end = _window_rows(self, tasks, window)
-        series = self._located(tasks)[2]
-        used = end - lo
-        has = used > 0
-        first_day = np.where(has, self.day[np.minimum(lo, max(len(self.day) - 1, 0))]
-                             if len(self.day) else 0, 0)
-        task_day = session_days(tasks["session"])
-        since, until = _day_key(series, first_day), _day_key(series, task_day)
-        rows = _between(self._day_keys, since, until)
-        unscorable = _between(self._unscorable_keys, since, until)
-        sessions = rows if self.sessions is None else (
-            np.searchsorted(self.sessions, task_day) - np.searchsorted(self.sessions, first_day))
-        zero = np.zeros(len(tasks), np.int64)
-        return {"first": np.where(has, lo, -1), "last": np.where(has, end - 1, -1),
-                "unscorable": np.where(has, unscorable, zero),
-                "early_close": np.where(has, sessions - rows, zero),
-                "not_known": np.where(has, rows - unscorable - used, zero)}
-
-    def cumulative(self, name: str, values: np.ndarray) -> np.ndarray:
-        """``r_[0, cumsum(values)]``, remembered under ``name``."""
-        if ("cum", name) not in self._memo:
-            self._memo[("cum", name)] = np.r_[0.0, np.cumsum(values, dtype=float)]
-        return self._memo[("cum", name)]
-
-    def quantiles(self, window: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per row j: the 10% and 90% quantiles (linear interpolation, as pandas' rolling
-        quantile) of the returns of rows ``[max(first, j - window + 1), j]`` of its series."""
-        if ("q", window) not in self._memo:
-            self._memo[("q", window)] = _window_quantiles(self.r, self.start[self.series],
-                                                          window)
-        return self._memo[("q", window)]
-
-
-def session_days(sessions) -> np.ndarray:
-    """Session dates (``YYYY-MM-DD`` text) as days since 1970 (int64)."""
-    days = arrow_text(sessions).cast(pa.date32())
-    return days.to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-_DAY_BITS = 21  # days since 1970 offset by 2**20: any date from 841 to 4840
-
-
-def _day_key(series: np.ndarray, day: np.ndarray) -> np.ndarray:
-    """One sortable integer per (series, session day)."""
-    return (np.asarray(series, np.int64) << _DAY_BITS) + (np.asarray(day, np.int64) + (1 << 20))
-
-
-def _between(keys: np.ndarray, since: np.ndarray, until: np.ndarray) -> np.ndarray:
-    """How many of the sorted ``keys`` lie in ``[since, until)``, per pair."""
-    return np.searchsorted(keys, until, side="left") - np.searchsorted(keys, since, side="left")
-
-
-def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
-    """:meth:`History.quantiles`: each row's window laid out as a matrix row and sorted, a
-    block of rows at a time (about two million cells, whatever the window)."""
-    out = (np.full(len(r), np.nan), np.full(len(r), np.nan))
-    steps = np.arange(window)
-    block = max(1, 2_000_000 // window)
-    for lo in range(0, len(r), block):
-        j = np.arange(lo, min(lo + block, len(r)))
-        at = j[:, None] - window + 1 + steps
-        inside = at >= first[j][:, None]
-        values = np.where(inside, r[np.maximum(at, 0)], np.nan)
-        values.sort(axis=1)  # NaN (outside the series) last
-        count = inside.sum(axis=1)
-        for q, target in zip(QUANTILES, out, strict=True):
-            f = q * (count - 1)
-            i = f.astype(np.int64)
-            low = np.take_along_axis(values, i[:, None], axis=1)[:, 0]
-            high = np.take_along_axis(values, np.minimum(i + 1, window - 1)[:, None],
-                                      axis=1)[:, 0]
-            target[j] = np.where(f == i, low, low + (high - low) * (f - i))
-    return out
-
-
-_HISTORIES: dict[tuple, tuple[pd.DataFrame, History]] = {}
-
-
-def shared_history(frame: pd.DataFrame, sessions: np.ndarray | None = None) -> History:
-    """One :class:`History` per history table, shared by every baseline and every chunk of a
-    run."""
-    key = (id(frame), id(sessions))
-    cached = _HISTORIES.get(key)
-    if cached is None or cached[0] is not frame:
-        if len(_HISTORIES) > 8:
-            _HISTORIES.clear()
-        cached = (frame, History(frame, sessions))
-        _HISTORIES[key] = cached
-    return cached[1]
-
-
-def clear_histories() -> None:
-    """Forget the shared histories (a run calls this once its forecasts are made)."""
-    _HISTORIES.clear()
-
-
-def _window_rows(history: History, tasks: pd.DataFrame, window: int):
-    """Per task: (first, end) rows of the last ``window`` labels known before it."""
-    first, end = history.locate(tasks)
-    return np.maximum(end - window, first), end
-
-
-def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: int):
-    """(p, count, latest label time used in ns or -1) per task."""
-    lo, end = _window_rows(history, tasks, window)
-    count = end - lo
-    cum = history.cumulative("y", history.y)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = (cum[end] - cum[lo]) / count
-    p = np.where(count >= min_count, rate, 0.5)
-    return p, count, latest_label_known(history, tasks)
-
-
-def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
-    """Empirical 10% / 90% quantiles of the past ``window`` returns per task (NaN if none)."""
-    first, end = history.locate(tasks)
-    q_lo, q_hi = history.quantiles(window)
-    last = np.maximum(end - 1, 0)
-    some = end > first
-    nan = np.full(len(tasks), np.nan)
-    return (np.where(some, q_lo[last], nan) if len(q_lo) else nan,
-            np.where(some, q_hi[last], nan) if len(q_hi) else nan)
-
-
-def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
-    """Per task: when the latest label of its series known before ``t_forecast`` became
-    known (ns; -1 when none). With the store, this names every label a baseline may use."""
-    first, end = history.locate(tasks)
-    if not len(history.known):
-        return np.full(len(tasks), -1, np.int64)
-    return np.where(end > first, history.known[np.maximum(end - 1, 0)], -1)
-
-
-def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                        rows: np.ndarray | None = None) -> pa.Array:
-    """One line per task naming a baseline's input: ``task_id``, the time through which its
-    series' labels are known, and every ``momentum_sign_<minutes>`` of ``frame`` (the run's
-    history; ``rows``: :func:`history_rows` when known). Nothing in it depends on how far back
-    the run's history reaches, so a shard and the whole run give the same line."""
-    last = latest_label_known(history, tasks)
-    parts = [arrow_text(tasks["task_id"]),
-             pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
-                                         pa.array(last).cast(pa.string()), "=")]
-    signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
-    if signs:
-        rows = history_rows(tasks, frame) if rows is None else rows
-        for col in signs:
-            value = _pick(frame[col].to_numpy(float), rows)
-            text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
-                pa.string())
-            text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
-            parts.append(pc.binary_join_element_wise(pa.scalar(col), text, "="))
-    return pc.binary_join_element_wise(pa.scalar("finbench-baseline-input-v1"),
-                                       *parts, "|")
-
-
-def history_rows(tasks: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
-    """Row of ``frame`` (the run's history) holding each task; -1 when absent."""
-    return positions(tasks["task_id"], frame["task_id"])
-
-
-def _pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:
-    out = values[np.maximum(rows, 0)] if len(values) else np.full(len(rows), fill)
-    return np.where(rows >= 0, out, fill)
+from finbench.core.errors import ConfigError
+from finbench.core.jsontext import json_array
+from finbench.forecasters.answers import NOT_APPLICABLE
+from finbench.forecasters.base import Forecaster, register
+from finbench.tracks.base import Inputs
+from finbench.tracks.intraday.history import (
+    DEFAULT_MIN_COUNT,
+    DEFAULT_WINDOW,
+    History,
+    baseline_digests,
+    history_rows,
+    pick,
+    rolling_quantiles,
+    rolling_rate,
+    shared_history,
+    window_details,
+    window_rows,
+)
 
 
 def _rows(inputs: Inputs) -> np.ndarray:
@@ -315,14 +71,6 @@ def _rows(inputs: Inputs) -> np.ndarray:
             history_rows(inputs.tasks, inputs.history) if inputs.history_rows is None
             else inputs.history_rows)
     return inputs.shared["history_rows"]
-
-
-def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                     rows: np.ndarray | None = None) -> pa.Array:
-    """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
-    sha = hashlib.sha256
-    lines = baseline_input_text(history, tasks, frame, rows).cast(pa.binary()).to_pylist()
-    return pa.array([sha(b).hexdigest() for b in lines], pa.string())
 
 
 class _Baseline(Forecaster):
@@ -444,14 +192,14 @@ class Momentum(_Baseline):
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
-        return _pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
+        return pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
 
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
         base_p, details, base_fallback, last = self._rolling_rate(history, inputs)
-        sign = _pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
-        lo, end = _window_rows(history, tasks, window)
+        sign = pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
+        lo, end = window_rows(history, tasks, window)
         past = history.column(self._sign_column).astype(float)
         n_s, up_s = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
         for v in (-1.0, 0.0, 1.0):
@@ -493,25 +241,6 @@ class Climatology(_Baseline):
         note = _texts(short, "insufficient_history: {} past returns < min_count "
                       f"{min_count}", count)
         return np.where(short, np.nan, lower), np.where(short, np.nan, upper), note, last
-
-
-def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[str, object]:
-    """Per task, the sessions its window spans and what it skipped (:meth:`History.spans`),
-    as detail columns."""
-    span = history.spans(tasks, window)
-    sessions = history.column("session")
-    return {"window_first": _pick_text(sessions, span["first"]),
-            "window_last": _pick_text(sessions, span["last"]),
-            "skipped_unscorable": span["unscorable"],
-            "skipped_early_close": span["early_close"],
-            "skipped_not_known": span["not_known"]}
-
-
-def _pick_text(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    out = np.full(len(rows), None, object)
-    has = rows >= 0
-    out[has] = np.asarray(values, object)[rows[has]]
-    return out
 
 
 def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.errors import ModelStopped
+from finbench.core.errors import ModelStopped
+from finbench.core.outputs import write_json, write_text
 from finbench.forecasters.llm import answer_record, completion_response
-from finbench.outputs import write_json, write_text
 
 MAX_REQUESTS = 50_000          # per batch file (the API's limit)
 MAX_BYTES = 190 * 1024 * 1024  # under the API's 200 MB per file

@@ -23,12 +23,13 @@ from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 
-from finbench.config import url_credentials
-from finbench.errors import ConfigError, ModelStopped
-from finbench.forecast import ForecastAnswer, ParsedAnswer, parse_answer
-from finbench.forecasters.base import Forecaster, Inputs, make_record, register
+from finbench.core.config import url_credentials
+from finbench.core.errors import ConfigError, ModelStopped
+from finbench.forecasters.answers import ForecastAnswer, ParsedAnswer, parse_answer
+from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
-from finbench.forecasters.prompt import (
+from finbench.tracks.base import Inputs
+from finbench.tracks.intraday.prompt import (
     TEMPLATE_VERSION,
     estimate_tokens,
     messages_sha256,

@@ -18,10 +18,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from finbench.core.errors import DataError
 from finbench.data.ingest import read_table_file
-from finbench.errors import DataError
-from finbench.forecast import ParsedAnswer, parse_answer
-from finbench.forecasters.base import Forecaster, Inputs, register
+from finbench.forecasters.answers import ParsedAnswer, parse_answer
+from finbench.forecasters.base import Forecaster, register
+from finbench.tracks.base import Inputs
 
 ANSWER_FIELDS = ("p_up", "lower", "upper", "rationale")
 

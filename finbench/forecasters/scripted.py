@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import zlib
 
-from finbench.forecasters.base import Forecaster, Inputs, register
+from finbench.forecasters.base import Forecaster, register
+from finbench.tracks.base import Inputs
 
 
 def scripted_answer(answers: list[str], task_id: str) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.errors import RunError
-from finbench.outputs import write_atomic
+from finbench.core.errors import RunError
+from finbench.core.outputs import write_atomic
 from finbench.report import figures as F
 from finbench.report.stats import (
     RunData,
@@ -22,8 +22,8 @@ from finbench.report.stats import (
     task_overlap,
 )
 from finbench.report.writers import fmt, fmt_p, with_ci, write_table
-from finbench.rundir import finished_run, run_labels
-from finbench.runlock import RunLock
+from finbench.runlog.rundir import finished_run, run_labels
+from finbench.runlog.runlock import RunLock
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from finbench.outputs import write_atomic  # noqa: E402
+from finbench.core.outputs import write_atomic  # noqa: E402
 
 
 def _ax(ax):

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from finbench.config import BASELINE_KINDS, RunConfig
-from finbench.errors import RunError
-from finbench.lookup import groups, positions
-from finbench.rundir import finished_run
+from finbench.core.config import BASELINE_KINDS, RunConfig
+from finbench.core.errors import RunError
+from finbench.core.lookup import groups, positions
+from finbench.runlog.rundir import finished_run
 from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.outputs import write_atomic, write_text
+from finbench.core.outputs import write_atomic, write_text
 
 
 def fmt(value, digits: int = 3) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from finbench.lookup import arrow_text, positions, take
+from finbench.core.lookup import arrow_text, positions, take
 from finbench.scoring import _core
 
 SLICE_KINDS = ("overall", "horizon", "ticker")

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from finbench.lookup import arrow_text
+from finbench.core.lookup import arrow_text
 from finbench.scoring import _core
 
 

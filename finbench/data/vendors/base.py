@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 
 import pandas as pd
 
-from finbench.errors import DataError
+from finbench.core.errors import DataError
 
 CANONICAL = ["ticker", "ts", "open", "high", "low", "close", "volume"]
 

@@ -19,8 +19,8 @@ import warnings
 
 import pandas as pd
 
+from finbench.core.errors import DataError
 from finbench.data.vendors.base import Vendor, frame, register
-from finbench.errors import DataError
 
 
 def alpaca_bars(barset, ticker: str) -> pd.DataFrame:

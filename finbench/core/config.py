@@ -12,8 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from finbench.errors import ConfigError
-from finbench.names import is_timezone, ticker_problem
+from finbench.core.errors import ConfigError
+from finbench.core.names import is_timezone, ticker_problem
 
 CONFIG_VERSION = 1
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}

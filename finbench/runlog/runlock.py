@@ -24,7 +24,7 @@ import os
 import socket
 from pathlib import Path
 
-from finbench.errors import RunError
+from finbench.core.errors import RunError
 
 LOCK_FILE = ".finbench.lock"
 

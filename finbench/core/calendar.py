@@ -11,7 +11,7 @@ import exchange_calendars as xcals
 import numpy as np
 import pandas as pd
 
-from finbench.errors import CalendarError
+from finbench.core.errors import CalendarError
 
 EARLY_CLOSE_RULES = ("skip", "shift")
 SHIFT_GAP = pd.Timedelta(minutes=5)

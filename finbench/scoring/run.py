@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from finbench.config import baseline_names, interval_reference
-from finbench.errors import RunError
-from finbench.lookup import arrow_text, positions
-from finbench.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
-from finbench.rundir import finished_run, load_run_config, read_manifest, record_files
-from finbench.runlock import RunLock
+from finbench.core.config import baseline_names, interval_reference
+from finbench.core.errors import RunError
+from finbench.core.lookup import arrow_text, positions
+from finbench.core.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
+from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, record_files
+from finbench.runlog.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.export import Reference, row_table
 

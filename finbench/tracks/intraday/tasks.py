@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from finbench.calendar import session_grid
-from finbench.config import TasksConfig
+from finbench.core.calendar import session_grid
+from finbench.core.config import TasksConfig
 
 
 def task_id(ticker: str, session: str, horizon: str) -> str:

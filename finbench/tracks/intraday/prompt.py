@@ -1,4 +1,4 @@
-"""The versioned prompt: rendered from a gated :class:`~finbench.gate.Context` only.
+"""The versioned prompt: rendered from a gated :class:`~finbench.tracks.intraday.gate.Context` only.
 
 Layout of template v2: a system message stating the task and the answer format, with the
 run's target time and interval level (``1 - alpha``) and the ``alpha`` its Winkler score uses;
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from finbench.gate import Context
+from finbench.tracks.intraday.gate import Context
 
 TEMPLATE_VERSION = "finbench-prompt-v2"
 RECENT_MINUTES = 30
@@ -36,7 +36,7 @@ class PromptSettings:
 
     @classmethod
     def of(cls, config) -> PromptSettings:
-        """The settings of a :class:`~finbench.config.RunConfig`."""
+        """The settings of a :class:`~finbench.core.config.RunConfig`."""
         return cls(config.tasks.target, config.scores.alpha, config.tasks.timezone)
 
     @property

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from finbench.errors import FinbenchError
+from finbench.core.errors import FinbenchError
 
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.config import RunConfig
+from finbench.core.config import RunConfig
+from finbench.core.errors import RunError
+from finbench.core.outputs import write_json
 from finbench.data.store import sha256_file
-from finbench.errors import RunError
-from finbench.outputs import write_json
 
 MANIFEST = "manifest.json"
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from finbench.bars import NS, BarArrays, lows_of, search_by_ticker, ticker_bounds, to_ns
-from finbench.calendar import get_calendar
-from finbench.errors import LookaheadError
+from finbench.core.calendar import get_calendar
+from finbench.core.errors import LookaheadError
+from finbench.data.bars import NS, BarArrays, lows_of, search_by_ticker, ticker_bounds, to_ns
 
 DIGEST_VERSION = 1
 

@@ -22,6 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from finbench.core.lookup import arrow_text, positions
+from finbench.core.outputs import writing
 from finbench.forecasters.rows import (
     FORECAST_COLUMNS,
     FORECAST_SCHEMA,
@@ -29,8 +31,6 @@ from finbench.forecasters.rows import (
     to_table,
     typed,
 )
-from finbench.lookup import arrow_text, positions
-from finbench.outputs import writing
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.bars import NS, BarArrays, to_ns
-from finbench.errors import DataError
+from finbench.core.errors import DataError
+from finbench.data.bars import NS, BarArrays, to_ns
 
 OK = "ok"
 NO_REFERENCE = "no_reference_price"

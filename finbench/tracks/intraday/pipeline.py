@@ -22,16 +22,16 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from finbench.bars import NS, BarArrays, to_ns
-from finbench.calendar import get_calendar, previous_sessions
-from finbench.config import RunConfig
+from finbench.core.calendar import get_calendar, previous_sessions
+from finbench.core.config import RunConfig
+from finbench.core.errors import RunError
+from finbench.core.lookup import arrow_text, groups, positions
+from finbench.core.progress import Countdown
+from finbench.data.bars import NS, BarArrays, to_ns
 from finbench.data.store import Store
-from finbench.errors import RunError
-from finbench.gate import ContextIndex, daily_summaries, empty_daily
-from finbench.labels import LABEL_COLUMNS, label_bars, label_frame, status_counts
-from finbench.lookup import arrow_text, groups, positions
-from finbench.progress import Countdown
-from finbench.tasks import build_tasks
+from finbench.tracks.intraday.gate import ContextIndex, daily_summaries, empty_daily
+from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame, status_counts
+from finbench.tracks.intraday.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"
 

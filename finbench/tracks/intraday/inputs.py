@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from finbench.bars import BarArrays
-from finbench.forecasters.base import Inputs
-from finbench.forecasters.prompt import PromptSettings
-from finbench.gate import ContextIndex
-from finbench.pipeline import Plan, Resolved, tasks_at
+from finbench.data.bars import BarArrays
+from finbench.tracks.base import Inputs
+from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.pipeline import Plan, Resolved, tasks_at
+from finbench.tracks.intraday.prompt import PromptSettings
 
 
 def plain_inputs(plan: Plan, resolved: Resolved, rows: np.ndarray) -> Inputs:
