@@ -1,7 +1,5 @@
 """FinBench: time-gated calibration and uncertainty benchmark for intraday stock forecasts."""
 
-__version__ = "0.1.0"
-
 from finbench.core.errors import (  # noqa: E402
     ConfigError,
     DataError,
@@ -10,6 +8,7 @@ from finbench.core.errors import (  # noqa: E402
     RunError,
     StoreError,
 )
+from finbench.core.version import __version__  # noqa: E402
 
 __all__ = ["ConfigError", "DataError", "FinbenchError", "LookaheadError", "RunError",
            "StoreError", "__version__"]

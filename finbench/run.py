@@ -16,7 +16,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import finbench
 from finbench.core.config import (
     RunConfig,
     baseline_names,
@@ -28,6 +27,7 @@ from finbench.core.config import (
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
+from finbench.core.version import __version__
 from finbench.data.store import sha256_file
 from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.batch import BatchJob
@@ -362,7 +362,7 @@ def _manifest(config: RunConfig, source: dict, plan: Plan, facts: dict, started:
     return {
         "format": "finbench-run",
         "version": 1,
-        "package_version": finbench.__version__,
+        "package_version": __version__,
         "git_revision": _git_revision(),
         "python": sys.version.split()[0],
         **source,
