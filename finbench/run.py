@@ -37,7 +37,6 @@ from finbench.runlog.rundir import MANIFEST, now, record_files
 from finbench.runlog.runlock import RunLock, describe
 from finbench.scoring.run import rescore
 from finbench.tracks.base import Inputs
-from finbench.tracks.intraday.history import clear_histories
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
 from finbench.tracks.intraday.pipeline import (
     Plan,
@@ -189,7 +188,6 @@ def _run_locked(config: RunConfig, source: dict, out: Path, lap, *, echo, dry_ru
                 error.add_note(f"also failed while stopping: closing {table.tmp}: {late!r}")
         raise
     del resolved, labels  # what follows reads the run directory
-    clear_histories()
     lap("forecasts")
     if batch and not dry_run:
         for name, job in jobs.items():

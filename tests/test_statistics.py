@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finbench.scoring import bootstrap
-from finbench.scoring.bootstrap import cluster_weights, mean_ci, paired_difference, skill_ci
+from finbench.scoring.bootstrap import Draws, cluster_weights, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.decision import decision_table, max_drawdown, wealth_path
 from finbench.scoring.rules import kelly_growth_score
@@ -23,45 +22,49 @@ def test_bootstrap_is_reproducible_by_seed():
     assert a != mean_ci(values, clusters, seed=6)
 
 
-def test_cluster_draws_are_the_seeded_multinomial_kept_read_only(monkeypatch):
-    monkeypatch.setattr(bootstrap, "_DRAWS", {})
-    first = cluster_weights(7, replicates=5, seed=11)
+def test_cluster_draws_are_the_seeded_multinomial_kept_read_only():
+    draws = Draws(keep=8)
+    first = draws.weights(7, replicates=5, seed=11)
     np.testing.assert_array_equal(
         first, np.random.default_rng(11).multinomial(7, np.full(7, 1 / 7), size=5))
+    np.testing.assert_array_equal(first, cluster_weights(7, replicates=5, seed=11))
     assert (first.sum(axis=1) == 7).all()
-    assert cluster_weights(7, replicates=5, seed=11) is first  # kept, not drawn again
+    assert draws.weights(7, replicates=5, seed=11) is first  # kept, not drawn again
+    assert cluster_weights(7, replicates=5, seed=11) is not first  # no draws owned: afresh
     with pytest.raises(ValueError):
         first[0, 0] = 99  # a kept draw cannot be changed by a caller
-    assert not np.array_equal(cluster_weights(7, replicates=5, seed=12), first)
-    for n in range(bootstrap.KEEP_DRAWS + 1):  # the oldest are let go
-        cluster_weights(100 + n, replicates=5, seed=11)
-    assert (7, 5, 11) not in bootstrap._DRAWS and len(bootstrap._DRAWS) == bootstrap.KEEP_DRAWS
-    monkeypatch.setattr(bootstrap, "KEEP_DRAW_BYTES", 1000)
-    big = cluster_weights(50, replicates=5, seed=1)  # 2,000 bytes: drawn, not kept
-    assert (50, 5, 1) not in bootstrap._DRAWS and big.shape == (5, 50)
+    assert not np.array_equal(draws.weights(7, replicates=5, seed=12), first)
+    for n in range(draws.keep + 1):  # the oldest are let go
+        draws.weights(100 + n, replicates=5, seed=11)
+    assert (7, 5, 11) not in draws.kept and len(draws.kept) == draws.keep
+    small = Draws(keep_bytes=1000)
+    big = small.weights(50, replicates=5, seed=1)  # 2,000 bytes: drawn, not kept
+    assert small.kept == {} and big.shape == (5, 50)
 
 
-def test_many_clusters_are_drawn_in_blocks_with_the_same_replicates(monkeypatch):
+def test_many_clusters_are_drawn_in_blocks_with_the_same_replicates():
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=600), rng.normal(size=600)
     clusters = rng.permutation(np.repeat(np.arange(150), 4))
-    monkeypatch.setattr(bootstrap, "_DRAWS", {})
-    whole = (mean_ci(a, clusters, replicates=50, seed=9),
-             skill_ci(a ** 2, b ** 2, clusters, replicates=50, seed=9),
-             paired_difference(a, b, clusters, replicates=50, seed=9))
-    assert list(bootstrap._DRAWS) == [(150, 50, 9)]  # drawn whole, once, and kept
-    monkeypatch.setattr(bootstrap, "_DRAWS", {})
-    monkeypatch.setattr(bootstrap, "KEEP_DRAW_BYTES", 8 * 150 * 7)  # blocks of 7 replicates
-    blocked = (mean_ci(a, clusters, replicates=50, seed=9),
-               skill_ci(a ** 2, b ** 2, clusters, replicates=50, seed=9),
-               paired_difference(a, b, clusters, replicates=50, seed=9))
-    assert bootstrap._DRAWS == {}  # too large to keep: drawn block by block
+
+    def intervals(draws):
+        return (mean_ci(a, clusters, replicates=50, seed=9, draws=draws),
+                skill_ci(a ** 2, b ** 2, clusters, replicates=50, seed=9, draws=draws),
+                paired_difference(a, b, clusters, replicates=50, seed=9, draws=draws))
+
+    draws = Draws()
+    whole = intervals(draws)
+    assert list(draws.kept) == [(150, 50, 9)]  # drawn whole, once, and kept
+    small = Draws(keep_bytes=8 * 150 * 7)  # blocks of 7 replicates
+    blocked = intervals(small)
+    assert small.kept == {}  # too large to keep: drawn block by block
     for got, want in zip((blocked[0], blocked[1], blocked[2][0]),
                          (whole[0], whole[1], whole[2][0]), strict=True):
         assert got.estimate == want.estimate and got.n == want.n and got.clusters == 150
         np.testing.assert_allclose([got.lower, got.upper], [want.lower, want.upper], rtol=1e-12)
         assert got.lower < got.estimate < got.upper
     assert blocked[2][1] == whole[2][1]  # the p-value
+    assert intervals(None) == whole  # owning no draws changes no number
 
 
 def test_one_row_per_session_equals_the_row_bootstrap():

@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 
 from finbench.core.config import BASELINE_KINDS
-from finbench.tracks.intraday.history import baseline_digests, shared_history
+from finbench.tracks.intraday.history import baseline_digests
 from finbench.tracks.intraday.pipeline import context_chunks
 from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256, render_messages
 
@@ -25,8 +25,7 @@ class Receipts:
                  each_chunk=None) -> None:
         """``each_chunk(chunk, contexts, bars)``: called with each month's contexts as they are
         built (for what else needs them)."""
-        history = shared_history(resolved.history)
-        self.baseline_sha = baseline_digests(history, plan.tasks, resolved.history)
+        self.baseline_sha = baseline_digests(resolved.known, plan.tasks, resolved.history)
         rows = resolved.history_rows(np.arange(len(plan.tasks)))
         self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
                      .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}

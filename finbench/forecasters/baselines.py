@@ -58,7 +58,6 @@ from finbench.tracks.intraday.history import (
     pick,
     rolling_quantiles,
     rolling_rate,
-    shared_history,
     window_details,
     window_rows,
 )
@@ -94,7 +93,9 @@ class _Baseline(Forecaster):
                 getattr(self.config, "min_count", DEFAULT_MIN_COUNT))
 
     def _shared(self, inputs: Inputs) -> History:
-        return shared_history(inputs.history, inputs.sessions)
+        if inputs.known is not None:
+            return inputs.known
+        return History(inputs.history, inputs.sessions)
 
     def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
         history = self._shared(inputs)

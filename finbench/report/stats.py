@@ -17,7 +17,7 @@ from finbench.core.errors import RunError
 from finbench.core.lookup import groups, positions
 from finbench.runlog.rundir import finished_run
 from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_scores
-from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
+from finbench.scoring.bootstrap import Draws, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.decision import decision_table
 
@@ -38,6 +38,7 @@ class RunData:
     task_ids: pd.Series | None = None  # the run's tasks (``tasks.parquet``)
     references: dict[str, str] | None = None  # each model's skill reference, if not the coin
     caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
+    draws: Draws = field(default_factory=Draws, repr=False, compare=False)  # the bootstrap's
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def reference(self, model: str) -> str | None:
@@ -170,7 +171,8 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     each (slice, model) cell reads its rows by position, so a table of 500 tickers costs
     little beyond its bootstraps."""
     rep = data.config.report
-    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level}
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
+            "draws": data.draws}
     rows, n_models = data.rows, len(data.models)
     if slice_kind == "overall":
         slice_code, values = np.zeros(len(rows), np.int64), ["all"]
@@ -282,7 +284,7 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
         ra, rb = data.scored_pairs(a, b, part="interval_scored" if interval else "scored")
         ci, p = paired_difference(values[ra], values[rb], cluster[ra],
                                   replicates=rep.bootstrap_replicates, seed=rep.seed,
-                                  level=rep.level)
+                                  level=rep.level, draws=data.draws)
         sessions = len(np.unique(session[ra]))
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
                     "sessions": ci.clusters if rep.cluster == "session" else sessions,

@@ -18,7 +18,6 @@ DEFAULT_REPLICATES = 2000
 MIN_CLUSTERS = 2  # with one cluster every replicate is the sample: no interval exists
 KEEP_DRAWS = 8                   # recent draws kept ...
 KEEP_DRAW_BYTES = 64 * 2**20     # ... each at most this large (2,000 × 4,000 clusters)
-_DRAWS: dict[tuple[int, int, int], np.ndarray] = {}
 
 
 @dataclass(frozen=True)
@@ -30,36 +29,50 @@ class Interval:
     clusters: int
 
 
+class Draws:
+    """Cluster counts drawn once and kept (read-only) while small: a report asks for the same
+    draw for every slice with as many clusters (thousands of times at 500 tickers). The
+    report that owns one passes it to every interval it computes; without one, each call
+    draws afresh. ``keep``: how many recent draws are kept; ``keep_bytes``: the largest kept
+    (a larger draw is made a block of replicates at a time)."""
+
+    def __init__(self, keep: int = KEEP_DRAWS, keep_bytes: int = KEEP_DRAW_BYTES) -> None:
+        self.keep, self.keep_bytes = keep, keep_bytes
+        self.kept: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def weights(self, n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
+        """``replicates × n_clusters`` counts: how often each cluster is drawn in each
+        replicate (as floats, exact, so that weighting sums by them is one BLAS product with
+        no cast). The draw depends on its three arguments only."""
+        key = (n_clusters, replicates, seed)
+        if key in self.kept:
+            self.kept[key] = self.kept.pop(key)  # most recently used last
+            return self.kept[key]
+        w = _draw(np.random.default_rng(seed), n_clusters, replicates)
+        w.flags.writeable = False
+        if w.nbytes <= self.keep_bytes:
+            self.kept[key] = w
+            while len(self.kept) > self.keep:
+                del self.kept[next(iter(self.kept))]
+        return w
+
+
 def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
-    """``replicates × n_clusters`` counts: how often each cluster is drawn in each replicate
-    (as floats, exact, so that weighting sums by them is one BLAS product with no cast).
-
-    The draw depends on its three arguments only, and a report asks for the same one for
-    every slice with as many sessions (thousands of times at 500 tickers), so recent draws
-    are kept (read-only) while they are small."""
-    key = (n_clusters, replicates, seed)
-    if key in _DRAWS:
-        _DRAWS[key] = _DRAWS.pop(key)  # most recently used last
-        return _DRAWS[key]
-    w = _draw(np.random.default_rng(seed), n_clusters, replicates)
-    w.flags.writeable = False
-    if w.nbytes <= KEEP_DRAW_BYTES:
-        _DRAWS[key] = w
-        while len(_DRAWS) > KEEP_DRAWS:
-            del _DRAWS[next(iter(_DRAWS))]
-    return w
+    """The counts of :meth:`Draws.weights`, drawn afresh."""
+    return Draws(keep=0).weights(n_clusters, replicates=replicates, seed=seed)
 
 
-def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int) -> np.ndarray:
+def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int,
+            draws: Draws | None) -> np.ndarray:
     """``(w @ top) / (w @ bottom)`` for each replicate's cluster counts ``w``. A draw too large
     to keep (e.g. sessions × tickers as clusters over a year of 500 tickers: 2,000 × 126,000
     counts, 2 GB) is made and used a block of replicates at a time, from the same seeded
     stream, so memory stays bounded however many clusters there are."""
-    n = len(top)
-    block = max(1, KEEP_DRAW_BYTES // (8 * n)) if n else replicates
+    n, draws = len(top), draws or Draws(keep=0)
+    block = max(1, draws.keep_bytes // (8 * n)) if n else replicates
     with np.errstate(invalid="ignore", divide="ignore"):
         if block >= replicates:
-            w = cluster_weights(n, replicates=replicates, seed=seed)
+            w = draws.weights(n, replicates=replicates, seed=seed)
             return (w @ top) / (w @ bottom)
         rng, out = np.random.default_rng(seed), np.empty(replicates)
         for start in range(0, replicates, block):
@@ -92,24 +105,24 @@ def _percentile(reps: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def mean_ci(values, clusters, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0,
-            level: float = 0.95) -> Interval:
+            level: float = 0.95, draws: Draws | None = None) -> Interval:
     """Percentile CI of a mean, resampling clusters."""
     values = np.asarray(values, float)
     sums, counts = _sums(values, np.asarray(clusters))
-    reps = _ratios(sums, counts, replicates=replicates, seed=seed)
+    reps = _ratios(sums, counts, replicates=replicates, seed=seed, draws=draws)
     lo, hi = _percentile(reps, level) if len(sums) >= MIN_CLUSTERS else (np.nan, np.nan)
     est = float(values.mean()) if len(values) else np.nan
     return Interval(est, lo, hi, len(values), len(sums))
 
 
 def skill_ci(loss, reference_loss, clusters, *, replicates: int = DEFAULT_REPLICATES,
-             seed: int = 0, level: float = 0.95) -> Interval:
+             seed: int = 0, level: float = 0.95, draws: Draws | None = None) -> Interval:
     """CI of ``1 - mean(loss) / mean(reference_loss)`` on paired rows, resampling clusters."""
     loss, ref = np.asarray(loss, float), np.asarray(reference_loss, float)
     clusters = np.asarray(clusters)
     s_loss, counts = _sums(loss, clusters)
     s_ref, _ = _sums(ref, clusters)
-    reps = 1.0 - _ratios(s_loss, s_ref, replicates=replicates, seed=seed)
+    reps = 1.0 - _ratios(s_loss, s_ref, replicates=replicates, seed=seed, draws=draws)
     lo, hi = _percentile(reps, level) if len(counts) >= MIN_CLUSTERS else (np.nan, np.nan)
     total_ref = ref.sum()
     est = float(1.0 - loss.sum() / total_ref) if len(loss) and total_ref != 0 else np.nan
@@ -117,11 +130,12 @@ def skill_ci(loss, reference_loss, clusters, *, replicates: int = DEFAULT_REPLIC
 
 
 def paired_difference(loss_a, loss_b, clusters, *, replicates: int = DEFAULT_REPLICATES,
-                      seed: int = 0, level: float = 0.95) -> tuple[Interval, float]:
+                      seed: int = 0, level: float = 0.95, draws: Draws | None = None
+                      ) -> tuple[Interval, float]:
     """CI of ``mean(loss_a - loss_b)`` on shared rows and a two-sided bootstrap p-value."""
     diff = np.asarray(loss_a, float) - np.asarray(loss_b, float)
     sums, counts = _sums(diff, np.asarray(clusters))
-    reps = _ratios(sums, counts, replicates=replicates, seed=seed)
+    reps = _ratios(sums, counts, replicates=replicates, seed=seed, draws=draws)
     reps = reps[np.isfinite(reps)]
     lo, hi = _percentile(reps, level)
     if len(reps) == 0 or len(sums) < MIN_CLUSTERS:

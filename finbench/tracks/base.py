@@ -25,4 +25,6 @@ class Inputs:
     history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
     sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
     # 1970, sorted): baselines count the sessions their windows skip
+    known: object = None  # the label history indexed for lookups (a track's History), built
+    # once per run; None: forecasters index ``history`` themselves
     prompt: object = None  # finbench.tracks.intraday.prompt.PromptSettings of the run (LLMs)

@@ -182,27 +182,6 @@ def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
     return out
 
 
-_HISTORIES: dict[tuple, tuple[pd.DataFrame, History]] = {}
-
-
-def shared_history(frame: pd.DataFrame, sessions: np.ndarray | None = None) -> History:
-    """One :class:`History` per history table, shared by every baseline and every chunk of a
-    run."""
-    key = (id(frame), id(sessions))
-    cached = _HISTORIES.get(key)
-    if cached is None or cached[0] is not frame:
-        if len(_HISTORIES) > 8:
-            _HISTORIES.clear()
-        cached = (frame, History(frame, sessions))
-        _HISTORIES[key] = cached
-    return cached[1]
-
-
-def clear_histories() -> None:
-    """Forget the shared histories (a run calls this once its forecasts are made)."""
-    _HISTORIES.clear()
-
-
 def window_rows(history: History, tasks: pd.DataFrame, window: int):
     """Per task: (first, end) rows of the last ``window`` labels known before it."""
     first, end = history.locate(tasks)

@@ -16,7 +16,8 @@ def plain_inputs(plan: Plan, resolved: Resolved, rows: np.ndarray) -> Inputs:
     """What forecasters that read no context (baselines) are given for the tasks at ``rows``
     of the plan: the tasks, the label history and where each task lies in it."""
     return Inputs(tasks=tasks_at(plan.tasks, rows), history=resolved.history,
-                  history_rows=resolved.history_rows(rows), sessions=resolved.sessions)
+                  history_rows=resolved.history_rows(rows), sessions=resolved.sessions,
+                  known=resolved.known)
 
 
 def context_inputs(plan: Plan, resolved: Resolved, chunk: pd.DataFrame, contexts: ContextIndex,
@@ -25,4 +26,5 @@ def context_inputs(plan: Plan, resolved: Resolved, chunk: pd.DataFrame, contexts
     chunk (:func:`context_chunks`)."""
     return Inputs(tasks=chunk.iloc[rows].reset_index(drop=True), contexts=contexts.take(rows),
                   history=resolved.history, bars=bars, sessions=resolved.sessions,
+                  known=resolved.known,
                   prompt=PromptSettings.of(plan.config))

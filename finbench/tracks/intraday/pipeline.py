@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ from finbench.core.progress import Countdown
 from finbench.data.bars import NS, BarArrays, to_ns
 from finbench.data.store import Store
 from finbench.tracks.intraday.gate import ContextIndex, daily_summaries, empty_daily
+from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame, status_counts
 from finbench.tracks.intraday.tasks import build_tasks
 
@@ -65,6 +66,12 @@ class Resolved:
     n_tasks: int           # evaluated tasks: the last rows of ``history``
     sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
     # 1970, sorted)
+
+    @cached_property
+    def known(self) -> History:
+        """The label history indexed for the baselines' lookups: built once, shared by every
+        baseline and every month of the run (it goes with this object)."""
+        return History(self.history, self.sessions)
 
     def history_rows(self, rows: np.ndarray) -> np.ndarray:
         """Rows of ``history`` holding the evaluated tasks at ``rows`` (the history is the
