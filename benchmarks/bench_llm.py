@@ -27,6 +27,7 @@ from finbench.forecasters.llm import OpenAIForecaster  # noqa: E402
 from finbench.runlog.journal import Journal  # noqa: E402
 from finbench.tracks.base import Inputs  # noqa: E402
 from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
+from finbench.tracks.intraday.prompt import PromptSettings  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 
 CALLS, CONCURRENCY, LATENCY = 2000, 64, 0.100
@@ -59,7 +60,7 @@ def main() -> None:
         os.environ["BENCH_KEY"] = "sk-bench"
         model = OpenAIModel(name="bench", kind="openai", model="valid", base_url=url,
                             api_key_env="BENCH_KEY", concurrency=CONCURRENCY, timeout=30)
-        forecaster = OpenAIForecaster(model)
+        forecaster = OpenAIForecaster(model, PromptSettings())
         inputs = Inputs(tasks=tasks, contexts=index, history=pd.DataFrame(), bars=None)
         with tempfile.TemporaryDirectory() as tmp:
             cpu0 = time.process_time()

@@ -89,7 +89,7 @@ def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple
 
 def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float]]:
     """Where a run's time goes: the same run again, in this process, timed step by step."""
-    from finbench.run import run
+    from finbench.runner import run
 
     timings: dict[str, float] = {}
     run(cfg, run_dir, echo=lambda *_: None, timings=timings)
@@ -112,7 +112,7 @@ def floor_parts(run_dir: Path) -> tuple[float, float]:
     """(seconds to start Python and import what `finbench run` imports, in a subprocess;
     seconds to write the run's forecast table once, as the run writes it, from memory)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import finbench.cli, finbench.run"], check=True,
+    subprocess.run([sys.executable, "-c", "import finbench.cli, finbench.runner"], check=True,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     startup = time.perf_counter() - t0
     table = pq.read_table(run_dir / "forecasts.parquet")
@@ -209,7 +209,7 @@ def main() -> None:
     print(f"{'score 10M rows: numpy one-liners (best of 5)':<52}{bare_score:>10.3f}")
     print(f"{'score 10M rows: finbench.scoring.rules (validated)':<52}{public_score:>10.3f}")
     print(f"{'session bootstrap, 1,000 replicates, 10M rows':<52}{boot:>10.3f}")
-    print(f"{'start-up: python importing finbench.run':<52}{startup:>10.2f}")
+    print(f"{'start-up: python importing finbench.runner':<52}{startup:>10.2f}")
     print(f"{'writing forecasts.parquet once, from memory':<52}{table_write:>10.2f}")
     print(f"{'floor: start-up + reference read + that write':<52}{floor:>10.2f}")
     print(f"{'finbench report of the run (tables and figures)':<52}{report_time:>10.2f}")

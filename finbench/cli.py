@@ -109,7 +109,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from finbench.run import run
+    from finbench.runner import run
 
     shard = None
     if args.shard:

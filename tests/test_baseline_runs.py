@@ -11,7 +11,7 @@ import pytest
 from finbench.audit import audit_run
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
-from finbench.run import run
+from finbench.runner import run
 from finbench.shards import merge_shards
 from tests.helpers import baselines_toml
 

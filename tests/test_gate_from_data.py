@@ -14,7 +14,7 @@ from finbench.core.config import load_config
 from finbench.core.errors import ConfigError, DataError, RunError, StoreError
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
-from finbench.run import run
+from finbench.runner import run
 from tests.helpers import HEADER, bar_rows, store_files, write
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ LAYERS = [
     ["finbench.runlog"],
     ["finbench.scoring"],
     ["finbench.report"],
-    ["finbench.run", "finbench.audit", "finbench.shards"],
+    ["finbench.runner", "finbench.audit", "finbench.shards"],
     ["finbench.cli", "finbench.__main__"],
 ]
 PUBLIC_API = "finbench"  # finbench/__init__.py re-exports from every layer
@@ -102,10 +102,36 @@ def test_the_check_names_an_upward_and_a_private_import():
     taking a private name from the data layer's store, are both named; its own layer's and
     lower layers' public names are not."""
     forged = ast.parse(
-        "from finbench.run import run\n"
+        "from finbench.runner import run\n"
         "from finbench.data.store import _x\n"
         "from finbench.report.stats import load_run\n"
         "from finbench.core.version import __version__\n")
     assert check("finbench.report.forged", False, forged) == [
-        "finbench.report.forged:1 imports finbench.run, a higher layer (7 > 6)",
+        "finbench.report.forged:1 imports finbench.runner, a higher layer (7 > 6)",
         "finbench.report.forged:2 takes private _x from finbench.data.store, another package"]
+
+
+# what knows the intraday track: the track itself, its baselines, the audit that re-derives
+# its receipts and the CLI's data commands. The runner, the journal, scoring and reports see
+# tracks through finbench.tracks.base only, so a second track plugs in without touching them.
+TRACK_AWARE = ("finbench.tracks", "finbench.forecasters.baselines", "finbench.audit",
+               "finbench.cli")
+
+
+def track_leaks() -> list[str]:
+    found = []
+    for name, is_package, tree in modules():
+        if name.startswith(TRACK_AWARE):
+            continue
+        for target, _, line in imports(name, is_package, tree):
+            if target.startswith("finbench.tracks.") and target != "finbench.tracks.base":
+                found.append(f"{name}:{line} imports {target}")
+    return found
+
+
+def test_only_the_track_aware_modules_import_a_track():
+    assert track_leaks() == []
+    forged = ast.parse("from finbench.tracks.intraday.prompt import PromptSettings\n")
+    assert [f"x:{line} imports {t}" for t, _, line in
+            imports("finbench.runner.forged", False, forged)] == [
+        "x:1 imports finbench.tracks.intraday.prompt"]

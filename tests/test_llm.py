@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from finbench.data.synth import CANARY_MARK
-from finbench.run import run
+from finbench.runner import run
 from finbench.tracks.intraday.prompt import render_messages
 from tests.llm_server import ChatServer
 

@@ -9,7 +9,7 @@ import pytest
 
 from finbench.core.config import load_config
 from finbench.core.errors import ConfigError, DataError
-from finbench.run import run
+from finbench.runner import run
 from tests.helpers import baselines_toml
 
 # the paper's pilot CSV shape: several models, each at the horizons it was asked

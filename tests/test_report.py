@@ -13,8 +13,8 @@ from finbench.core.errors import RunError
 from finbench.report import figures as F
 from finbench.report.build import paper, report
 from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
-from finbench.run import run
 from finbench.runlog.rundir import run_labels
+from finbench.runner import run
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.run import score_run
 from finbench.shards import merge_shards

@@ -8,7 +8,7 @@ from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.report.build import report
 from finbench.report.writers import fmt_p
-from finbench.run import run
+from finbench.runner import run
 from tests.helpers import baselines_toml
 
 CONFIG = """

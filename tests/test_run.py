@@ -14,9 +14,9 @@ from finbench.audit import audit_run
 from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.data.store import Store, sha256_file
-from finbench.run import run
 from finbench.runlog.journal import Journal, ordered_table
 from finbench.runlog.rundir import load_run_config
+from finbench.runner import run
 from finbench.scoring.run import score_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
-from finbench.run import run
 from finbench.runlog.runlock import LOCK_FILE, RunLock
+from finbench.runner import run
 from tests.llm_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from finbench.audit import audit_run
-from finbench.run import run
+from finbench.runner import run
 from tests.helpers import baselines_toml
 from tests.llm_server import ChatServer
 

@@ -57,6 +57,7 @@ from finbench.runlog.rundir import finished_run, load_run_config, read_manifest
 from finbench.runlog.runlock import RunLock
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
 from finbench.tracks.intraday.pipeline import month_rows, plan_run, resolve
+from finbench.tracks.intraday.prompt import PromptSettings
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",
                    "history_max_input_time", "input_sha256"]
@@ -128,7 +129,7 @@ class Again:
         self.forecasters, self.problems = {}, []
         for m in models:
             try:
-                self.forecasters[m.name] = build_forecaster(m)
+                self.forecasters[m.name] = build_forecaster(m, PromptSettings.of(plan.config))
             except FinbenchError as exc:
                 self.problems.append(f"model {m.name}: cannot be rebuilt to re-derive its "
                                      f"answers ({exc})")

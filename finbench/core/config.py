@@ -207,6 +207,7 @@ class ReportConfig(_Strict):
 
 class RunConfig(_Strict):
     version: Literal[1] = CONFIG_VERSION
+    track: Literal["intraday"] = "intraday"  # the kind of question (finbench.tracks)
     data: DataConfig
     tasks: TasksConfig
     context: ContextConfig = Field(default_factory=ContextConfig)

@@ -16,7 +16,7 @@ from finbench.core.jsontext import json_array
 from finbench.core.lookup import arrow_text
 from finbench.forecasters.answers import ParsedAnswer, parse_answer
 from finbench.forecasters.rows import forecast_rows, latest, time_array
-from finbench.tracks.base import Inputs
+from finbench.tracks.base import Inputs, Prompt
 
 
 class Forecaster(ABC):
@@ -28,9 +28,12 @@ class Forecaster(ABC):
     streaming = False  # True: answers are journalled one by one via ``run_stream``
     needs_context = True  # False: answers from the label history alone (no contexts built)
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, prompt: Prompt | None = None) -> None:
+        """``prompt``: how the run's track words a task (read by forecasters that prompt a
+        language model)."""
         self.config = config
         self.name = config.name
+        self.prompt = prompt
 
     def asked(self, tasks: pd.DataFrame) -> np.ndarray:
         """Which of ``tasks`` this forecaster is asked (by default: those of its configured
@@ -164,8 +167,9 @@ def register(kind: str):
     return wrap
 
 
-def build_forecaster(config) -> Forecaster:
-    """The forecaster for a model config, by its ``kind``."""
+def build_forecaster(config, prompt: Prompt | None = None) -> Forecaster:
+    """The forecaster for a model config, by its ``kind``; ``prompt``: the track's
+    (:attr:`finbench.tracks.base.Track.prompt`), for the forecasters prompting a model."""
     import finbench.forecasters.baselines  # noqa: F401 - registers kinds
     import finbench.forecasters.llm  # noqa: F401
     import finbench.forecasters.replay  # noqa: F401
@@ -173,4 +177,4 @@ def build_forecaster(config) -> Forecaster:
 
     if config.kind not in registry:
         raise KeyError(config.kind)
-    return registry[config.kind](config)
+    return registry[config.kind](config, prompt)

@@ -28,19 +28,19 @@ from finbench.core.errors import ConfigError, ModelStopped
 from finbench.forecasters.answers import ForecastAnswer, ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
-from finbench.tracks.base import Inputs
-from finbench.tracks.intraday.prompt import (
-    TEMPLATE_VERSION,
-    estimate_tokens,
-    messages_sha256,
-    render_messages,
-)
+from finbench.tracks.base import Inputs, Prompt
 
 DEFAULT_OUTPUT_TOKENS = 200
 STOP_STATUSES = {401: "the API key is rejected", 403: "the key may not use this model",
                  404: "no such model or endpoint path"}  # no later call can succeed
 CONNECTIONS_PER_CLIENT = 8
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A rough token count (4 characters a token) for dry-run cost estimates and the token
+    rate limit."""
+    return -(-sum(len(m["content"]) for m in messages) // 4)
 
 
 def response_schema() -> dict:
@@ -120,8 +120,11 @@ class RateLimiter:
 class OpenAIForecaster(Forecaster):
     streaming = True
 
-    def __init__(self, config) -> None:
-        super().__init__(config)
+    def __init__(self, config, prompt: Prompt | None = None) -> None:
+        if prompt is None:
+            raise ConfigError(f"models.{config.name}: an LLM forecaster needs the prompt of "
+                              "the run's track (build it with the track's prompt)")
+        super().__init__(config, prompt)
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
         if self.base_url and url_credentials(self.base_url) and not config.allow_url_credentials:
@@ -151,14 +154,14 @@ class OpenAIForecaster(Forecaster):
     def params(self) -> dict:
         c = self.config
         return {"temperature": c.temperature, "seed": c.seed, "max_tokens": c.max_tokens,
-                "structured": c.structured, "template": TEMPLATE_VERSION}
+                "structured": c.structured, "template": self.prompt.template}
 
     def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
         """Messages and their hash for every task (rendered from the gated contexts)."""
         out = []
         for i in range(len(inputs.tasks)):
-            messages = render_messages(inputs.contexts.context(i), inputs.prompt)
-            out.append((messages, messages_sha256(messages)))
+            messages = self.prompt.messages(inputs.contexts.context(i))
+            out.append((messages, self.prompt.sha256(messages)))
         return out
 
     def estimate(self, inputs: Inputs) -> dict:
@@ -351,7 +354,7 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
               else interpret(response, forecaster.config.structured))
     usage = response.get("usage") or {}
     tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
-    detail = {"template": TEMPLATE_VERSION, "finish_reason": response.get("finish_reason"),
+    detail = {"template": forecaster.prompt.template, "finish_reason": response.get("finish_reason"),
               "cached": from_cache, "prompt_tokens": usage.get("prompt_tokens"),
               "completion_tokens": usage.get("completion_tokens")}
     if "batch_id" in response:

@@ -78,8 +78,8 @@ def _model_rows(frame: pd.DataFrame, path, model: str | None) -> pd.DataFrame:
 
 @register("replay")
 class Replay(Forecaster):
-    def __init__(self, config) -> None:
-        super().__init__(config)
+    def __init__(self, config, prompt=None) -> None:
+        super().__init__(config, prompt)
         self.table = load_replay(config.path, config.model).set_index("task_id")
         self.interval = "lower" in self.table
 

@@ -1,1 +1,14 @@
-"""tracks."""
+"""Tracks: the kinds of forecasting question (:class:`~finbench.tracks.base.Track`)."""
+
+from __future__ import annotations
+
+from finbench.tracks.base import Track
+
+
+def open_track(config) -> Track:
+    """The track a config asks for (its tasks planned; no market data read yet)."""
+    from finbench.tracks.intraday.track import IntradayTrack
+
+    tracks = {IntradayTrack.name: IntradayTrack}
+    name = getattr(config, "track", IntradayTrack.name)
+    return tracks[name](config)

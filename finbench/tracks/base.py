@@ -1,12 +1,33 @@
-"""What every track shares with the forecasters: :class:`Inputs`, what a batch of tasks gives
-a forecaster. A track (``finbench.tracks.intraday``) builds them; forecasters read them."""
+"""The seam between a track and everything shared: :class:`Track`, what :func:`finbench.run`
+drives, and :class:`Inputs`, what a batch of tasks gives a forecaster.
+
+A track owns what is specific to one kind of question (for the intraday track: tasks at
+horizons, bar-store reads, the label pass, momentum features, the time gate and contexts,
+the prompt). The forecasters, the journal, scoring and reports are shared: they see tasks
+(one row each, keyed by ``task_id``), labels and :class:`Inputs` only.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
+
+
+class Prompt(Protocol):
+    """How a track words a task for a language model (from its gated context only)."""
+
+    template: str  # the template's version: part of every prompt hash and cache key
+
+    def messages(self, context) -> list[dict[str, str]]:
+        """The chat messages for one task's context."""
+
+    def sha256(self, messages: list[dict[str, str]]) -> str:
+        """The digest of the messages with the template version (the prompt's receipt)."""
 
 
 @dataclass
@@ -18,7 +39,7 @@ class Inputs:
     once (the baselines' receipts)."""
 
     tasks: pd.DataFrame
-    contexts: object = None  # finbench.tracks.intraday.gate.ContextIndex
+    contexts: object = None  # the track's gated contexts (intraday: gate.ContextIndex)
     history: pd.DataFrame | None = None
     bars: object = None  # finbench.data.bars.BarArrays
     shared: dict = field(default_factory=dict)
@@ -27,4 +48,69 @@ class Inputs:
     # 1970, sorted): baselines count the sessions their windows skip
     known: object = None  # the label history indexed for lookups (a track's History), built
     # once per run; None: forecasters index ``history`` themselves
-    prompt: object = None  # finbench.tracks.intraday.prompt.PromptSettings of the run (LLMs)
+
+
+@dataclass
+class ContextBatch:
+    """Tasks whose contexts are built together (a month of the intraday track): ``where``,
+    their rows in :attr:`Track.tasks`; ``inputs(rows)``, the :class:`Inputs` of those of
+    them at ``rows`` (positions in ``where``)."""
+
+    where: np.ndarray
+    inputs: Callable[[np.ndarray], Inputs]
+
+
+class Track(ABC):
+    """One kind of forecasting question, driven by :func:`finbench.run` in this order:
+    open it on a config (tasks planned, no market data read), :meth:`label` (the label pass),
+    then forecasters take :meth:`batches` with :meth:`plain_inputs` (those answering from
+    the label history alone) or :meth:`context_batches` (those reading gated contexts), and
+    :meth:`release` once every forecast is made."""
+
+    name: ClassVar[str]
+    baseline_kinds: ClassVar[tuple[str, ...]]  # forecaster kinds of the track's baselines
+    tasks: pd.DataFrame  # the evaluated tasks, in the run's order (``task_id`` first)
+
+    @property
+    @abstractmethod
+    def snapshot_sha256(self) -> str:
+        """The digest of the data the run reads (one run never mixes two)."""
+
+    @abstractmethod
+    def data_facts(self) -> dict:
+        """What the manifest records about the data (``snapshot_sha256`` among them)."""
+
+    @property
+    @abstractmethod
+    def prompt(self) -> Prompt:
+        """How this track words a task for a language model."""
+
+    @abstractmethod
+    def label(self, *, contexts: bool, echo=None) -> pd.DataFrame:
+        """The label pass: every task's label (a frame in task order, ``task_id`` first);
+        ``contexts``: some forecaster will read contexts (build what they need)."""
+
+    @abstractmethod
+    def warnings(self, labels: pd.DataFrame) -> list[str]:
+        """What a user should know before anything is paid for; a RunError when nothing can
+        be scored."""
+
+    @abstractmethod
+    def summary(self, labels: pd.DataFrame) -> dict:
+        """The manifest's facts about the tasks (counts, exclusions, label statuses)."""
+
+    @abstractmethod
+    def batches(self) -> list[np.ndarray]:
+        """Rows of :attr:`tasks` answered together by forecasters reading no context."""
+
+    @abstractmethod
+    def plain_inputs(self, rows: np.ndarray) -> Inputs:
+        """What forecasters reading no context get for the tasks at ``rows``."""
+
+    @abstractmethod
+    def context_batches(self, wanted: np.ndarray) -> Iterator[ContextBatch]:
+        """The tasks where ``wanted`` is set, with their gated contexts, a batch at a time."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Let go of what the label pass holds (forecasts are made)."""

@@ -9,7 +9,6 @@ from finbench.data.bars import BarArrays
 from finbench.tracks.base import Inputs
 from finbench.tracks.intraday.gate import ContextIndex
 from finbench.tracks.intraday.pipeline import Plan, Resolved, tasks_at
-from finbench.tracks.intraday.prompt import PromptSettings
 
 
 def plain_inputs(plan: Plan, resolved: Resolved, rows: np.ndarray) -> Inputs:
@@ -26,5 +25,4 @@ def context_inputs(plan: Plan, resolved: Resolved, chunk: pd.DataFrame, contexts
     chunk (:func:`context_chunks`)."""
     return Inputs(tasks=chunk.iloc[rows].reset_index(drop=True), contexts=contexts.take(rows),
                   history=resolved.history, bars=bars, sessions=resolved.sessions,
-                  known=resolved.known,
-                  prompt=PromptSettings.of(plan.config))
+                  known=resolved.known)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
-import numpy as np
 import pandas as pd
 
 from finbench.tracks.intraday.gate import Context
@@ -30,6 +30,8 @@ class PromptSettings:
     """What a prompt takes from the run's config: the target clock time, the interval's
     ``alpha`` and the local zone times are shown in."""
 
+    template: ClassVar[str] = TEMPLATE_VERSION
+
     target: str = "15:55"
     alpha: float = 0.2
     timezone: str = "America/New_York"
@@ -38,6 +40,14 @@ class PromptSettings:
     def of(cls, config) -> PromptSettings:
         """The settings of a :class:`~finbench.core.config.RunConfig`."""
         return cls(config.tasks.target, config.scores.alpha, config.tasks.timezone)
+
+    def messages(self, context: Context) -> list[dict[str, str]]:
+        """The chat messages of one task (:func:`render_messages`)."""
+        return render_messages(context, self)
+
+    def sha256(self, messages: list[dict[str, str]]) -> str:
+        """The prompt's receipt (:func:`messages_sha256`)."""
+        return messages_sha256(messages)
 
     @property
     def zone(self) -> str:
@@ -151,8 +161,3 @@ def messages_sha256(messages: list[dict[str, str]]) -> str:
     payload = json.dumps({"template": TEMPLATE_VERSION, "messages": messages}, sort_keys=True,
                          ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def estimate_tokens(messages: list[dict[str, str]]) -> int:
-    """A rough token count (4 characters a token) for dry-run cost estimates."""
-    return int(np.ceil(sum(len(m["content"]) for m in messages) / 4))

@@ -1,0 +1,63 @@
+"""What a run writes about itself: the manifest's first content and the printed summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from finbench.core.config import RunConfig, baseline_names, interval_reference
+from finbench.core.version import __version__
+from finbench.report.tables import render_text, summary_frame
+
+
+def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
+                 started: str) -> dict:
+    """The manifest as the label pass leaves it (docs/spec.md §7): versions, the config and
+    its source, the data snapshot (``data``: the track's facts), the tasks' facts."""
+    return {
+        "format": "finbench-run",
+        "version": 1,
+        "package_version": __version__,
+        "git_revision": _git_revision(),
+        "python": sys.version.split()[0],
+        **source,
+        "config": json.loads(config.model_dump_json()),
+        "data": data,
+        "models": [json.loads(m.model_dump_json()) for m in config.models],
+        "tasks": facts,
+        "started_at": started,
+    }
+
+
+def shard_field(shard) -> list[str] | None:
+    return None if shard is None else [str(shard[0]), str(shard[1])]
+
+
+def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:
+    """The tables a run prints when it ends: by horizon and over all horizons."""
+    baselines = [b for b in baseline_names(config) if b in names]
+    ref = interval_reference(config)
+    parts = []
+    for kind, title in (("horizon", "By horizon"), ("overall", "All horizons")):
+        frame = summary_frame(scores, baselines=baselines, slice_kind=kind,
+                              interval_reference=ref)
+        parts.append(f"{title}:\n{render_text(frame)}")
+    note = ("BS and Winkler: lower is better; BSS/WSS = 1 - S_model/S_baseline on the (n) paired "
+            "rows both scored; 'undef' = zero reference score or no paired rows; n/a = the "
+            "forecaster gives no interval (scored on its probability alone). p fallback: "
+            "probabilities from a declared fallback rule; Int. abstained: intervals left out "
+            "for lack of history.")
+    return "\n\n".join(parts) + "\n" + note
+
+
+def _git_revision() -> str | None:
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None

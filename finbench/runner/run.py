@@ -1,0 +1,51 @@
+"""One run, as its steps (docs/spec.md §9): each step is a method of
+:class:`~finbench.runner.steps.RunSteps`, which holds what the steps hand on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from finbench.runlog.runlock import RunLock, describe
+from finbench.runner.steps import Laps, RunSteps, load_run_config
+
+
+def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
+        dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
+        timings: dict[str, float] | None = None) -> Path:
+    """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
+    the run directory.
+
+    ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and
+    cost, and stops before any request. ``shard = (start, end)`` runs only the sessions of
+    that sub-range of the config's dates (:mod:`finbench.shards`). ``batch`` sends LLM calls
+    through the Batch API; a later run of the same directory collects them and scores once
+    every batch is in. ``timings``, when given, receives the seconds each step took.
+    Market data are read a date partition at a time and forecasts are journalled as they
+    come, so memory grows with the number of tasks, not of forecast rows, and a killed run
+    loses nothing it wrote.
+    """
+    config, source = load_run_config(config_path, shard)
+    out = Path(out) if out else Path("results") / Path(config_path).stem
+    with RunLock(out, command=f"finbench run {config_path}") as lock:
+        if lock.took_over:
+            echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
+                 "releasing the folder (killed?); resuming its run")
+        steps = RunSteps(config, source, out, echo=echo, shard=shard, laps=Laps(timings))
+        steps.check_directory()        # a resumed run: same config, shard and data
+        steps.open_track()             # tasks planned; no market data read yet
+        steps.build_forecasters()      # models that cannot run here are skipped, with why
+        steps.label()                  # the label pass; tasks, labels and manifest written
+        steps.collect_batches(batch=batch, dry_run=dry_run)
+        steps.find_work(dry_run=dry_run)  # what each forecaster still owes
+        steps.forecast(batch=batch, dry_run=dry_run)  # answers journalled as they come
+        steps.submit_batches(batch=batch, dry_run=dry_run)
+        if dry_run:
+            steps.print_estimates()
+            return out
+        if steps.pending:
+            steps.print_pending()
+            return out
+        steps.write_forecast_table()
+        steps.score()
+        steps.finish()
+    return out

@@ -1,0 +1,263 @@
+"""The steps of :func:`finbench.runner.run`, and what they hand on to each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from finbench.core.config import RunConfig, load_config_file, shard_config
+from finbench.core.errors import ModelStopped, RunError
+from finbench.core.lookup import positions
+from finbench.core.outputs import write_atomic, write_json
+from finbench.data.store import sha256_file
+from finbench.forecasters.base import Forecaster, build_forecaster
+from finbench.forecasters.batch import BatchJob
+from finbench.runlog.journal import ForecastTable, Journal
+from finbench.runlog.rundir import MANIFEST, now, record_files
+from finbench.runner.forecasting import forecast_pass
+from finbench.runner.manifest import new_manifest, render_summary, shard_field
+from finbench.scoring.run import rescore
+from finbench.tracks import open_track
+
+
+def load_run_config(config_path: str | Path, shard: tuple | None
+                    ) -> tuple[RunConfig, dict]:
+    """The config (cut to ``shard``'s dates) and its source: the file's hash, text and
+    folder, which the manifest records."""
+    config, config_sha, config_text = load_config_file(config_path)
+    if shard is not None:
+        config = shard_config(config, *shard)
+    if not config.models:
+        raise RunError(f"{config_path}: no [[models]] configured")
+    return config, {"config_sha256": config_sha, "config_toml": config_text,
+                    "config_dir": str(Path(config_path).resolve().parent)}
+
+
+def skip_reason(model) -> str | None:
+    """Why a configured model cannot run here (None when it can)."""
+    if model.kind == "openai":
+        if not os.environ.get(model.api_key_env):
+            return f"API key variable {model.api_key_env} is not set"
+        if model.base_url_env and not os.environ.get(model.base_url_env):
+            return f"endpoint variable {model.base_url_env} is not set"
+    return None
+
+
+class Laps:
+    """Adds the seconds since the last call to ``out[name]`` (nothing when ``out`` is None)."""
+
+    def __init__(self, out: dict[str, float] | None) -> None:
+        self.out, self.t = out, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        t = time.perf_counter()
+        if self.out is not None:
+            self.out[name] = self.out.get(name, 0.0) + t - self.t
+        self.t = t
+
+
+class RunSteps:
+    """What one run's steps share, in the order :func:`~finbench.runner.run` calls them.
+    The run directory ``out`` is locked by the caller."""
+
+    def __init__(self, config: RunConfig, source: dict, out: Path, *, echo, shard,
+                 laps: Laps) -> None:
+        self.config, self.source, self.out = config, source, out
+        self.echo, self.shard, self.lap = echo, shard, laps
+        self.manifest_path = out / MANIFEST
+        self.started, self.old = now(), None
+        self.skipped: dict[str, str] = {}   # models not run, with why
+        self.stopped: dict[str, str] = {}   # models whose calls cannot succeed, with why
+        self.forecasters: list[Forecaster] = []
+        self.jobs: dict[str, BatchJob] = {}
+        self.todo: dict[str, np.ndarray] = {}
+        self.notes: dict[str, list[str]] = {}
+        self.pending, self.estimates = 0, {}
+
+    def check_directory(self) -> None:
+        """A directory holding a run resumes only the same config and shard."""
+        if not self.manifest_path.is_file():
+            return
+        old = self.old = json.loads(self.manifest_path.read_text())
+        sha = self.source["config_sha256"]
+        if old.get("config_sha256") != sha:
+            raise RunError(f"{self.out}: holds a run of a different config "
+                           f"({old.get('config_sha256', '?')[:12]}); use another --out")
+        if old.get("shard") != shard_field(self.shard):
+            raise RunError(f"{self.out}: holds shard {old.get('shard')}, not "
+                           f"{shard_field(self.shard)}")
+        self.started = old.get("started_at", self.started)
+
+    def open_track(self) -> None:
+        """The config's track, its tasks planned; a resumed run must see the same data."""
+        self.track = open_track(self.config)
+        seen = (self.old or {}).get("data", {}).get("snapshot_sha256")
+        now_sha = self.track.snapshot_sha256
+        if seen is not None and seen != now_sha:
+            raise RunError(f"{self.out}: its run saw data snapshot {seen[:12]}, but "
+                           f"{self.config.data.store} is now {now_sha[:12]} (its data or "
+                           "settings changed); one run never mixes two snapshots: use another "
+                           "--out, or restore the store")
+
+    def build_forecasters(self) -> None:
+        for model in self.config.models:
+            reason = skip_reason(model)
+            if reason:
+                self.skipped[model.name] = reason
+            else:
+                self.forecasters.append(build_forecaster(model, self.track.prompt))
+        self.lap("plan")
+
+    def label(self) -> None:
+        """The label pass; the tasks, labels and a first manifest are written."""
+        track, echo = self.track, self.echo
+        labels = track.label(contexts=any(f.needs_context for f in self.forecasters),
+                             echo=echo)
+        for warning in track.warnings(labels):
+            echo(f"warning: {warning}")
+        facts = track.summary(labels)
+        data = track.data_facts()
+        echo(f"{'SYNTHETIC ' if data['synthetic'] else ''}data {data['store']} (snapshot "
+             f"{data['snapshot_sha256'][:12]}): {len(track.tasks)} tasks, excluded "
+             f"{facts['excluded'] or 'none'}, labels {facts['labels']}")
+        write_atomic(self.out / "tasks.parquet", partial(track.tasks.to_parquet, index=False))
+        write_atomic(self.out / "labels.parquet", partial(labels.to_parquet, index=False))
+        self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
+        self.manifest["shard"] = shard_field(self.shard)
+        write_json(self.manifest_path, self.manifest)
+        self.lap("label pass")
+
+    def collect_batches(self, *, batch: bool, dry_run: bool) -> None:
+        """Open the journal; collect what batches sent earlier have answered."""
+        self.journal = Journal(self.out)
+        for name, reason in self.skipped.items():
+            self.echo(f"skip {name}: {reason}")
+        jobs = {f.name: BatchJob(self.out, f) for f in self.forecasters if f.streaming}
+        self.jobs = {name: job for name, job in jobs.items() if batch or job.state["files"]}
+        for name, job in self.jobs.items() if not dry_run else ():
+            try:
+                self.pending += job.collect(self.journal, self.echo)
+            except ModelStopped as exc:
+                self._stop(name, exc)
+
+    def find_work(self, *, dry_run: bool) -> None:
+        """Per forecaster: the tasks it is asked and has not answered (nor sent in a
+        batch)."""
+        done, ids = self.journal.done_by_model(), self.track.tasks["task_id"]
+        for f in self.forecasters:
+            sent = sorted(self.jobs[f.name].submitted_task_ids()) if f.name in self.jobs else []
+            finished = [*done.get(f.name, []), *sent]
+            asked = f.asked(self.track.tasks)
+            self.todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
+            self.notes[f.name] = [*f.notes(self.track.tasks), *([] if asked.all() else [
+                f"asked {int(asked.sum())} of the run's {len(ids)} tasks; the others are not "
+                "asked (no forecast row)"])]
+            for note in self.notes[f.name]:
+                self.echo(f"{f.name}: {note}")
+            if not self.todo[f.name].any() and not dry_run:
+                self.echo(f"{f.name}: all {int(asked.sum())} forecasts already in the journal")
+
+    def forecast(self, *, batch: bool, dry_run: bool) -> None:
+        """Every forecaster answers what it owes; answers are journalled as they come."""
+        with self._forecast_table(dry_run) as table:
+            self.estimates = forecast_pass(
+                self.track, self.forecasters, self.todo, self.jobs, self.journal, self.echo,
+                dry_run=dry_run, batch=batch, stopped=self.stopped, table=table)
+        self.track.release()  # what follows reads the run directory
+        self.lap("forecasts")
+
+    @contextmanager
+    def _forecast_table(self, dry_run: bool):
+        """The forecast table written as answers come, when baselines alone answer every
+        task (else None: it is written from the journal afterwards). On failure, answers
+        already made land in the journal and no partial table is left."""
+        names = self._names()
+        table = None
+        if (not dry_run and self.forecasters
+                and not any(f.needs_context for f in self.forecasters)
+                and [f.name for f in self.forecasters] == names
+                and all(t.all() for t in self.todo.values())):
+            table = ForecastTable(self.out / "forecasts.parquet",
+                                  self.track.tasks["task_id"].to_numpy(object), names)
+        self.table = table
+        try:
+            yield table
+            self.journal.flush()
+        except BaseException as error:
+            if table is not None:
+                table.stop()  # parts still being written leave it alone
+            for late in self.journal.settle():  # answers made before the error land first
+                error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
+            if table is not None:
+                try:
+                    table.close()  # leaves no partial file
+                except Exception as late:
+                    error.add_note(f"also failed while stopping: closing {table.tmp}: "
+                                   f"{late!r}")
+            raise
+
+    def submit_batches(self, *, batch: bool, dry_run: bool) -> None:
+        if not batch or dry_run:
+            return
+        for name, job in self.jobs.items():
+            if job.new and name not in self.stopped:
+                self.pending += len(job.write_files())
+                try:
+                    job.submit(self.echo)
+                except ModelStopped as exc:
+                    self._stop(name, exc)
+
+    def print_estimates(self) -> None:
+        for name, est in self.estimates.items():
+            cost = "unknown (no prices configured)" if est["cost"] is None else (
+                f"${est['cost']:.4f}")
+            self.echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
+                      f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
+
+    def print_pending(self) -> None:
+        self.echo(f"{self.pending} batch(es) not finished yet: run the same command again to "
+                  "collect them; forecasts and scores are written once every batch is in")
+
+    def write_forecast_table(self) -> None:
+        """The forecast table (models stopped are scored as if skipped; the answers they
+        gave stay in the journal) and the manifest's account of the models."""
+        self.skipped.update({name: f"stopped: {why}" for name, why in self.stopped.items()})
+        names = self._names()
+        if self.table is None or not self.table.close():
+            self.journal.write_ordered(self.out / "forecasts.parquet",
+                                       self.track.tasks["task_id"].to_numpy(object), names)
+        self.manifest.update(skipped_models=self.skipped, stopped_models=self.stopped,
+                             model_notes={k: v for k, v in self.notes.items() if v})
+        write_json(self.manifest_path, self.manifest)
+        self.lap("forecast table")
+
+    def score(self) -> None:
+        self.scores = rescore(self.out)
+        self.lap("scores")
+
+    def finish(self) -> None:
+        """Every file's content hash into the manifest (for the audit); the summary and the
+        manifest's receipt printed."""
+        self.manifest.update(finished_at=now())
+        record_files(self.out, self.manifest)
+        self.echo(render_summary(self.scores, self.config, self._names()))
+        self.echo(f"receipt: {MANIFEST} sha256 {sha256_file(self.manifest_path)} (keep it: "
+                  "`finbench audit` checks every file against the hashes this manifest "
+                  "records)")
+        for why in self.stopped.values():
+            self.echo(f"STOPPED {why}")
+
+    def _names(self) -> list[str]:
+        """The models scored: those configured, less those skipped or stopped."""
+        return [m.name for m in self.config.models
+                if m.name not in self.skipped and m.name not in self.stopped]
+
+    def _stop(self, name: str, exc: ModelStopped) -> None:
+        self.stopped[name] = str(exc)
+        self.echo(f"STOPPED {exc}")

@@ -1,0 +1,93 @@
+"""The intraday-return track behind the :class:`~finbench.tracks.base.Track` seam: tasks at
+the configured horizons of each session, labels from the bar store (docs/spec.md §3–4),
+contexts through the time gate, the v2 prompt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from finbench.core.config import BASELINE_KINDS, RunConfig, momentum_minutes
+from finbench.tracks.base import ContextBatch, Inputs, Track
+from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
+from finbench.tracks.intraday.pipeline import (
+    Resolved,
+    context_chunks,
+    month_rows,
+    plan_run,
+    resolve,
+    scorability,
+    summary,
+)
+from finbench.tracks.intraday.prompt import PromptSettings
+
+
+class IntradayTrack(Track):
+    """Will a stock's mid price be higher at the target time than at the forecast time?"""
+
+    name = "intraday"
+    baseline_kinds = BASELINE_KINDS
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.plan = plan_run(config)  # reads the store's manifest, no market data
+        self.tasks = self.plan.tasks
+        self.resolved: Resolved | None = None
+
+    @property
+    def snapshot_sha256(self) -> str:
+        return self.plan.store.snapshot_sha256
+
+    def data_facts(self) -> dict:
+        store = self.plan.store
+        return {
+            "store": str(self.config.data.store),
+            "snapshot_sha256": store.snapshot_sha256,
+            "partitions_sha256": hashlib.sha256(
+                json.dumps(store.manifest["partitions"], sort_keys=True).encode()).hexdigest(),
+            "synthetic": store.synthetic,
+            "description": store.manifest.get("description", ""),
+        }
+
+    @property
+    def prompt(self) -> PromptSettings:
+        return PromptSettings.of(self.config)
+
+    def label(self, *, contexts: bool, echo=None) -> pd.DataFrame:
+        self.resolved = resolve(self.plan, momentum_minutes=momentum_minutes(self.config),
+                                daily=contexts, echo=echo)
+        return self.resolved.labels_of(self.tasks)
+
+    def warnings(self, labels: pd.DataFrame) -> list[str]:
+        return scorability(self.plan, labels)
+
+    def summary(self, labels: pd.DataFrame) -> dict:
+        return summary(self.plan, labels)
+
+    def batches(self) -> list[np.ndarray]:
+        return month_rows(self.tasks)  # a calendar month of sessions
+
+    def plain_inputs(self, rows: np.ndarray) -> Inputs:
+        return plain_inputs(self.plan, self._resolved(), rows)
+
+    def context_batches(self, wanted: np.ndarray) -> Iterator[ContextBatch]:
+        resolved = self._resolved()
+        position = pd.Series(np.arange(len(self.tasks)), index=self.tasks["task_id"])
+        for chunk, contexts, bars in context_chunks(self.plan, self.tasks[wanted],
+                                                    resolved.daily):
+            def inputs(rows, chunk=chunk, contexts=contexts, bars=bars) -> Inputs:
+                return context_inputs(self.plan, resolved, chunk, contexts, bars, rows)
+
+            yield ContextBatch(position.loc[chunk["task_id"]].to_numpy(), inputs)
+
+    def release(self) -> None:
+        self.resolved = None
+
+    def _resolved(self) -> Resolved:
+        if self.resolved is None:
+            raise RuntimeError("the intraday track has no labels yet: call label() first")
+        return self.resolved
