@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test pilot sample lint bench paper clean
+.PHONY: venv test test-all pilot sample lint bench paper clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# the quick suite while working (slow tests left out); test-all is what CI runs
 test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: $(STAMP)
+	$(BIN)/ruff check finbench tests benchmarks
 	$(BIN)/python -m pytest -q
 
 pilot: $(STAMP)

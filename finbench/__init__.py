@@ -1,14 +1,60 @@
-"""FinBench: time-gated calibration and uncertainty benchmark for intraday stock forecasts."""
+"""FinBench: does a forecaster state honest uncertainty about intraday stock moves?
 
-from finbench.core.errors import (  # noqa: E402
+The public API is what ``__all__`` lists; every other module is internal and may change
+between versions (docs/architecture.md). A typical session::
+
+    import finbench
+    run_dir = finbench.run("configs/pilot.toml", "results/pilot")
+    scores = finbench.score_run(run_dir)      # the scores table (a pandas frame)
+    assert finbench.audit_run(run_dir) == []  # every number re-derived from the store
+    tables, figures = finbench.reports(run_dir)
+
+Names are imported on first use, so ``import finbench`` stays fast.
+"""
+
+from importlib import import_module
+
+from finbench.core.errors import (
     ConfigError,
     DataError,
     FinbenchError,
     LookaheadError,
+    ModelStopped,
     RunError,
     StoreError,
 )
-from finbench.core.version import __version__  # noqa: E402
+from finbench.core.version import __version__
 
-__all__ = ["ConfigError", "DataError", "FinbenchError", "LookaheadError", "RunError",
-           "StoreError", "__version__"]
+_LAZY = {
+    "load_config": "finbench.core.config",
+    "RunConfig": "finbench.core.config",
+    "Store": "finbench.data.store",
+    "ingest_bars": "finbench.data.ingest",
+    "ingest_headlines": "finbench.data.ingest",
+    "write_sample": "finbench.data.synth",
+    "run": "finbench.runner",
+    "merge_shards": "finbench.shards",
+    "score_run": "finbench.scoring.run",
+    "audit_run": "finbench.audit",
+    "report": "finbench.reports.build",
+    "paper": "finbench.reports.build",
+}
+
+__all__ = [
+    "ConfigError", "DataError", "FinbenchError", "LookaheadError", "ModelStopped", "RunConfig",
+    "RunError", "Store", "StoreError", "__version__", "audit_run", "ingest_bars",
+    "ingest_headlines", "load_config", "merge_shards", "paper", "report", "run", "score_run",
+    "write_sample",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'finbench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -93,7 +93,7 @@ def _tasks(args: argparse.Namespace) -> int:
     from finbench.core.config import load_config
     from finbench.tracks.intraday.pipeline import plan_run, resolve, summary
 
-    config, _ = load_config(args.config)
+    config = load_config(args.config)
     plan = plan_run(config)
     labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
     out = Path(args.out) if args.out else None
@@ -159,7 +159,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from finbench.report.build import report
+    from finbench.reports.build import report
 
     tables, figures = report(args.run)
     print(f"{args.run}: {len(tables)} table files in tables/, {len(figures)} figure files in "
@@ -168,7 +168,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _paper(args: argparse.Namespace) -> int:
-    from finbench.report.build import paper
+    from finbench.reports.build import paper
 
     figures = paper(args.runs, args.out, allow_different_tasks=args.allow_different_tasks)
     print(f"wrote {args.out}/tables and {len(figures)} figure files in {args.out}/figures")

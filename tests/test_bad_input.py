@@ -143,6 +143,7 @@ def test_a_torn_run_file_is_named_by_every_command(tmp_path, sample_store):
         assert f"{out / 'labels.parquet'}: cannot be read" in message(finbench(command, out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [3_000, 5_800, 12_000, 15_000])  # bytes: the run's
 # files are 2-20 kB, so each level fails at another file (manifest, labels, journal, scores)
 def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_torn_file(tmp_path,

@@ -13,7 +13,7 @@ LAYERS = [
     ["finbench.forecasters"],
     ["finbench.runlog"],
     ["finbench.scoring"],
-    ["finbench.report"],
+    ["finbench.reports"],
     ["finbench.runner", "finbench.audit", "finbench.shards"],
     ["finbench.cli", "finbench.__main__"],
 ]
@@ -104,11 +104,11 @@ def test_the_check_names_an_upward_and_a_private_import():
     forged = ast.parse(
         "from finbench.runner import run\n"
         "from finbench.data.store import _x\n"
-        "from finbench.report.stats import load_run\n"
+        "from finbench.reports.stats import load_run\n"
         "from finbench.core.version import __version__\n")
-    assert check("finbench.report.forged", False, forged) == [
-        "finbench.report.forged:1 imports finbench.runner, a higher layer (7 > 6)",
-        "finbench.report.forged:2 takes private _x from finbench.data.store, another package"]
+    assert check("finbench.reports.forged", False, forged) == [
+        "finbench.reports.forged:1 imports finbench.runner, a higher layer (7 > 6)",
+        "finbench.reports.forged:2 takes private _x from finbench.data.store, another package"]
 
 
 # what knows the intraday track: the track itself, its baselines, the audit that re-derives

@@ -66,6 +66,7 @@ BEHAVIOURS = [  # (model, valid, error fragment, requests per call)
 ]
 
 
+@pytest.mark.slow
 def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_store, server):
     cfg = config(tmp_path, sample_store, server.base_url, [(m, m) for m, *_ in BEHAVIOURS])
     t0 = time.monotonic()
@@ -203,6 +204,7 @@ def test_dry_run_prints_calls_tokens_and_cost_and_makes_no_request(tmp_path, sam
     assert server.total == 0
 
 
+@pytest.mark.slow
 def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
     slow = ChatServer(delay=0.15)
     try:
@@ -238,6 +240,7 @@ def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
         slow.close()
 
 
+@pytest.mark.slow
 def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
     from finbench.core.config import TasksConfig
     from finbench.data.store import Store

@@ -10,9 +10,9 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
-from finbench.report import figures as F
-from finbench.report.build import paper, report
-from finbench.report.stats import RunData, decision, load_run, paired_table, score_table
+from finbench.reports import figures as F
+from finbench.reports.build import paper, report
+from finbench.reports.stats import RunData, decision, load_run, paired_table, score_table
 from finbench.runlog.rundir import run_labels
 from finbench.runner import run
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci

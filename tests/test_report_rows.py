@@ -6,8 +6,8 @@ import pytest
 
 from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
-from finbench.report.build import report
-from finbench.report.writers import fmt_p
+from finbench.reports.build import report
+from finbench.reports.writers import fmt_p
 from finbench.runner import run
 from tests.helpers import baselines_toml
 

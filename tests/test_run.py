@@ -295,7 +295,7 @@ def test_config_errors_name_the_key(tmp_path, text, message):
 
 
 def test_pilot_config_parses_and_points_at_the_sample():
-    config, _ = load_config(ROOT / "configs" / "pilot.toml")
+    config = load_config(ROOT / "configs" / "pilot.toml")
     assert config.data.store == (ROOT / "data" / "sample").resolve()
     assert [m.kind for m in config.models][:4] == ["coin", "base_rate", "momentum", "climatology"]
 

@@ -89,6 +89,7 @@ def test_writers_and_readers_exclude_each_other(tmp_path, sample_store):
         RunLock(tmp_path / "file", command="finbench run").__enter__()
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_folder_make_every_paid_call_once(tmp_path, sample_store,
                                                            monkeypatch):
     """Two `finbench run` at once on the same --out made every LLM call twice, vanished

@@ -293,18 +293,16 @@ def shard_config(config: RunConfig, start, end) -> RunConfig:
                                                                        "end": last})})
 
 
-def load_config(path: str | Path) -> tuple[RunConfig, str]:
-    """Read and validate a TOML config; relative paths resolve against its folder.
-
-    Returns the config and the SHA-256 of the file's bytes.
-    """
-    config, sha, _ = load_config_file(path)
-    return config, sha
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a TOML config (docs/spec.md §8); relative paths resolve against its
+    folder. A :class:`~finbench.core.errors.ConfigError` names the file, the key and the
+    rule broken."""
+    return load_config_file(path)[0]
 
 
 def load_config_file(path: str | Path) -> tuple[RunConfig, str, str]:
-    """:func:`load_config` and the file's text (a run keeps it, so the config can be checked
-    against its hash)."""
+    """:func:`load_config`, the SHA-256 of the file's bytes and its text (a run keeps both,
+    so the config can be checked against its hash)."""
     path = Path(path)
     try:
         raw_bytes = path.read_bytes()

@@ -11,7 +11,7 @@ import pandas as pd
 
 from finbench.core.config import RunConfig, baseline_names, interval_reference
 from finbench.core.version import __version__
-from finbench.report.tables import render_text, summary_frame
+from finbench.reports.tables import render_text, summary_frame
 
 
 def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,

@@ -24,7 +24,7 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "FINBENCH_OPEN_API_KEY", "DEEPSEEK_API_KEY",
 
 def pilot_report(out: Path) -> Path:
     """Run the pilot into ``out`` and write its report; returns the tables folder."""
-    from finbench.report.build import report
+    from finbench.reports.build import report
     from finbench.runner import run
 
     for name in KEY_VARIABLES:

@@ -9,8 +9,8 @@ import pandas as pd
 
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
-from finbench.report import figures as F
-from finbench.report.stats import (
+from finbench.reports import figures as F
+from finbench.reports.stats import (
     RunData,
     calibration_tables,
     caption_facts,
@@ -21,7 +21,7 @@ from finbench.report.stats import (
     score_table,
     task_overlap,
 )
-from finbench.report.writers import fmt, fmt_p, with_ci, write_table
+from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
 from finbench.runlog.rundir import finished_run, run_labels
 from finbench.runlog.runlock import RunLock
 
