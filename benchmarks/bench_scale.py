@@ -5,7 +5,7 @@ Prints, measured in one run on this machine:
     as the run reads them: the stricter reference), and a baselines-only `finbench run`
     (subprocess: wall time and peak RSS), as a ratio (target <= 2x; RSS <= 4 GB);
   - a floor under any such run: starting Python with the run's imports, the reference read,
-    and writing the run's forecast table (SPEC's forecasts.parquet) once, computing nothing;
+    and writing the run's forecast table (docs/spec.md §9's forecasts.parquet) once, computing nothing;
   - the naive per-task reference (pandas filters over the whole frame) timed on a sample of
     tasks and extrapolated, as a speed-up (target >= 300x);
   - 10M rows of scoring with the validated public rules against bare numpy one-liners

@@ -1,4 +1,4 @@
-"""The ``finbench`` command line: thin commands over the library API (SPEC §9)."""
+"""The ``finbench`` command line: thin commands over the library API (docs/spec.md §9)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Naive reference implementations (a Python loop per task with pandas filters).
 
-Written straight from SPEC §4-5 without sharing code with the intraday track's ``labels`` and
+Written straight from docs/spec.md §4-5 without sharing code with the intraday track's ``labels`` and
 ``gate``, so the vectorised versions are checked against an independent answer.
 """
 
@@ -86,7 +86,7 @@ def naive_daily(bars, calendar, *, timezone="America/New_York", bar_seconds=60):
 
 
 def naive_baseline_stats(task, history: pd.DataFrame, *, window: int, sign_column: str | None):
-    """For one task, from SPEC §7 read literally: the last ``window`` resolved labels of the
+    """For one task, from docs/spec.md §7 read literally: the last ``window`` resolved labels of the
     same ticker and horizon known strictly before ``t_forecast`` (ties in time in table order):
     their count, ups, latest time, the 10%/90% quantiles of their returns, and (with a sign
     column) how many share the task's sign and how many of those went up."""

@@ -1,4 +1,4 @@
-"""Session calendar: horizons and target as UTC instants per exchange session (SPEC §1)."""
+"""Session calendar: horizons and target as UTC instants per exchange session (docs/spec.md §1)."""
 
 from __future__ import annotations
 

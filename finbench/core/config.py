@@ -1,4 +1,4 @@
-"""Run configuration: TOML validated by pydantic with unknown keys rejected (SPEC §9)."""
+"""Run configuration: TOML validated by pydantic with unknown keys rejected (docs/spec.md §9)."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def shard_config(config: RunConfig, start, end) -> RunConfig:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a TOML config (docs/spec.md §8); relative paths resolve against its
+    """Read and validate a TOML config (docs/spec.md §9); relative paths resolve against its
     folder. A :class:`~finbench.core.errors.ConfigError` names the file, the key and the
     rule broken."""
     return load_config_file(path)[0]

@@ -155,7 +155,7 @@ class BarArrays:
     """Bars of many tickers as flat arrays sorted by (ticker, ts).
 
     ``bounds[ticker] = (lo, hi)`` is the slice of that ticker; ``avail = ts + bar length`` is
-    when a bar becomes known (SPEC §2).
+    when a bar becomes known (docs/spec.md §2).
     """
 
     ts: np.ndarray

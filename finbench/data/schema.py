@@ -1,4 +1,4 @@
-"""Column names, vendor aliases and the validation rules of bars and headlines (SPEC §2)."""
+"""Column names, vendor aliases and the validation rules of bars and headlines (docs/spec.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Parquet store: bars and headlines partitioned by local date, content-hashed (SPEC §2)."""
+"""The Parquet store: bars and headlines partitioned by local date, content-hashed (docs/spec.md §2)."""
 
 from __future__ import annotations
 

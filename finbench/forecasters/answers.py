@@ -1,4 +1,4 @@
-"""The forecast answer schema (SPEC §6) and parsing of raw answers into validated records."""
+"""The forecast answer schema (docs/spec.md §6) and parsing of raw answers into validated records."""
 
 from __future__ import annotations
 

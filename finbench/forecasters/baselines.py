@@ -1,4 +1,4 @@
-"""Time-valid baselines, vectorised over all tasks (SPEC §7).
+"""Time-valid baselines, vectorised over all tasks (docs/spec.md §7).
 
 A label becomes known at its ``t_target``; a baseline forecasting at ``t_forecast`` uses only
 labels of the same ticker and horizon with ``label_known_at < t_forecast`` (so a 15:55 label

@@ -1,4 +1,4 @@
-"""What a run directory holds (SPEC §9): the files a finished run has, the content hashes the
+"""What a run directory holds (docs/spec.md §9): the files a finished run has, the content hashes the
 run records of them in its manifest, and atomic writes of its JSON."""
 
 from __future__ import annotations

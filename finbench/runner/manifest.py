@@ -16,7 +16,7 @@ from finbench.reports.tables import render_text, summary_frame
 
 def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
                  started: str) -> dict:
-    """The manifest as the label pass leaves it (docs/spec.md §7): versions, the config and
+    """The manifest as the label pass leaves it (docs/spec.md §9): versions, the config and
     its source, the data snapshot (``data``: the track's facts), the tasks' facts."""
     return {
         "format": "finbench-run",

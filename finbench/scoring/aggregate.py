@@ -1,4 +1,4 @@
-"""Per-model aggregates from stored forecasts and labels only (SPEC §8).
+"""Per-model aggregates from stored forecasts and labels only (docs/spec.md §8).
 
 Rows: one per model and slice (``overall``, ``horizon=…``, ``ticker=…``). A forecast is scored
 when it is valid (or replaced under ``invalid_policy = "fallback:<baseline>"``) and its label is

@@ -1,4 +1,4 @@
-"""Per-row scoring rules over plain arrays, validated (SPEC §8).
+"""Per-row scoring rules over plain arrays, validated (docs/spec.md §8).
 
 Naming: ``*_loss`` lower is better, ``*_score`` higher is better, ``skill`` is relative to a
 reference (``1 - loss / reference_loss``). Argument names are fixed: ``obs`` (0/1 outcome or

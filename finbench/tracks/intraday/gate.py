@@ -1,7 +1,7 @@
 """The time gate: each task's context holds only what was available at its forecast instant.
 
 Contexts are index ranges into arrays sorted by (ticker, availability), found with one
-``searchsorted`` per ticker for all tasks at once (SPEC §4):
+``searchsorted`` per ticker for all tasks at once (docs/spec.md §4):
 
 - the ticker's bars of the session's local date so far (available = start + bar length <= T);
 - the last ``previous_sessions`` regular sessions as daily OHLCV summaries (a summary is

@@ -1,4 +1,4 @@
-"""Labels: reference and target mids, log return and direction, vectorised (SPEC §5).
+"""Labels: reference and target mids, log return and direction, vectorised (docs/spec.md §5).
 
 ``P_ref`` is the mid ``(high + low) / 2`` of the last bar whose availability time (bar start +
 bar length) lies in ``[t_forecast - w, t_forecast]``; ``P_target`` likewise at ``t_target``.

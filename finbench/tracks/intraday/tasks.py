@@ -1,4 +1,4 @@
-"""Tasks: (ticker, session, horizon) with UTC forecast and target instants (SPEC §3)."""
+"""Tasks: (ticker, session, horizon) with UTC forecast and target instants (docs/spec.md §3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The intraday-return track behind the :class:`~finbench.tracks.base.Track` seam: tasks at
-the configured horizons of each session, labels from the bar store (docs/spec.md §3–4),
+the configured horizons of each session, labels from the bar store (docs/spec.md §3–5),
 contexts through the time gate, the v2 prompt."""
 
 from __future__ import annotations
