@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from finbench.core.times import NO_TIME
 from finbench.tracks.intraday.history import History, rolling_quantiles, rolling_rate, session_days
 
 SESSIONS = ["2025-01-06", "2025-01-07", "2025-01-08", "2025-01-10", "2025-01-13"]
@@ -151,7 +152,7 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
         assert count[i] == ref["count"]
         expected_p = ref["ups"] / ref["count"] if ref["count"] >= 2 else 0.5
         assert p[i] == pytest.approx(expected_p, abs=1e-15)
-        assert last[i] == (ref["last"].value if ref["last"] is not None else -1)
+        assert last[i] == (ref["last"].value if ref["last"] is not None else NO_TIME)
         np.testing.assert_allclose([lower[i], upper[i]], [ref["q_lo"], ref["q_hi"]],
                                    rtol=0, atol=1e-15)
         if not np.isnan(task.momentum_sign_30):

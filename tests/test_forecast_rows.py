@@ -5,6 +5,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from finbench.core.times import NO_TIME
 from finbench.forecasters.rows import FORECAST_SCHEMA, forecast_rows, latest, time_array, to_table
 
 T0 = pd.Timestamp("2025-01-06 14:30", tz="UTC").value
@@ -19,7 +20,7 @@ def columns():
         "p_fallback": np.array(["0.5: 3 labels < min_count 20", None, None], object),
         "interval_note": pa.array([None, None, "insufficient_history: 3 past returns"]),
         "raw": pa.array(['{"p_up":0.5}', "", '{"p_up":0.25}']), "rationale": None,
-        "max_input_time": np.array([T0, -1, T0 + 5]),
+        "max_input_time": np.array([T0, NO_TIME, T0 + 5]),
         "context_max_input_time": pd.Series([pd.Timestamp(T0, tz="UTC"), pd.NaT, pd.NaT]),
         "history_max_input_time": None,
         "input_sha256": ["x" * 64, "y" * 64, "z" * 64], "history_count": -1,
@@ -53,7 +54,7 @@ def test_rows_from_columns_equal_the_rows_built_through_pandas():
 
 
 def test_latest_time_ignores_missing_times_and_is_missing_when_all_are():
-    a = time_array(np.array([T0, -1, -1, T0 + 9]), 4)
+    a = time_array(np.array([T0, NO_TIME, NO_TIME, T0 + 9]), 4)
     b = time_array(pd.Series(pd.to_datetime([T0 + 1, T0 + 2, None, T0], utc=True)), 4)
     assert latest(a, b).cast(pa.int64()).to_pylist() == [T0 + 1, T0 + 2, None, T0 + 9]
 

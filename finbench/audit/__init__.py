@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from finbench.audit.files import config_problems, hash_problems
 from finbench.audit.labels import consistency_problems, label_problems
-from finbench.audit.receipts import NAT, Receipts, receipt_problems, utc_times
+from finbench.audit.receipts import Receipts, receipt_problems
 from finbench.audit.rows import (
     FROM_RAW,
     RECOMPUTED,
@@ -49,7 +49,7 @@ from finbench.core.config import BASELINE_KINDS, momentum_minutes
 from finbench.core.errors import FinbenchError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
-from finbench.data.bars import to_ns
+from finbench.core.times import NO_TIME, from_ns, to_ns
 from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.journal import Journal
@@ -227,7 +227,7 @@ def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo) -> list[s
         rows = batch.to_pandas()
         task = positions(batch.column("task_id"), ids)
         rows["index"] = first + np.arange(len(rows))
-        rows["t_forecast"] = utc_times(np.where(task >= 0, t_forecast[np.maximum(task, 0)], NAT))
+        rows["t_forecast"] = from_ns(np.where(task >= 0, t_forecast[np.maximum(task, 0)], NO_TIME))
         rows["ctx_time"], rows["ctx_sha"] = receipts.of(rows, task)
         problems += receipt_problems(rows)
         first += len(rows)

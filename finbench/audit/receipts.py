@@ -8,11 +8,10 @@ import pandas as pd
 import pyarrow as pa
 
 from finbench.core.config import BASELINE_KINDS
+from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.history import baseline_digests
 from finbench.tracks.intraday.pipeline import context_chunks
 from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256, render_messages
-
-NAT = np.iinfo(np.int64).min  # a missing time, as int64 nanoseconds
 
 
 class Receipts:
@@ -35,7 +34,7 @@ class Receipts:
 
     def _contexts(self, plan, resolved, prompts: bool, each_chunk) -> None:
         n = len(plan.tasks)
-        self.context_ns = np.full(n, NAT, np.int64)
+        self.context_ns = np.full(n, NO_TIME, np.int64)
         sha, prompt = np.full(n, None, object), np.full(n, None, object)
         at = pd.Series(np.arange(n), index=plan.tasks["task_id"])
         for chunk, contexts, bars in context_chunks(plan, plan.tasks, resolved.daily):
@@ -58,11 +57,11 @@ class Receipts:
         at = pa.array(task, mask=~known)
         kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
         baseline = np.isin(kind, list(BASELINE_KINDS))
-        ns = np.full(len(rows), NAT, np.int64)
+        ns = np.full(len(rows), NO_TIME, np.int64)
         sha = self.baseline_sha.take(at).to_numpy(zero_copy_only=False)
         for name, seen in self.seen.items():
             mine = known & (model == name) & baseline
-            ns[mine] = np.where(seen[task[mine]] >= 0, seen[task[mine]], NAT)
+            ns[mine] = seen[task[mine]]
         if self.context_ns is not None and not baseline.all():
             other = known & ~baseline
             ns[other] = self.context_ns[task[other]]
@@ -71,12 +70,7 @@ class Receipts:
                 text = np.where(kind == "openai",
                                 self.prompt_sha.take(at).to_numpy(zero_copy_only=False), text)
             sha = np.where(baseline, sha, text)
-        return utc_times(ns), sha
-
-
-def utc_times(ns: np.ndarray) -> pd.Series:
-    """UTC times from int64 nanoseconds (the smallest int64 is a missing time)."""
-    return pd.Series(ns.astype(np.int64).view("datetime64[ns]")).dt.tz_localize("UTC")
+        return from_ns(ns), sha
 
 
 def receipt_problems(rows: pd.DataFrame) -> list[str]:

@@ -7,21 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-NS = 1_000_000_000
-
-
-def to_ns(values) -> np.ndarray:
-    """UTC instants (Series, Index, array of datetime64 or Timestamps) as int64 nanoseconds."""
-    if isinstance(values, pd.Series | pd.Index):
-        if isinstance(values.dtype, pd.DatetimeTZDtype):
-            values = values.dt.tz_convert("UTC") if isinstance(values, pd.Series) else (
-                values.tz_convert("UTC")
-            )
-            values = values.dt.tz_localize(None) if isinstance(values, pd.Series) else (
-                values.tz_localize(None)
-            )
-        return values.to_numpy(dtype="datetime64[ns]").astype("int64")
-    return np.asarray(values, dtype="datetime64[ns]").astype("int64")
+from finbench.core.times import NS, to_ns
 
 
 def lexical_codes(tickers) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 
 from finbench.core.names import ticker_problem
-from finbench.data.bars import to_ns
+from finbench.core.times import to_ns
 from finbench.data.timestamps import parse_utc
 
 PRICE_COLUMNS = ("open", "high", "low", "close")

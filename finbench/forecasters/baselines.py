@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from finbench.core.errors import ConfigError
 from finbench.core.jsontext import json_array
+from finbench.core.times import NO_TIME
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
 from finbench.tracks.base import Inputs
@@ -84,9 +85,9 @@ class _Baseline(Forecaster):
         return self._bars_read(inputs), digests
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
-        """When the latest bar this baseline read became available (UTC ns, -1 for none):
-        it reads none."""
-        return np.full(len(inputs.tasks), -1, np.int64)
+        """When the latest bar this baseline read became available (UTC ns; NO_TIME for
+        none): it reads none."""
+        return np.full(len(inputs.tasks), NO_TIME, np.int64)
 
     def _window(self) -> tuple[int, int]:
         return (getattr(self.config, "window", DEFAULT_WINDOW),
@@ -109,21 +110,21 @@ class _Baseline(Forecaster):
             "history_count": count,
             "p_fallback": fallback,
             "detail": _detail_json(details),
-            "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, -1: none
+            "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, NO_TIME: none
         }
         return answers, extra
 
     def _probability(self, history: History, inputs: Inputs):
-        """(p, details frame, fallback reason or None, latest label time used or -1) per
+        """(p, details frame, fallback reason or None, latest label time used or NO_TIME) per
         task."""
         raise NotImplementedError
 
     def _interval(self, history: History, tasks: pd.DataFrame):
-        """(lower, upper, interval_note, latest label time used or -1) per task: by default
+        """(lower, upper, interval_note, latest label time used or NO_TIME) per task: by default
         a baseline gives no interval (``not_applicable``)."""
         n = len(tasks)
         return (np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOT_APPLICABLE, object),
-                np.full(n, -1, np.int64))
+                np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):
         """The rolling base rate with its details and fallback (to 0.5 below ``min_count``)."""
@@ -143,7 +144,7 @@ class Coin(_Baseline):
     def _probability(self, history, inputs):
         n = len(inputs.tasks)
         return (np.full(n, 0.5), pd.DataFrame({"p": np.full(n, 0.5)}),
-                np.full(n, None, object), np.full(n, -1, np.int64))
+                np.full(n, None, object), np.full(n, NO_TIME, np.int64))
 
 
 @register("base_rate")
@@ -176,7 +177,7 @@ class BaseRate(_Baseline):
             train=f"{self.config.train_start}..{self.config.train_end}")
         fallback = _texts(c < min_count, "0.5: {} training labels < min_count "
                           f"{min_count}", c)
-        last = train["known_ns"].max() if len(train) else -1
+        last = train["known_ns"].max() if len(train) else NO_TIME
         return p, details, fallback, np.full(len(keys), last, np.int64)
 
 
@@ -193,7 +194,7 @@ class Momentum(_Baseline):
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
-        return pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=-1)
+        return pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=NO_TIME)
 
     def _probability(self, history, inputs):
         tasks = inputs.tasks

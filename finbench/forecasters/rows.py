@@ -20,6 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from finbench.core.times import NO_TIME
+
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
@@ -39,8 +41,8 @@ def forecast_rows(columns: dict[str, object], n: int) -> pa.Table:
     """A table of :data:`FORECAST_SCHEMA` from ``n`` rows given column by column.
 
     A column is an Arrow array, a numpy array, a list, or one value for every row (text,
-    number or None). Time columns are UTC nanoseconds (int64, -1 for none) or anything pandas
-    reads as times. Every column must be given."""
+    number or None). Time columns are UTC nanoseconds (int64, ``NO_TIME`` for none) or
+    anything pandas reads as times. Every column must be given."""
     missing = [c for c in FORECAST_COLUMNS if c not in columns]
     if missing:
         raise KeyError(f"forecast rows lack {', '.join(missing)}")
@@ -65,13 +67,13 @@ def forecast_rows(columns: dict[str, object], n: int) -> pa.Table:
 
 
 def time_array(value, n: int) -> pa.Array:
-    """UTC times as Arrow: int64 nanoseconds with -1 for none, or anything pandas reads
-    (NaT for none)."""
+    """UTC times as Arrow: int64 nanoseconds (:data:`~finbench.core.times.NO_TIME` for
+    none), or anything pandas reads (NaT for none)."""
     if value is None:
         return pa.nulls(n, _TIME)
     if isinstance(value, np.ndarray) and value.dtype.kind == "i":
         ns = value.astype(np.int64, copy=False)
-        array = pa.array(ns, pa.int64(), mask=ns < 0).cast(_TIME)
+        array = pa.array(ns, pa.int64(), mask=ns == NO_TIME).cast(_TIME)
     else:
         times = pd.to_datetime(pd.Series(value), utc=True).astype("datetime64[ns, UTC]")
         array = pa.array(times.reset_index(drop=True), _TIME, from_pandas=True)

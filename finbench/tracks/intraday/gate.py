@@ -24,7 +24,8 @@ import pandas as pd
 
 from finbench.core.calendar import get_calendar
 from finbench.core.errors import LookaheadError
-from finbench.data.bars import NS, BarArrays, lows_of, search_by_ticker, ticker_bounds, to_ns
+from finbench.core.times import NO_TIME, NS, from_ns, local_midnights_ns, to_ns
+from finbench.data.bars import BarArrays, lows_of, search_by_ticker, ticker_bounds
 
 DIGEST_VERSION = 1
 
@@ -142,9 +143,7 @@ class ContextIndex:
         n = len(self.tasks)
         tick = self.tasks["ticker"].to_numpy(dtype=object)
         self.t_fc = to_ns(self.tasks["t_forecast"])
-        day_start = to_ns(
-            pd.to_datetime(self.tasks["session"]).dt.tz_localize(timezone).dt.tz_convert("UTC")
-        )
+        day_start = local_midnights_ns(self.tasks["session"], timezone)
         self.bar_lo = search_by_ticker(bars.bounds, bars.ts, tick, day_start, side="left")
         self.bar_hi = search_by_ticker(bars.bounds, bars.avail, tick, self.t_fc, side="right")
         self.bar_hi = np.maximum(self.bar_hi, self.bar_lo)
@@ -177,7 +176,7 @@ class ContextIndex:
         self._h_id = self.news["id"].astype(str).tolist()
         self._h_text = self.news["headline"].astype(str).tolist()
         self._task_ids = self.tasks["task_id"].astype(str).tolist()
-        latest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        latest = np.full(n, NO_TIME, dtype=np.int64)
         has = self.bar_hi > self.bar_lo
         latest[has] = np.maximum(latest[has], bars.avail[self.bar_hi[has] - 1])
         has = self.sum_hi > self.sum_lo
@@ -208,10 +207,7 @@ class ContextIndex:
     @property
     def max_input_time(self) -> pd.Series:
         """Latest availability in each context (NaT for an empty context)."""
-        empty = self.max_input_ns == np.iinfo(np.int64).min
-        out = pd.Series(pd.to_datetime(np.where(empty, 0, self.max_input_ns), utc=True))
-        out[empty] = pd.NaT
-        return out.astype("datetime64[ns, UTC]")
+        return from_ns(self.max_input_ns)
 
     def check(self) -> None:
         """Raise :class:`LookaheadError` naming the first item available after its horizon."""
@@ -270,7 +266,7 @@ class ContextIndex:
                     f"{kind} {label.iat[j]} available {avail.iat[j].isoformat()} is after the "
                     f"horizon {t.isoformat()} ({task['task_id']})"
                 )
-        latest = None if self.max_input_ns[i] == np.iinfo(np.int64).min else pd.Timestamp(
+        latest = None if self.max_input_ns[i] == NO_TIME else pd.Timestamp(
             self.max_input_ns[i], tz="UTC")
         return Context(
             task_id=task["task_id"], ticker=task["ticker"], session=task["session"],

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text, positions
-from finbench.data.bars import to_ns
+from finbench.core.times import NO_TIME, to_ns
 
 DEFAULT_WINDOW = 60
 DEFAULT_MIN_COUNT = 20
@@ -189,7 +189,7 @@ def window_rows(history: History, tasks: pd.DataFrame, window: int):
 
 
 def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: int):
-    """(p, count, latest label time used in ns or -1) per task."""
+    """(p, count, latest label time used in ns or NO_TIME) per task."""
     lo, end = window_rows(history, tasks, window)
     count = end - lo
     cum = history.cumulative("y", history.y)
@@ -212,11 +212,12 @@ def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
 
 def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
     """Per task: when the latest label of its series known before ``t_forecast`` became
-    known (ns; -1 when none). With the store, this names every label a baseline may use."""
+    known (ns; NO_TIME when none). With the store, this names every label a baseline may
+    use."""
     first, end = history.locate(tasks)
     if not len(history.known):
-        return np.full(len(tasks), -1, np.int64)
-    return np.where(end > first, history.known[np.maximum(end - 1, 0)], -1)
+        return np.full(len(tasks), NO_TIME, np.int64)
+    return np.where(end > first, history.known[np.maximum(end - 1, 0)], NO_TIME)
 
 
 def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
@@ -226,6 +227,7 @@ def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFra
     history; ``rows``: :func:`history_rows` when known). Nothing in it depends on how far back
     the run's history reaches, so a shard and the whole run give the same line."""
     last = latest_label_known(history, tasks)
+    last = np.where(last == NO_TIME, -1, last)  # the line's format: -1 when none is known
     parts = [arrow_text(tasks["task_id"]),
              pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
                                          pa.array(last).cast(pa.string()), "=")]

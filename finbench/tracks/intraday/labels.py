@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 
 from finbench.core.errors import DataError
-from finbench.data.bars import NS, BarArrays, to_ns
+from finbench.core.times import NO_TIME, NS, from_ns, to_ns
+from finbench.data.bars import BarArrays
 
 OK = "ok"
 NO_REFERENCE = "no_reference_price"
@@ -35,15 +36,15 @@ def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int 
 def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: BarArrays, *,
                window_seconds: int = 30, slices: np.ndarray | None = None
                ) -> tuple[np.ndarray, ...]:
-    """(P_ref, P_target, reference bar start, target bar start) per query; NaN and -1 where
-    no bar qualifies. ``slices``: ``bars.slices_of(tickers)``, when known."""
+    """(P_ref, P_target, reference bar start, target bar start) per query; NaN and NO_TIME
+    where no bar qualifies. ``slices``: ``bars.slices_of(tickers)``, when known."""
     w = int(window_seconds) * NS
     ref = bars.last_available(tickers, t_fc, not_before=t_fc - w, slices=slices)
     tgt = bars.last_available(tickers, t_tg, not_before=t_tg - w, slices=slices)
     ts = bars.ts if len(bars.ts) else np.zeros(1, np.int64)
     out = [bars.mid_at(ref), bars.mid_at(tgt)]
     for idx in (ref, tgt):
-        out.append(np.where(idx >= 0, ts[np.clip(idx, 0, None)], -1))
+        out.append(np.where(idx >= 0, ts[np.clip(idx, 0, None)], NO_TIME))
     return tuple(out)
 
 
@@ -73,17 +74,11 @@ def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
             "r": np.where(scorable, r, np.nan),
             "y": y,
             "status": status.to_pandas(),
-            "ref_bar_ts": _stamps(np.maximum(ref_ts, 0), has_ref),
-            "target_bar_ts": _stamps(np.maximum(tgt_ts, 0), has_tgt),
+            "ref_bar_ts": from_ns(np.where(has_ref, ref_ts, NO_TIME)),
+            "target_bar_ts": from_ns(np.where(has_tgt, tgt_ts, NO_TIME)),
             "label_known_at": t_target,
         }
     )
-
-
-def _stamps(ns: np.ndarray, present: np.ndarray) -> pd.Series:
-    out = pd.Series(pd.to_datetime(ns, utc=True)).astype("datetime64[ns, UTC]")
-    out[~present] = pd.NaT
-    return out
 
 
 def status_counts(labels: pd.DataFrame) -> dict[str, int]:

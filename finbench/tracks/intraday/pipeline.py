@@ -27,7 +27,8 @@ from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, groups, positions
 from finbench.core.progress import Countdown
-from finbench.data.bars import NS, BarArrays, to_ns
+from finbench.core.times import NO_TIME, NS, local_midnights_ns, to_ns
+from finbench.data.bars import BarArrays
 from finbench.data.store import Store
 from finbench.tracks.intraday.gate import ContextIndex, daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
@@ -137,7 +138,7 @@ def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
                   timezone: str = LOCAL_TZ_DEFAULT, with_time: bool = False):
     """Sign (−1, 0, +1) of the log mid return over the last ``minutes`` of the session's gated
     bars; NaN when either end has no bar of the session's local day available by then.
-    ``with_time`` also returns when the later bar became available (ns; -1 without a sign):
+    ``with_time`` also returns when the later bar became available (ns; NO_TIME without a sign):
     the latest input a momentum forecast reads."""
     sign, seen = momentum_arrays(bars, tasks["ticker"].to_numpy(dtype=object),
                                  to_ns(tasks["t_forecast"]), day_starts(tasks, timezone),
@@ -147,23 +148,23 @@ def momentum_sign(bars: BarArrays, tasks: pd.DataFrame, minutes: int, *,
 
 def day_starts(tasks: pd.DataFrame, timezone: str) -> np.ndarray:
     """Local midnight (UTC ns) of each task's session."""
-    return to_ns(pd.to_datetime(tasks["session"]).dt.tz_localize(timezone).dt.tz_convert("UTC"))
+    return local_midnights_ns(tasks["session"], timezone)
 
 
 def momentum_arrays(bars: BarArrays, tickers: np.ndarray, t: np.ndarray, day_start: np.ndarray,
                     minutes: int, *, slices: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`momentum_sign` on arrays: (sign, availability of the later bar or -1).
+    """:func:`momentum_sign` on arrays: (sign, availability of the later bar or NO_TIME).
     ``slices``: ``bars.slices_of(tickers)``, when known."""
     first = day_start + bars.bar_ns
     now = bars.last_available(tickers, t, not_before=first, slices=slices)
     then = bars.last_available(tickers, t - minutes * 60 * NS, not_before=first, slices=slices)
     ok = (now >= 0) & (then >= 0)
     if not len(bars.avail):
-        return np.full(len(t), np.nan), np.full(len(t), -1, np.int64)
+        return np.full(len(t), np.nan), np.full(len(t), NO_TIME, np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         ret = np.log(bars.mid_at(now) / bars.mid_at(then))
-    return np.where(ok, np.sign(ret), np.nan), np.where(ok, bars.avail[np.maximum(now, 0)], -1)
+    return np.where(ok, np.sign(ret), np.nan), np.where(ok, bars.avail[np.maximum(now, 0)], NO_TIME)
 
 
 def _in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
@@ -274,10 +275,10 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
     start = day_starts(everything, spec.timezone)
     n = len(everything)
-    found = [np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, np.int64),
-             np.full(n, -1, np.int64)]
+    found = [np.full(n, np.nan), np.full(n, np.nan), np.full(n, NO_TIME, np.int64),
+             np.full(n, NO_TIME, np.int64)]
     minutes_list = sorted(set(momentum_minutes))
-    signs = {m: (np.full(n, np.nan), np.full(n, -1, np.int64)) for m in minutes_list}
+    signs = {m: (np.full(n, np.nan), np.full(n, NO_TIME, np.int64)) for m in minutes_list}
     summaries = []
     units = _read_units(plan, days, by_day, columns, tickers or spec.tickers)
     progress = Countdown("labels", len(units), echo, unit="reads")
