@@ -91,7 +91,9 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 def _tasks(args: argparse.Namespace) -> int:
     from finbench.core.config import load_config
-    from finbench.tracks.intraday.pipeline import plan_run, resolve, summary
+    from finbench.tracks.intraday.facts import summary
+    from finbench.tracks.intraday.label_pass import resolve
+    from finbench.tracks.intraday.plan import plan_run
 
     config = load_config(args.config)
     plan = plan_run(config)

@@ -5,16 +5,12 @@ import pandas as pd
 
 from finbench.core.config import RunConfig
 from finbench.data.store import Store
+from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.label_pass import resolve
 from finbench.tracks.intraday.labels import compute_labels
-from finbench.tracks.intraday.pipeline import (
-    context_chunks,
-    momentum_sign,
-    month_ranges,
-    month_rows,
-    plan_run,
-    resolve,
-)
+from finbench.tracks.intraday.momentum import momentum_sign
+from finbench.tracks.intraday.plan import month_ranges, month_rows, plan_run
 
 
 def config(store):

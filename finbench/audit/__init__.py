@@ -56,7 +56,8 @@ from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import finished_run, load_run_config, read_manifest
 from finbench.runlog.runlock import RunLock
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
-from finbench.tracks.intraday.pipeline import month_rows, plan_run, resolve
+from finbench.tracks.intraday.label_pass import resolve
+from finbench.tracks.intraday.plan import month_rows, plan_run
 from finbench.tracks.intraday.prompt import PromptSettings
 
 AUDITED_COLUMNS = ["task_id", "model", "kind", "max_input_time", "context_max_input_time",

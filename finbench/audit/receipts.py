@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from finbench.core.config import BASELINE_KINDS
 from finbench.core.times import NO_TIME, from_ns
+from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
-from finbench.tracks.intraday.pipeline import context_chunks
 from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256, render_messages
 
 

@@ -4,8 +4,9 @@ A label becomes known at its ``t_target``; a baseline forecasting at ``t_forecas
 labels of the same ticker and horizon with ``label_known_at < t_forecast`` (so a 15:55 label
 of day d is used from day d+1 on). Its window is the last ``window`` resolved (scorable)
 labels of that series, however far back they lie: the run reads history back until every
-window is full or the store begins (:func:`finbench.tracks.intraday.pipeline.fill_windows`), so an answer is a
-function of the task, the store and the baseline's parameters, never of the run's dates.
+window is full or the store begins
+(:func:`finbench.tracks.intraday.label_pass.fill_windows`), so an answer is a function of
+the task, the store and the baseline's parameters, never of the run's dates.
 
 A forecast has two parts. Every baseline gives a probability; only ``climatology`` gives an
 interval (the others' ``interval_note`` is ``not_applicable``: they are scored on their
@@ -18,7 +19,7 @@ out with ``interval_note = "insufficient_history: ..."``. Neither makes the answ
   ``frozen``: the rate over the declared training sessions (which must end before the
   evaluation starts), never updated; fewer than ``min_count`` training labels → 0.5.
 - ``momentum``: ``s`` = sign of the log mid return over the last ``lookback_minutes`` of the
-  session's gated bars (computed in the label pass, :func:`finbench.tracks.intraday.pipeline.momentum_sign`);
+  session's gated bars (computed in the label pass, :func:`finbench.tracks.intraday.momentum.momentum_sign`);
   ``p_up = (ups with s + 1) / (n with s + 2)`` over the window; with
   ``n < min_count`` (or no sign, when a bar is missing) it falls back to the rolling base rate.
 - ``climatology``: ``p_up`` = rolling base rate; interval = empirical 10% / 90% quantiles of

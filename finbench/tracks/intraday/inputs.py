@@ -8,7 +8,8 @@ import pandas as pd
 from finbench.data.bars import BarArrays
 from finbench.tracks.base import Inputs
 from finbench.tracks.intraday.gate import ContextIndex
-from finbench.tracks.intraday.pipeline import Plan, Resolved, tasks_at
+from finbench.tracks.intraday.label_pass import Resolved
+from finbench.tracks.intraday.plan import Plan, tasks_at
 
 
 def plain_inputs(plan: Plan, resolved: Resolved, rows: np.ndarray) -> Inputs:

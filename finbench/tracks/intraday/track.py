@@ -13,16 +13,11 @@ import pandas as pd
 
 from finbench.core.config import BASELINE_KINDS, RunConfig, momentum_minutes
 from finbench.tracks.base import ContextBatch, Inputs, Track
+from finbench.tracks.intraday.contexts import context_chunks
+from finbench.tracks.intraday.facts import scorability, summary
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
-from finbench.tracks.intraday.pipeline import (
-    Resolved,
-    context_chunks,
-    month_rows,
-    plan_run,
-    resolve,
-    scorability,
-    summary,
-)
+from finbench.tracks.intraday.label_pass import Resolved, resolve
+from finbench.tracks.intraday.plan import month_rows, plan_run
 from finbench.tracks.intraday.prompt import PromptSettings
 
 

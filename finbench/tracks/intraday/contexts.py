@@ -1,0 +1,39 @@
+"""The context pass (pass 2 of a run): for the tasks still to forecast, a calendar month at a
+time, read the month's bars and headlines and build the gated contexts (daily summaries come
+from the label pass).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pandas as pd
+
+from finbench.data.bars import BarArrays
+from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.label_pass import read_bars
+from finbench.tracks.intraday.plan import Plan, in_range, month_ranges
+
+
+def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame
+                   ) -> Iterator[tuple[pd.DataFrame, ContextIndex, BarArrays]]:
+    """Pass 2: (tasks of a month, their gated contexts, the month's bars), in task order."""
+    if tasks.empty:
+        return
+    ctx, spec = plan.config.context, plan.config.tasks
+    first = dt.date.fromisoformat(tasks["session"].min())
+    last = dt.date.fromisoformat(tasks["session"].max())
+    lookback = dt.timedelta(hours=ctx.headline_hours + 24)
+    for start, stop in month_ranges(first, last):
+        chunk = in_range(tasks, start, stop).reset_index(drop=True)
+        if chunk.empty:
+            continue
+        bars = read_bars(plan, start, stop)
+        news = plan.store.read_headlines(start=start - lookback, end=stop)
+        news = news[news["tickers"].map(lambda ts: any(t in spec.tickers for t in ts))]
+        index = ContextIndex(chunk, bars, news.reset_index(drop=True),
+                             previous_sessions=ctx.previous_sessions,
+                             headline_hours=ctx.headline_hours, max_headlines=ctx.max_headlines,
+                             calendar=spec.calendar, timezone=spec.timezone, daily=daily)
+        yield chunk, index, bars

@@ -1,0 +1,67 @@
+"""What a run says about its tasks before anything is paid for: scorability warnings (or the
+error that nothing can be scored) and the manifest's facts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finbench.core.errors import RunError
+from finbench.tracks.intraday.label_pass import encoded
+from finbench.tracks.intraday.labels import status_counts
+from finbench.tracks.intraday.plan import Plan
+
+
+def scorability(plan: Plan, labels: pd.DataFrame) -> list[str]:
+    """Warnings about tasks that cannot be scored for a reason the user may not expect (a
+    ticker without bars, sessions outside the store's dates), with counts; a RunError when
+    the run has no task at all, or none can be scored (before anything is paid for)."""
+    spec = plan.config.tasks
+    excluded = plan.excluded["reason"].value_counts().to_dict()
+    if plan.tasks.empty:
+        why = (f"every session is left out ({', '.join(f'{k}: {v} tasks' for k, v in excluded.items())}"
+               f"; the target {spec.target} is at or after the close)" if excluded
+               else f"the exchange {spec.calendar} holds no session in it")
+        raise RunError(f"no tasks: {spec.start}..{spec.end} gives none: {why}")
+    warnings = []
+    ok = (labels["status"] == "ok").to_numpy(bool)
+    names, code = encoded(plan.tasks["ticker"])
+    scorable = np.bincount(code, weights=ok, minlength=len(names))
+    dead = [t for t, n in zip(names, scorable, strict=True) if n == 0]
+    if dead:
+        count = int(np.bincount(code, minlength=len(names))[scorable == 0].sum())
+        warnings.append(f"{', '.join(dead)}: no scorable task on these dates (no bars in the "
+                        f"store at the horizons and target?): {count} tasks unscorable")
+    dates = plan.store.dates("bars")
+    sessions = plan.tasks["session"]
+    if dates:
+        first, last = dates[0].isoformat(), dates[-1].isoformat()
+        out = ((sessions < first) | (sessions > last)).to_numpy(bool)
+        outside = sessions[out].unique()
+        if len(outside):
+            warnings.append(f"{len(outside)} session(s) lie outside the store's dates "
+                            f"{first}..{last} ({outside[0]}..{outside[-1]}): {int(out.sum())} "
+                            "tasks unscorable")
+    if not ok.any():
+        counts = labels["status"].value_counts().to_dict()
+        raise RunError(f"nothing can be scored: all {len(labels)} tasks are unscorable "
+                       f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+                       + (f"; {'; '.join(warnings)}" if warnings else ""))
+    return warnings
+
+
+def summary(plan: Plan, labels: pd.DataFrame) -> dict:
+    """The manifest's facts about the tasks: counts, exclusions (tasks and sessions, by
+    reason), label statuses, the data snapshot."""
+    excluded = plan.excluded.assign(session=plan.excluded["task_id"].str.split("|").str[1])
+    return {
+        "tasks": len(plan.tasks),
+        "excluded": excluded["reason"].value_counts().sort_index().to_dict(),
+        "excluded_sessions": excluded.groupby("reason")["session"].nunique().sort_index()
+        .to_dict(),
+        "labels": status_counts(labels),
+        "history_tasks": len(plan.history_tasks),
+        "store_snapshot_sha256": plan.store.snapshot_sha256,
+        "synthetic": plan.store.synthetic,
+    }

@@ -1,0 +1,97 @@
+"""The intraday plan: the tasks of a run and the earlier tasks its baselines learn from
+(no market data read), and how they split into calendar months.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from finbench.core.calendar import previous_sessions
+from finbench.core.config import RunConfig
+from finbench.core.lookup import groups
+from finbench.data.store import Store
+from finbench.tracks.intraday.tasks import build_tasks
+
+LOCAL_TZ_DEFAULT = "America/New_York"
+
+
+@dataclass
+class Plan:
+    """The tasks of a run, the earlier tasks baselines learn from, and the store."""
+
+    config: RunConfig
+    store: Store
+    tasks: pd.DataFrame
+    excluded: pd.DataFrame
+    history_tasks: pd.DataFrame
+    first_date: dt.date
+
+    @property
+    def all_tasks(self) -> pd.DataFrame:
+        return pd.concat([self.history_tasks, self.tasks], ignore_index=True)
+
+
+def history_start(config: RunConfig) -> dt.date:
+    """First session a baseline window or the context lookback may need."""
+    need = max(
+        [getattr(m, "window", 0) for m in config.models] + [config.context.previous_sessions, 1]
+    )
+    first = config.tasks.start
+    for m in config.models:
+        if getattr(m, "train_start", None):
+            first = min(first, m.train_start)
+    earlier = previous_sessions(config.tasks.calendar, config.tasks.start, need)
+    if len(earlier):
+        first = min(first, earlier[0].date())
+    return first
+
+
+def plan_run(config: RunConfig) -> Plan:
+    """Tasks of the evaluation range and of the history before it (no market data read)."""
+    spec = config.tasks
+    taskset = build_tasks(spec)
+    first = history_start(config)
+    # the history is every task of the sessions before the evaluated ones
+    before = spec.start - dt.timedelta(days=1)
+    history = (build_tasks(spec, start=first, end=before).tasks if first <= before
+               else taskset.tasks.iloc[:0])
+    return Plan(config, Store(config.data.store), taskset.tasks, taskset.excluded, history, first)
+
+
+def month_rows(tasks: pd.DataFrame) -> list[np.ndarray]:
+    """Row numbers of the tasks of each calendar month (by session), months in order."""
+    if tasks.empty:
+        return []
+    months, code = np.unique(tasks["session"].to_numpy(dtype=object).astype("U7"),
+                             return_inverse=True)
+    return groups(code, len(months))
+
+
+def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[dt.date, dt.date]]:
+    """Consecutive calendar-month ranges covering ``[first, last]``."""
+    out, start = [], first
+    while start <= last:
+        y, m = start.year, start.month + months
+        y, m = y + (m - 1) // 12, (m - 1) % 12 + 1
+        stop = min(dt.date(y, m, 1) - dt.timedelta(days=1), last)
+        out.append((start, stop))
+        start = stop + dt.timedelta(days=1)
+    return out
+
+
+def in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
+    s = tasks["session"]
+    return tasks[(s >= start.isoformat()) & (s <= stop.isoformat())]
+
+
+def tasks_at(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows at ``rows`` (renumbered from 0): a slice, not a copy, when they are
+    consecutive (a month of tasks, all still to answer), since every month's inputs are kept
+    until the last forecaster has answered it."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows) and (np.diff(rows) == 1).all():
+        return frame.iloc[rows[0]:rows[-1] + 1].reset_index(drop=True)
+    return frame.iloc[rows].reset_index(drop=True)
