@@ -42,7 +42,7 @@ from _timing import best_of  # noqa: E402
 from finbench.core.calendar import get_calendar  # noqa: E402
 from finbench.data.schema import BARS_SCHEMA  # noqa: E402
 from finbench.data.store import Store, sha256_file, snapshot_hash  # noqa: E402
-from finbench.runlog.journal import write_forecasts  # noqa: E402
+from finbench.runlog.forecast_table import write_forecasts  # noqa: E402
 from finbench.scoring import _core  # noqa: E402
 from finbench.scoring.bootstrap import mean_ci  # noqa: E402
 from finbench.scoring.rules import brier_loss, coverage_score, log_loss, winkler_loss  # noqa: E402

@@ -24,14 +24,8 @@ import pyarrow.parquet as pq
 from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic, write_json
-from finbench.runlog.journal import (
-    FORECAST_SCHEMA,
-    JOURNAL,
-    PARTS,
-    ForecastTable,
-    ordered_table,
-    write_forecasts,
-)
+from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_forecasts
+from finbench.runlog.journal import FORECAST_SCHEMA, JOURNAL, PARTS
 from finbench.runlog.rundir import MANIFEST, finished_run, now, record_files
 from finbench.runlog.runlock import RunLock
 from finbench.scoring.run import rescore

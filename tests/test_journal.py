@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finbench.runlog.journal import FORECAST_SCHEMA, Journal, ordered_table
+from finbench.runlog.forecast_table import ordered_table
+from finbench.runlog.journal import FORECAST_SCHEMA, Journal
 
 
 def rows(pairs):
@@ -125,9 +126,9 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
         tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from finbench.runlog import journal as journal_module
+    from finbench.runlog import forecast_table
 
-    monkeypatch.setattr(journal_module, "ROW_GROUP", 3)
+    monkeypatch.setattr(forecast_table, "ROW_GROUP", 3)
     ids = np.array(["a", "b", "c", "d", "e"], object)
     journal = Journal(tmp_path)
     journal.append(rows([(t, "m2", 0.2) for t in ids]).to_pandas())
@@ -148,7 +149,7 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
 def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_path):
     import pyarrow.parquet as pq
 
-    from finbench.runlog.journal import ForecastTable
+    from finbench.runlog.forecast_table import ForecastTable
 
     ids = np.array(["a", "b"], object)
     journal = Journal(tmp_path)
@@ -164,8 +165,8 @@ def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_pa
 
 def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, monkeypatch):
     from finbench.core.outputs import DiskFullError
-    from finbench.runlog import journal as journal_module
-    from finbench.runlog.journal import ForecastTable
+    from finbench.runlog import forecast_table
+    from finbench.runlog.forecast_table import ForecastTable
 
     ids = np.array(["a", "b"], object)
     table = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
@@ -183,13 +184,13 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, 
     assert done.close() is True
     assert pd.read_parquet(tmp_path / "f.parquet")["p_up"].tolist() == [0.1, 0.2]
     stopped = ForecastTable(tmp_path / "g.parquet", ids, ["m1"])
-    check = journal_module._rows_are
+    check = forecast_table._rows_are
 
     def stop_meanwhile(*args):  # a failing run stops it while the journal's thread adds
         stopped.stop()
         return check(*args)
 
-    monkeypatch.setattr(journal_module, "_rows_are", stop_meanwhile)
+    monkeypatch.setattr(forecast_table, "_rows_are", stop_meanwhile)
     stopped.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
     assert stopped.close() is False and not (tmp_path / "g.parquet").exists()
     monkeypatch.undo()

@@ -14,7 +14,8 @@ from finbench.audit import audit_run
 from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.data.store import Store, sha256_file
-from finbench.runlog.journal import Journal, ordered_table
+from finbench.runlog.forecast_table import ordered_table
+from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import load_run_config
 from finbench.runner import run
 from finbench.scoring.run import score_run
@@ -503,7 +504,7 @@ def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
     import time
 
     from finbench.forecasters.baselines import Momentum
-    from finbench.runlog.journal import ForecastTable
+    from finbench.runlog.forecast_table import ForecastTable
 
     cfg = tmp_path / "b.toml"
     cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]

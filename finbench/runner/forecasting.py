@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.errors import ModelStopped
-from finbench.runlog.journal import ForecastTable, Journal
+from finbench.runlog.forecast_table import ForecastTable
+from finbench.runlog.journal import Journal
 from finbench.tracks.base import Inputs, Track
 
 

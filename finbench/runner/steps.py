@@ -18,7 +18,8 @@ from finbench.core.outputs import write_atomic, write_json
 from finbench.data.store import sha256_file
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
-from finbench.runlog.journal import ForecastTable, Journal
+from finbench.runlog.forecast_table import ForecastTable
+from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import MANIFEST, now, record_files
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import new_manifest, render_summary, shard_field

@@ -1,0 +1,155 @@
+"""The forecast table (``forecasts.parquet``): one row per (task asked, model), the models in
+turn and each model's rows in task order, in row groups of exactly :data:`ROW_GROUP` rows, so
+the file's bytes depend on its rows only. Written whole from the journal
+(:func:`write_forecasts`), or while the rows arrive (:class:`ForecastTable`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.core.lookup import arrow_text, positions
+from finbench.core.outputs import writing
+from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
+
+ROW_GROUP = 131_072  # rows per row group of the forecast table
+# Columns whose values differ from row to row (ids, digests, answers): Parquet would build a
+# dictionary of them only to give it up once it outgrows a page, so they are written plain;
+# the others (models, times, counts, baselines' probabilities) keep dictionary pages.
+_ROW_UNIQUE = ("task_id", "lower", "upper", "raw", "rationale", "input_sha256")
+PARQUET_OPTIONS = {"compression": "zstd",
+                   "use_dictionary": [c for c in FORECAST_COLUMNS if c not in _ROW_UNIQUE]}
+
+
+def write_forecasts(path: Path, tables) -> None:
+    """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
+    not at all, in row groups of exactly ROW_GROUP rows (the last may be shorter), each from
+    one contiguous chunk, so the file's layout depends on its rows only."""
+    tmp = Path(path).with_suffix(".tmp")
+    try:
+        with writing(path, tmp), pq.ParquetWriter(tmp, FORECAST_SCHEMA,
+                                                  **PARQUET_OPTIONS) as writer:
+            groups = _RowGroups(writer)
+            for table in tables:
+                groups.add(table)
+            groups.finish()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+class _RowGroups:
+    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer, self.held, self.count = writer, [], 0
+
+    def add(self, table: pa.Table) -> None:
+        self.held.append(table)
+        self.count += table.num_rows
+        while self.count >= ROW_GROUP:
+            joined = pa.concat_tables(self.held)
+            self.writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
+                                    row_group_size=ROW_GROUP)
+            self.held, self.count = [joined.slice(ROW_GROUP)], self.count - ROW_GROUP
+
+    def finish(self) -> None:
+        if self.count:
+            self.writer.write_table(pa.concat_tables(self.held).combine_chunks(),
+                                    row_group_size=ROW_GROUP)
+        self.held, self.count = [], 0
+
+
+class ForecastTable:
+    """The forecast table written while its rows arrive, when they arrive in its order (each
+    model's rows in task order, the models in turn), in the same row groups as
+    :func:`write_forecasts`. Rows out of that order stop it; :meth:`close` publishes the file
+    only when every row came in order (else :meth:`Journal.write_ordered` has to write it)."""
+
+    def __init__(self, path: Path, task_ids, models: list[str]) -> None:
+        self.path, self.tmp = Path(path), Path(path).with_suffix(".tmp")
+        self.ids, self.models = arrow_text(task_ids), list(models)
+        self.model, self.done, self.in_order, self.stopped = 0, 0, True, False
+        self.writer = pq.ParquetWriter(self.tmp, FORECAST_SCHEMA, **PARQUET_OPTIONS)
+        self.groups = _RowGroups(self.writer)
+
+    def add(self, table: pa.Table) -> None:
+        """Take the next rows (a journal part), or stop if they are not the next in order."""
+        if self.stopped or not self.in_order:
+            return
+        n = table.num_rows
+        self.in_order = self.model < len(self.models) and _rows_are(
+            table, self.models[self.model], self.ids.slice(self.done, n))
+        if not self.in_order:
+            return
+        self.done += n
+        if self.done == len(self.ids):
+            self.model, self.done = self.model + 1, 0
+        self.groups.add(table)
+
+    def stop(self) -> None:
+        """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file.
+        (It may be called while :meth:`add` runs on the journal's writer thread.)"""
+        self.stopped, self.in_order = True, False
+
+    def close(self) -> bool:
+        """Publish the file if every row came in order; True when it did. Whatever happens,
+        no temporary file is left (a failed last write raises, after removing it)."""
+        complete = (not self.stopped and self.in_order and self.model == len(self.models)
+                    and self.done == 0)
+        try:
+            with writing(self.path, self.tmp):
+                if complete:
+                    self.groups.finish()
+                self.writer.close()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error raised below says what failed
+                self.writer.close()
+            self.tmp.unlink(missing_ok=True)
+            raise
+        if complete:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+        return complete
+
+
+def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:
+    """Rows of the listed tasks and models, by model (as listed) then task (as listed); of
+    rows repeating a (task, model), the last written wins."""
+    if _in_order(table, task_ids, models):
+        return table  # the usual case (each model's rows appended whole, in task order)
+    task = positions(table.column("task_id"), task_ids)
+    model = positions(table.column("model"), models)
+    known = (task >= 0) & (model >= 0)
+    key = np.where(known, model * len(task_ids) + task, -1)
+    rows = np.flatnonzero(known)
+    order = rows[np.lexsort((rows, key[rows]))]
+    last = np.r_[key[order][1:] != key[order][:-1], True] if len(order) else np.empty(0, bool)
+    take = order[last]
+    if len(take) == table.num_rows and (take == np.arange(len(take))).all():
+        return table  # already in order (the usual case): no copy
+    return table.take(pa.array(take))
+
+
+def _in_order(table: pa.Table, task_ids, models: list[str]) -> bool:
+    """Whether ``table`` is, exactly, each model's rows for ``task_ids`` in turn."""
+    n = len(task_ids)
+    if table.num_rows != n * len(models) or n == 0:
+        return False
+    ids = arrow_text(task_ids)
+    return all(_rows_are(table.slice(i * n, n), model, ids) for i, model in enumerate(models))
+
+
+def _rows_are(table: pa.Table, model: str, ids: pa.Array) -> bool:
+    """Whether ``table`` holds exactly ``model``'s rows for ``ids``, in that order."""
+    return (table.num_rows == len(ids) > 0
+            and bool(pc.all(pc.equal(table.column("model"), model)).as_py())
+            and table.column("task_id").combine_chunks().equals(ids))
