@@ -54,11 +54,18 @@ def search_by_ticker(
         packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
     if packed is None:
         return _search_per_ticker(bounds, keys, tickers, instants, side=side, out=out)
-    names, shift, base, packed_keys, prepared = packed
-    code = index_of(names, tickers, prepared=prepared)
+    names, _, _, _, prepared = packed
+    return _search_packed(packed, index_of(names, tickers, prepared=prepared), instants,
+                          side=side)
+
+
+def _search_packed(packed, code: np.ndarray, instants: np.ndarray, *, side: str) -> np.ndarray:
+    """The one packed search: each instant within the slice numbered ``code`` (-1: none, 0
+    returned) of the packed keys, as an index into the flat arrays."""
+    _, shift, base, packed_keys, _ = packed
+    out = np.zeros(len(instants), dtype=np.int64)
     known = code >= 0
-    top = (1 << shift) - 1
-    offset = np.clip(instants[known], base - 1, base + top) - base
+    offset = np.clip(instants[known], base - 1, base + (1 << shift) - 1) - base
     out[known] = np.searchsorted(packed_keys, (code[known] << shift) + offset, side=side)
     return out
 
@@ -236,13 +243,7 @@ class BarArrays:
         if packed is None or slices is None:
             return search_by_ticker(self.bounds, keys, tickers, instants, side=side,
                                     packed=packed)
-        _, shift, base, packed_keys, _ = packed
-        instants = np.asarray(instants, dtype=np.int64)
-        out = np.zeros(len(instants), dtype=np.int64)
-        known = slices >= 0
-        offset = np.clip(instants[known], base - 1, base + (1 << shift) - 1) - base
-        out[known] = np.searchsorted(packed_keys, (slices[known] << shift) + offset, side=side)
-        return out
+        return _search_packed(packed, slices, np.asarray(instants, dtype=np.int64), side=side)
 
     def last_available(
         self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None,
