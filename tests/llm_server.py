@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -23,6 +24,17 @@ CONTENT = {
     "extra": json.dumps({**VALID, "confidence": "high"}),
     "notjson": "I think the stock will probably go up a little today.",
     "prose": 'Sure! Here is my forecast: {"p_up": 0.55, "lower": -0.02, "upper": 0.02} Good luck.',
+}
+
+
+# OpenAI's reasoning models: max_tokens and a temperature other than the default are refused
+REASONING = re.compile(r"^(o\d|gpt-5)")
+SNAPSHOT = "-2025-04-16"  # what a reasoning model id is served as (a dated snapshot)
+UNSUPPORTED = {
+    "max_tokens": ("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                   "'max_completion_tokens' instead.", "unsupported_parameter"),
+    "temperature": ("Unsupported value: 'temperature' does not support {value} with this "
+                    "model. Only the default (1) value is supported.", "unsupported_value"),
 }
 
 
@@ -94,9 +106,12 @@ class ChatServer:
             attempt = self.counts[(model, prompt)]
             self.requests.append({"model": model, "prompt": prompt,
                                   "auth": h.headers.get("authorization", ""),
-                                  "response_format": body.get("response_format")})
+                                  "response_format": body.get("response_format"),
+                                  "body": body})
         if self.delay:
             time.sleep(self.delay)
+        if REASONING.match(model):
+            return self._reasoning(h, model, body)
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
@@ -123,6 +138,22 @@ class ChatServer:
                                                         finish="length"))
         content = CONTENT.get(model, CONTENT["valid"])
         return self._reply(h, 200, self._completion(model, content))
+
+    def _reasoning(self, h, model: str, body: dict) -> None:
+        """As the API answers a reasoning model: refused parameters first (HTTP 400 naming
+        the parameter), else an answer from a dated snapshot with reasoning tokens billed."""
+        refused = [k for k in UNSUPPORTED if k in body and not (k == "temperature"
+                                                                  and body[k] == 1)]
+        if refused:
+            message, code = UNSUPPORTED[refused[0]]
+            return self._reply(h, 400, {"error": {
+                "message": message.format(value=body.get(refused[0])),
+                "type": "invalid_request_error", "param": refused[0], "code": code}})
+        reply = self._completion(model + SNAPSHOT, CONTENT["valid"])
+        reply["system_fingerprint"] = "fp_reasoning"
+        reply["usage"] = {"prompt_tokens": 100, "completion_tokens": 84, "total_tokens": 184,
+                          "completion_tokens_details": {"reasoning_tokens": 64}}
+        return self._reply(h, 200, reply)
 
     # -- Batch API: files and batches ----------------------------------------------------
     def upload(self, h, raw: bytes) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -147,6 +148,12 @@ class OpenAIModel(_ModelBase):
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     seed: int | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
+    # reasoning models (OpenAI's o-series, gpt-5.x) refuse max_tokens and any temperature but
+    # the default: give max_completion_tokens (it covers the hidden reasoning tokens too)
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    # keys sent as they are beside FinBench's own (vLLM ``guided_json``, Ollama ``options``...)
+    extra_body: dict[str, Any] | None = None
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 8
     requests_per_minute: Annotated[float, Field(gt=0)] | None = None
     tokens_per_minute: Annotated[float, Field(gt=0)] | None = None
@@ -154,6 +161,9 @@ class OpenAIModel(_ModelBase):
     price_output_per_1m: Annotated[float, Field(ge=0)] | None = None
     timeout: Annotated[float, Field(gt=0, le=3600)] = 60.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    # runs that may request a task whose call failed in transport (timeout, dropped
+    # connection, HTTP 408/409/429/5xx after the client's retries); then the failure is final
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     # a base_url_env URL may carry user:password@ (sent as Basic auth) only when allowed
     allow_url_credentials: bool = False
 
@@ -165,7 +175,31 @@ class OpenAIModel(_ModelBase):
             raise ValueError("base_url holds credentials (user:password@): the config's text is "
                              "kept in every run's manifest; give the URL in an environment "
                              "variable named by base_url_env, with allow_url_credentials = true")
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise ValueError("give max_tokens or max_completion_tokens, not both (reasoning "
+                             "models take max_completion_tokens only)")
+        if self.extra_body:
+            _check_extra_body(self.extra_body)
         return self
+
+
+OWN_KEYS = ("model", "messages", "response_format", "temperature", "seed", "max_tokens",
+            "max_completion_tokens", "reasoning_effort", "stream", "n")
+
+
+def _check_extra_body(extra: dict[str, Any]) -> None:
+    """``extra_body`` must be JSON and must not set what FinBench sets from its own keys."""
+    for key in extra:
+        if key in OWN_KEYS:
+            own = key if key in OpenAIModel.model_fields else None
+            raise ValueError(f"extra_body.{key}: FinBench sets {key!r} itself" + (
+                f"; give it as the model's own key {own!r}" if own else
+                " (one answer per request, not streamed)"))
+    try:
+        json.dumps(extra, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"extra_body is not JSON ({exc}); TOML dates and times are not "
+                         "JSON: give them as strings") from None
 
 
 def url_credentials(url: str) -> list[str]:

@@ -33,6 +33,12 @@ from finbench.tracks.base import Inputs, Prompt
 DEFAULT_OUTPUT_TOKENS = 200
 STOP_STATUSES = {401: "the API key is rejected", 403: "the key may not use this model",
                  404: "no such model or endpoint path"}  # no later call can succeed
+# a 400 with these codes refuses the request's parameters, which every call shares
+REQUEST_REFUSED = {
+    "unsupported_parameter": "the model refuses a parameter of the config: reasoning models "
+                             "take max_completion_tokens, not max_tokens",
+    "unsupported_value": "the model refuses a value of the config: reasoning models accept "
+                         "only the default temperature (leave temperature unset)"}
 CONNECTIONS_PER_CLIENT = 8
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -153,8 +159,13 @@ class OpenAIForecaster(Forecaster):
     # -- planning ------------------------------------------------------------------------
     def params(self) -> dict:
         c = self.config
-        return {"temperature": c.temperature, "seed": c.seed, "max_tokens": c.max_tokens,
-                "structured": c.structured, "template": self.prompt.template}
+        params = {"temperature": c.temperature, "seed": c.seed, "max_tokens": c.max_tokens,
+                  "structured": c.structured, "template": self.prompt.template}
+        # keys added later count only when set, so answers cached before them still match
+        for key in ("max_completion_tokens", "reasoning_effort", "extra_body"):
+            if getattr(c, key) is not None:
+                params[key] = getattr(c, key)
+        return params
 
     def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
         """Messages and their hash for every task (rendered from the gated contexts)."""
@@ -168,12 +179,17 @@ class OpenAIForecaster(Forecaster):
         """Calls, estimated tokens and cost for a dry run (no request is made)."""
         tokens_in = sum(estimate_tokens(m) for m, _ in self.plan(inputs))
         calls = len(inputs.tasks)
-        tokens_out = calls * (self.config.max_tokens or DEFAULT_OUTPUT_TOKENS)
+        tokens_out = calls * self.output_budget()
         cost = None
         if self.config.price_input_per_1m is not None and self.config.price_output_per_1m is not None:
             cost = (tokens_in * self.config.price_input_per_1m
                     + tokens_out * self.config.price_output_per_1m) / 1e6
         return {"calls": calls, "tokens_in": tokens_in, "tokens_out": tokens_out, "cost": cost}
+
+    def output_budget(self) -> int:
+        """Output tokens a call may use at most (reasoning tokens included), for estimates."""
+        c = self.config
+        return c.max_completion_tokens or c.max_tokens or DEFAULT_OUTPUT_TOKENS
 
     # -- running -------------------------------------------------------------------------
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:  # pragma: no cover - streaming
@@ -266,13 +282,14 @@ class OpenAIForecaster(Forecaster):
             kwargs["temperature"] = c.temperature
         if c.seed is not None:
             kwargs["seed"] = c.seed
-        if c.max_tokens is not None:
-            kwargs["max_tokens"] = c.max_tokens
+        for key in ("max_tokens", "max_completion_tokens", "reasoning_effort"):
+            if getattr(c, key) is not None:
+                kwargs[key] = getattr(c, key)
         if c.structured == "json_schema":
             kwargs["response_format"] = response_schema()
         elif c.structured == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
-        return kwargs
+        return {**kwargs, **(c.extra_body or {})}  # the config refuses keys set above
 
     def cache_key(self, sha: str) -> str:
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
@@ -299,6 +316,9 @@ class OpenAIForecaster(Forecaster):
             text = scrub(f"http_{exc.status_code}: {said or exc.message}", secrets)
             if exc.status_code in STOP_STATUSES:  # the key, the model or the path is wrong
                 return {"stop": f"{text} ({STOP_STATUSES[exc.status_code]})"}
+            code = exc.body.get("code") if isinstance(exc.body, dict) else None
+            if exc.status_code == 400 and code in REQUEST_REFUSED:  # every request alike
+                return {"stop": f"{text} ({REQUEST_REFUSED[code]})"}
             return {"transport_error": text}
         return self.scrubbed(completion_dict(resp))
 
@@ -332,7 +352,7 @@ def completion_dict(data: dict) -> dict:
     message = choices[0].get("message") or {}
     return {"content": message.get("content"), "refusal": message.get("refusal"),
             "finish_reason": choices[0].get("finish_reason"), "usage": data.get("usage") or {},
-            "model": data.get("model")}
+            "model": data.get("model"), "system_fingerprint": data.get("system_fingerprint")}
 
 
 def completion_response(resp) -> dict:
@@ -343,7 +363,8 @@ def completion_response(resp) -> dict:
     choice = resp.choices[0]
     usage = resp.usage.model_dump() if resp.usage else {}
     return {"content": choice.message.content, "refusal": getattr(choice.message, "refusal", None),
-            "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model}
+            "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model,
+            "system_fingerprint": getattr(resp, "system_fingerprint", None)}
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
@@ -355,8 +376,7 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
     usage = response.get("usage") or {}
     tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
     detail = {"template": forecaster.prompt.template, "finish_reason": response.get("finish_reason"),
-              "cached": from_cache, "prompt_tokens": usage.get("prompt_tokens"),
-              "completion_tokens": usage.get("completion_tokens")}
+              "cached": from_cache, **served(response)}
     if "batch_id" in response:
         detail["batch_id"] = response["batch_id"]
     return make_record(task_id=task_id, model=forecaster.name, kind=forecaster.kind,
@@ -364,6 +384,19 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
                        context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None)
+
+
+def served(response: dict) -> dict:
+    """What answered, as the response says: the model id served (a dated snapshot of the one
+    asked, or another behind an alias), the backend's fingerprint, and the tokens billed
+    (reasoning tokens are part of the completion tokens)."""
+    usage = response.get("usage") or {}
+    details = usage.get("completion_tokens_details") or {}
+    return {"served_model": response.get("model"),
+            "system_fingerprint": response.get("system_fingerprint"),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "reasoning_tokens": details.get("reasoning_tokens")}
 
 
 def _cannot_connect(exc: BaseException) -> bool:
