@@ -38,6 +38,34 @@ UNSUPPORTED = {
 }
 
 
+def _strict(body: dict) -> tuple[int, str]:
+    """A server that honours strict schemas: the answer follows it."""
+    return 200, CONTENT["valid"]
+
+
+def _deepseek(body: dict) -> tuple[int, object]:
+    """JSON mode only; JSON mode needs the word "json" in the prompt."""
+    kind = (body.get("response_format") or {}).get("type")
+    if kind == "json_schema":
+        return 400, {"error": {"message": "This response_format type is unavailable now",
+                               "type": "invalid_request_error"}}
+    if kind == "json_object" and not any("json" in m["content"].lower()
+                                         for m in body["messages"]):
+        return 400, {"error": {"message": "Prompt must contain the word 'json' in some form "
+                                          "to use 'response_format' of type 'json_object'.",
+                               "type": "invalid_request_error"}}
+    return 200, CONTENT["valid"]
+
+
+def _anthropic(body: dict) -> tuple[int, str]:
+    """response_format is ignored: the model writes prose around its JSON object."""
+    return 200, CONTENT["prose"]
+
+
+PROVIDERS = {"vllm": _strict, "ollama": _strict, "together": _strict, "gemini": _strict,
+             "deepseek": _deepseek, "anthropic": _anthropic}
+
+
 REJECTED = {
     "unauthorized": (401, "Incorrect API key provided: sk-****. You can find your API key at "
                           "https://platform.openai.com/account/api-keys.", "invalid_request_error"),
@@ -52,6 +80,7 @@ class ChatServer:
         self.counts: Counter = Counter()
         self.delay = delay
         self.hang_seconds = hang_seconds
+        self.healed = False  # True: "drop20" answers every prompt
         self.lock = threading.Lock()
         self.requests: list[dict] = []
         self.files: dict[str, bytes] = {}
@@ -96,6 +125,9 @@ class ChatServer:
         self.httpd.server_close()
 
     def handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        profile = h.path.strip("/").split("/")[0]
+        if profile in PROVIDERS:
+            return self._as_provider(h, profile, body)
         model = body["model"]
         # The same canonical hash FinBench stores as input_sha256, so tests can match rows.
         payload = json.dumps({"template": "finbench-prompt-v2", "messages": body["messages"]},
@@ -115,7 +147,8 @@ class ChatServer:
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
-        if model == "drop":
+        if model == "drop" or (model == "drop20" and not self.healed
+                               and int(prompt[:8], 16) % 5 == 0):  # a fifth of the prompts
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return None
@@ -138,6 +171,15 @@ class ChatServer:
                                                         finish="length"))
         content = CONTENT.get(model, CONTENT["valid"])
         return self._reply(h, 200, self._completion(model, content))
+
+    def _as_provider(self, h, profile: str, body: dict) -> None:
+        """Answer as the provider ``profile`` does (:data:`PROVIDERS`)."""
+        with self.lock:
+            self.requests.append({"model": body["model"], "provider": profile, "body": body})
+        status, payload = PROVIDERS[profile](body)
+        if status == 200:
+            payload = self._completion(body["model"], payload)
+        return self._reply(h, status, payload)
 
     def _reasoning(self, h, model: str, body: dict) -> None:
         """As the API answers a reasoning model: refused parameters first (HTTP 400 naming

@@ -161,7 +161,7 @@ def naive_score_table(data, *, slice_kind: str, mean_ci, skill_ci) -> pd.DataFra
                    "coverage": inside["covered"].mean() if len(inside) else math.nan,
                    "width": inside["width"].mean() if len(inside) else math.nan,
                    "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": asked["valid"].mean()}
+                   "validity": asked.loc[asked["answered"], "valid"].mean()}
             if coin:
                 ref = part[(part["model"] == coin) & part["scored"]][["task_id", "brier"]]
                 pair = own[["task_id", "brier", "session", "ticker"]].merge(

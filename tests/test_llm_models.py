@@ -115,3 +115,18 @@ def test_bad_model_parameters_are_refused_with_the_key(tmp_path, sample_store, e
     with pytest.raises(ConfigError) as info:
         load_config(cfg)
     assert message in str(info.value)
+
+
+def test_the_readme_model_configs_are_valid(tmp_path, sample_store):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    part = readme.split("## Language models", 1)[1].split("\n## ", 1)[0]
+    block = part.split("`" * 3 + "toml\n", 1)[1].split("`" * 3, 1)[0]
+    path = tmp_path / "cfg.toml"
+    path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                    f'start = "2025-01-15"\nend = "2025-01-15"\n{block}')
+    models = load_config(path).models
+    assert [m.model for m in models] == ["o4-mini", "meta-llama/Llama-3.3-70B-Instruct"]
+    assert models[0].max_completion_tokens == 4000 and models[0].temperature is None
+    assert models[1].extra_body == {"top_k": 1}

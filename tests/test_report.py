@@ -174,6 +174,7 @@ def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:
                     if rng.random() < 0.1:
                         continue  # no forecast of this model for the task
                     ok, valid = rng.random() < 0.93, rng.random() < 0.9
+                    answered = valid or rng.random() < 0.7  # else a call without answer
                     y, p = float(rng.random() < 0.5), rng.random()
                     score = ok and valid
                     # the baselines give no interval; "mine" gives one or abstains
@@ -186,7 +187,8 @@ def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:
                     nan = np.nan
                     out.append({
                         "task_id": f"T{t}|2025-02-{d:02d}|{h}", "model": model, "p_up": p,
-                        "valid": valid, "status": "ok" if ok else "no_target_price",
+                        "valid": valid, "answered": answered,
+                        "status": "ok" if ok else "no_target_price",
                         "interval_note": note if valid else None,
                         "ticker": f"T{t}", "session": f"2025-02-{d:02d}", "horizon": h,
                         "y": y if ok else nan, "r": r if ok else nan, "scored": score,

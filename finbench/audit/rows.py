@@ -19,15 +19,16 @@ import pyarrow.parquet as pq
 from finbench.core.floats import within_ulps
 from finbench.core.lookup import positions
 from finbench.forecasters.llm import interpret
-from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
+from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 
 SHOWN = 20  # violations named per model and check; the rest are counted
 # answer columns a recomputation must give again (latency is a measurement, not an answer)
 RECOMPUTED = [c for c in FORECAST_COLUMNS if c != "latency"]
 # what an LLM row's raw text determines
 FROM_RAW = ["valid", "error", "p_up", "lower", "upper", "rationale", "interval_note"]
-# failures with no answer text (online calls; batch lines the Batch API failed)
-TRANSPORT = ("timeout", "connection", "http_", "api_error", "batch_")
+# invalid answers without text: Batch API lines that failed, requests refused as sent (HTTP
+# 4xx but 408/409/429); an online call that got no answer is a row of answer_status "error"
+NO_TEXT = ("batch_", "http_4")
 
 
 class Files:
@@ -192,12 +193,14 @@ def compare(rows: pa.Table, numbers: np.ndarray, want: pa.Table, model: str, wha
 
 def raw_answers(rows: pa.Table, structured: str) -> pa.Table:
     """What an LLM's rows should hold, from their raw text read again (``structured``: how
-    the model was asked to answer): the answer it gives (validity, reason, numbers); a
-    transport failure has no text and is invalid."""
+    the model was asked to answer): the answer it gives (validity, reason, numbers); a call
+    that got no answer (or a failed Batch API line) has no text and is invalid."""
     want = []
-    for rec in rows.select(["raw", "error", "detail"]).to_pylist():
+    for rec in rows.select(["raw", "error", "detail", "answer_status"]).to_pylist():
         error = rec["error"] or ""
-        if error.startswith(TRANSPORT):
+        no_answer = rec["answer_status"] == ERROR or (rec["answer_status"] == ANSWERED
+                                                      and error.startswith(NO_TEXT))
+        if no_answer and not rec["raw"]:  # a call that got no answer: no text, no numbers
             want.append({"valid": False, "error": rec["error"], "p_up": np.nan,
                          "lower": np.nan, "upper": np.nan, "rationale": None,
                          "interval_note": None})

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from finbench.core.jsontext import json_array
 from finbench.core.lookup import arrow_text
 from finbench.forecasters.answers import ParsedAnswer, parse_answer
-from finbench.forecasters.rows import forecast_rows, latest, time_array
+from finbench.forecasters.rows import ANSWERED, forecast_rows, latest, time_array
 from finbench.tracks.base import Inputs, Prompt
 
 
@@ -73,6 +73,7 @@ class Forecaster(ABC):
             "context_max_input_time": ctx_time,
             "history_max_input_time": hist_time,
             "input_sha256": digests,
+            "answer_status": ANSWERED,
             "p_fallback": extra.pop("p_fallback", None),
             "interval_note": extra.pop("interval_note", parsed.pop("interval_note", None)),
             "history_count": extra.pop("history_count", -1),
@@ -142,12 +143,13 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
 def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,
                 context_max_input_time, history_max_input_time, input_sha256: str,
                 history_count: int = -1, detail: str | None = None, latency: float = 0.0,
-                tokens: int | None = None) -> dict:
+                tokens: int | None = None, answer_status: str = ANSWERED) -> dict:
     """One forecast row as a plain dict (the journal's unit)."""
     return {
         "task_id": task_id, "model": model, "kind": kind, "p_up": parsed.p_up,
         "lower": parsed.lower, "upper": parsed.upper, "valid": parsed.valid,
-        "error": parsed.error, "p_fallback": None, "interval_note": parsed.interval_note,
+        "error": parsed.error, "answer_status": answer_status, "p_fallback": None,
+        "interval_note": parsed.interval_note,
         "raw": parsed.raw, "rationale": parsed.rationale,
         "max_input_time": max_input_time, "context_max_input_time": context_max_input_time,
         "history_max_input_time": history_max_input_time, "input_sha256": input_sha256,

@@ -3,8 +3,10 @@
 Calls run on asyncio with a per-model concurrency limit and request/token rate limits; the
 client retries 408/409/429/5xx and connection errors with jittered exponential backoff that
 honours ``Retry-After`` (bounded by ``max_retries``), each attempt bounded by ``timeout``. A call
-that still fails is recorded invalid with its reason. Answers are cached (SQLite) by provider,
-model, parameters and prompt hash, and journalled one by one as they arrive.
+that still gets no answer is journalled with ``answer_status = "error"`` and its reason (not
+an answer: the next run of the directory asks it again, up to ``max_attempts`` runs). Answers
+are cached (SQLite) by provider, model, parameters and prompt hash, and journalled one by one
+as they arrive.
 
 The API key is read from the environment variable the config names, at call time; it is
 never written anywhere, and any error text that might echo it is scrubbed.
@@ -28,6 +30,7 @@ from finbench.core.errors import ConfigError, ModelStopped
 from finbench.forecasters.answers import ForecastAnswer, ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
+from finbench.forecasters.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
 
 DEFAULT_OUTPUT_TOKENS = 200
@@ -39,6 +42,7 @@ REQUEST_REFUSED = {
                              "take max_completion_tokens, not max_tokens",
     "unsupported_value": "the model refuses a value of the config: reasoning models accept "
                          "only the default temperature (leave temperature unset)"}
+RETRYABLE = {408, 409, 429}  # and 5xx: the same request may be answered later
 CONNECTIONS_PER_CLIENT = 8
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -131,6 +135,9 @@ class OpenAIForecaster(Forecaster):
             raise ConfigError(f"models.{config.name}: an LLM forecaster needs the prompt of "
                               "the run's track (build it with the track's prompt)")
         super().__init__(config, prompt)
+        # per task id: the runs that asked it and got no answer (set by the run from its
+        # journal), so a retried call's row says which attempt it is
+        self.attempts_before: dict[str, int] = {}
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
         if self.base_url and url_credentials(self.base_url) and not config.allow_url_credentials:
@@ -219,7 +226,7 @@ class OpenAIForecaster(Forecaster):
         ctx_time = inputs.contexts.max_input_time
         semaphore = asyncio.Semaphore(self.config.concurrency)
         limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
-        stats = {"done": 0, "valid": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
+        stats = {"done": 0, "valid": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
                  "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
@@ -245,19 +252,22 @@ class OpenAIForecaster(Forecaster):
                 if reason:  # this call, and any later one, cannot succeed
                     stop.setdefault("reason", reason)
                     return
-                if "transport_error" not in response:
+                if not {"transport_error", "request_refused"} & response.keys():
                     stats["answered"] += 1
                     cache.put(rkey, response)
             latency = time.perf_counter() - started
             usage = response.get("usage") or {}
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0
-            record = answer_record(self, task_id=inputs.tasks["task_id"].iat[i], sha=sha,
+            task_id = inputs.tasks["task_id"].iat[i]
+            record = answer_record(self, task_id=task_id, sha=sha,
                                    max_input_time=ctx_time.iat[i], response=response,
-                                   latency=latency, from_cache=from_cache)
+                                   latency=latency, from_cache=from_cache,
+                                   attempt=self.attempts_before.get(task_id, 0) + 1)
             journal.append_records([record], sync=False)
             stats["done"] += 1
             stats["valid"] += int(record["valid"])
+            stats["errors"] += int(record["answer_status"] == ERROR)
             self._progress(stats, total, echo)
 
         try:
@@ -319,7 +329,9 @@ class OpenAIForecaster(Forecaster):
             code = exc.body.get("code") if isinstance(exc.body, dict) else None
             if exc.status_code == 400 and code in REQUEST_REFUSED:  # every request alike
                 return {"stop": f"{text} ({REQUEST_REFUSED[code]})"}
-            return {"transport_error": text}
+            if exc.status_code in RETRYABLE or exc.status_code >= 500:
+                return {"transport_error": text}
+            return {"request_refused": text}  # this request, as sent, will never be answered
         return self.scrubbed(completion_dict(resp))
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
@@ -336,8 +348,11 @@ class OpenAIForecaster(Forecaster):
             dollars = (stats["tokens_in"] * c.price_input_per_1m
                        + stats["tokens_out"] * c.price_output_per_1m) / 1e6
             cost = f", cost ${dollars:.4f}"
-        share = stats["valid"] / done if done else 0.0
-        echo(f"{self.name}: {done}/{total} calls, valid {share:.0%}, tokens "
+        answered = done - stats["errors"]
+        share = stats["valid"] / answered if answered else 0.0
+        errors = f", errors {stats['errors']} (asked again by the next run)" if stats[
+            "errors"] else ""
+        echo(f"{self.name}: {done}/{total} calls, valid {share:.0%}{errors}, tokens "
              f"{stats['tokens_in']}+{stats['tokens_out']}{cost}, cached {stats['cached']}, "
              f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
         sys.stdout.flush()
@@ -368,22 +383,35 @@ def completion_response(resp) -> dict:
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
-                  latency: float, from_cache: bool) -> dict:
-    """The journal row of one LLM answer (online or batch)."""
-    parsed = (ParsedAnswer(False, response["transport_error"], "")
-              if "transport_error" in response
-              else interpret(response, forecaster.config.structured))
-    usage = response.get("usage") or {}
-    tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+                  latency: float, from_cache: bool, attempt: int = 1) -> dict:
+    """The journal row of one LLM answer (online or batch). An online call that got no
+    answer (``transport_error``) is a row of ``answer_status = "error"`` numbered by its
+    ``attempt`` (runs that asked it, this one included). A request refused as sent (HTTP
+    4xx but 408/409/429) and a Batch API line that failed are invalid answers with the API's
+    reason: asking again would get the same."""
+    status = ANSWERED
     detail = {"template": forecaster.prompt.template, "finish_reason": response.get("finish_reason"),
               "cached": from_cache, **served(response)}
+    if "transport_error" in response:
+        reason = response["transport_error"]
+        if "batch_id" not in response:
+            status, most = ERROR, forecaster.config.max_attempts
+            detail.update(attempt=attempt, max_attempts=most)
+            reason += f" (attempt {attempt} of {most}{'; final' if attempt >= most else ''})"
+        parsed = ParsedAnswer(False, reason, "")
+    elif "request_refused" in response:  # a 400/413/422...: the answer to this request
+        parsed = ParsedAnswer(False, response["request_refused"], "")
+    else:
+        parsed = interpret(response, forecaster.config.structured)
     if "batch_id" in response:
         detail["batch_id"] = response["batch_id"]
+    usage = response.get("usage") or {}
+    tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
     return make_record(task_id=task_id, model=forecaster.name, kind=forecaster.kind,
                        parsed=parsed, max_input_time=max_input_time,
                        context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
-                       latency=latency, tokens=tokens or None)
+                       latency=latency, tokens=tokens or None, answer_status=status)
 
 
 def served(response: dict) -> dict:

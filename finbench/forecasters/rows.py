@@ -5,7 +5,10 @@ A forecast has two parts, scored apart: the probability ``p_up`` and the interva
 declared fallback rule instead of the forecaster's own (a base rate below ``min_count``
 gives 0.5); ``interval_note`` says why a valid row has no interval: ``not_applicable`` (the
 forecaster gives none) or ``insufficient_history: ...`` (it abstained). Both are empty
-otherwise.
+otherwise. ``answer_status`` is ``answered`` when the forecaster answered (validly or not)
+and ``error`` when a call got no answer at all (a timeout, a dropped connection, HTTP
+408/409/429/5xx after the client's retries): not the model's answer, so not counted in
+validity, and asked again by the next run of the directory until its attempts run out.
 
 Forecasters hand the run their answers as a table of this schema (:func:`forecast_rows`),
 built from columns, so a batch of a million rows never passes through per-row Python
@@ -22,13 +25,15 @@ import pyarrow.compute as pc
 
 from finbench.core.times import NO_TIME
 
+ANSWERED, ERROR = "answered", "error"  # answer_status values
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
 _ARROW_SCHEMA = pa.schema([
     ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
     ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
-    ("p_fallback", _TEXT), ("interval_note", _TEXT), ("raw", _TEXT), ("rationale", _TEXT),
+    ("answer_status", _TEXT), ("p_fallback", _TEXT), ("interval_note", _TEXT), ("raw", _TEXT),
+    ("rationale", _TEXT),
     ("max_input_time", _TIME),
     ("context_max_input_time", _TIME), ("history_max_input_time", _TIME),
     ("input_sha256", _TEXT), ("history_count", pa.int64()), ("detail", _TEXT),
@@ -108,7 +113,7 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
     frame["valid"] = frame["valid"].astype(bool)
     frame["history_count"] = frame["history_count"].astype("int64")
     frame["tokens"] = pd.array(frame["tokens"], dtype="Int64")
-    for col in ("task_id", "model", "kind", "error", "p_fallback", "interval_note", "raw",
+    for col in ("task_id", "model", "kind", "error", "answer_status", "p_fallback", "interval_note", "raw",
                 "rationale", "input_sha256", "detail"):
         frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
     return frame

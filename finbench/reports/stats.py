@@ -194,7 +194,8 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     gives = ["given" if m in with_interval else NOT_APPLICABLE for m in data.models]
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
     column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct", "tie",
-                                                    "log_loss", "covered", "width", "valid")}
+                                                    "log_loss", "covered", "width", "valid",
+                                                    "answered")}
     paired = {}
     for m in data.models:
         if data.reference(m) is not None:
@@ -221,7 +222,7 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
                    "coverage": _mean(column["covered"][inside]),
                    "width": _mean(column["width"][inside]),
                    "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": _mean(column["valid"][asked])}
+                   "validity": _mean(column["valid"][asked][column["answered"][asked] > 0])}
             if name in paired:
                 left, right, by_slice = paired[name]
                 at = by_slice[i]

@@ -24,6 +24,7 @@ def summary_frame(scores: pd.DataFrame, *, baselines: list[str], slice_kind: str
     the paired rows it is computed on; interval scores read ``n/a`` for a forecaster that
     gives no interval."""
     part = scores[scores["slice_kind"] == slice_kind]
+    errors = "n_error" in part and bool(part["n_error"].gt(0).any())
     rows = []
     for rec in part.to_dict("records"):
         row = {}
@@ -40,7 +41,9 @@ def summary_frame(scores: pd.DataFrame, *, baselines: list[str], slice_kind: str
         if interval_reference:
             row[f"WSS_{interval_reference} (n)"] = "n/a" if na else _skill(
                 rec, f"wss_{interval_reference}")
-        row["Valid"] = f"{rec['n_valid']}/{rec['n_tasks']}"
+        row["Valid"] = f"{rec['n_valid']}/{rec['n_tasks'] - rec.get('n_error', 0)}"
+        if errors:  # calls that got no answer: not in validity, asked again by the next run
+            row["Errors"] = str(rec.get("n_error", 0))
         row["p fallback"] = str(rec["n_p_fallback"])
         row["Int. abstained"] = str(rec["n_interval_abstained"])
         if "composite_secondary" in rec:

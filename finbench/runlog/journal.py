@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from finbench.core.lookup import arrow_text
 from finbench.core.outputs import writing
 from finbench.forecasters.rows import (
+    ERROR,
     FORECAST_COLUMNS,
     FORECAST_SCHEMA,
     TIME_COLUMNS,
@@ -67,6 +68,22 @@ class Journal:
             for model in pc.unique(table.column("model")).to_pylist():
                 rows = table.filter(pc.equal(table.column("model"), model))
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
+        return out
+
+    def open_errors(self) -> dict[str, dict[str, int]]:
+        """Per model, the tasks whose last journalled row is a call that got no answer
+        (``answer_status = "error"``; only streamed answers have them), with how many such
+        rows each has: the attempts made so far."""
+        lines = self._lines()
+        if not lines.num_rows:
+            return {}
+        rows = lines.select(["model", "task_id", "answer_status"]).to_pandas()
+        failed = rows[rows["answer_status"] == ERROR].groupby(["model", "task_id"]).size()
+        last = rows.drop_duplicates(["model", "task_id"], keep="last")
+        out: dict[str, dict[str, int]] = {}
+        for model, task in last.loc[last["answer_status"] == ERROR, ["model", "task_id"]
+                                    ].itertuples(index=False):
+            out.setdefault(model, {})[task] = int(failed[(model, task)])
         return out
 
     def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False,

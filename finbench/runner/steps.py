@@ -151,9 +151,13 @@ class RunSteps:
         """Per forecaster: the tasks it is asked and has not answered (nor sent in a
         batch)."""
         done, ids = self.journal.done_by_model(), self.track.tasks["task_id"]
+        errors = self.journal.open_errors()
         for f in self.forecasters:
             sent = sorted(self.jobs[f.name].submitted_task_ids()) if f.name in self.jobs else []
             finished = [*done.get(f.name, []), *sent]
+            retry = self._retries(f, errors.get(f.name, {}))
+            if retry:
+                finished = [t for t in finished if t not in retry]
             asked = f.asked(self.track.tasks)
             self.todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
             self.notes[f.name] = [*f.notes(self.track.tasks), *([] if asked.all() else [
@@ -163,6 +167,22 @@ class RunSteps:
                 self.echo(f"{f.name}: {note}")
             if not self.todo[f.name].any() and not dry_run:
                 self.echo(f"{f.name}: all {int(asked.sum())} forecasts already in the journal")
+
+    def _retries(self, f: Forecaster, failed: dict[str, int]) -> set[str]:
+        """The tasks of ``f`` whose calls got no answer and that have attempts left: asked
+        again (the forecaster numbers the new attempt)."""
+        if hasattr(f, "attempts_before"):
+            f.attempts_before = failed
+        most = getattr(f.config, "max_attempts", 1)
+        retry = {task for task, n in failed.items() if n < most}
+        final = len(failed) - len(retry)
+        if retry:
+            self.echo(f"{f.name}: asking again {len(retry)} tasks whose calls got no answer "
+                      f"(attempts left of {most})")
+        if final:
+            self.echo(f"{f.name}: {final} tasks got no answer in {most} attempts: final, "
+                      "status error (raise max_attempts to ask them again)")
+        return retry
 
     def forecast(self, *, batch: bool, dry_run: bool) -> None:
         """Every forecaster answers what it owes; answers are journalled as they come."""
@@ -233,10 +253,23 @@ class RunSteps:
         if self.table is None or not self.table.close():
             self.journal.write_ordered(self.out / "forecasts.parquet",
                                        self.track.tasks["task_id"].to_numpy(object), names)
+        self.unanswered = self._unanswered()
         self.manifest.update(skipped_models=self.skipped, stopped_models=self.stopped,
-                             model_notes={k: v for k, v in self.notes.items() if v})
+                             model_notes={k: v for k, v in self.notes.items() if v},
+                             unanswered=self.unanswered)
         write_json(self.manifest_path, self.manifest)
         self.lap("forecast table")
+
+    def _unanswered(self) -> dict[str, dict[str, int]]:
+        """Per model, its tasks whose calls got no answer (status error): how many will be
+        asked again by the next run, and how many are final (out of attempts)."""
+        most = {f.name: getattr(f.config, "max_attempts", 1) for f in self.forecasters}
+        out = {}
+        for model, failed in self.journal.open_errors().items():
+            if model in most:
+                final = sum(n >= most[model] for n in failed.values())
+                out[model] = {"retry": len(failed) - final, "final": final}
+        return out
 
     def score(self) -> None:
         self.scores = rescore(self.out)
@@ -253,6 +286,10 @@ class RunSteps:
                   "records)")
         for why in self.stopped.values():
             self.echo(f"STOPPED {why}")
+        for model, count in self.unanswered.items():
+            if count["retry"]:
+                self.echo(f"{model}: {count['retry']} calls got no answer (status error, not "
+                          "counted in validity): give the same command again to ask them")
 
     def _names(self) -> list[str]:
         """The models scored: those configured, less those skipped or stopped."""

@@ -18,11 +18,12 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text, positions, take
+from finbench.forecasters.rows import ERROR
 from finbench.scoring import _core
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
-SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid", "p_fallback",
-                  "interval_note")  # what rows read
+SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid", "answer_status",
+                  "p_fallback", "interval_note")  # what rows read
 NOT_APPLICABLE = "not_applicable"  # interval_note of a forecaster that gives no interval
 
 
@@ -45,11 +46,15 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
             frame[col] = take(source[col], at)
     frame["task_row"] = at_task  # the task's row in ``tasks`` (-1: not a task of the run)
     frame["fallback_used"] = False
+    # a call that got no answer is no answer: neither valid nor invalid, never replaced
+    frame["answered"] = (frame["answer_status"] != ERROR).to_numpy(bool) \
+        if "answer_status" in frame else True
     if invalid_policy.startswith("fallback:"):
         base = invalid_policy.split(":", 1)[1]
         source = forecasts if reference is None else reference
         ref = source[(source["model"] == base) & source["valid"]].set_index("task_id")
-        swap = ~frame["valid"] & frame["task_id"].isin(ref.index) & (frame["model"] != base)
+        swap = (~frame["valid"] & frame["answered"] & frame["task_id"].isin(ref.index)
+                & (frame["model"] != base))
         for col in ("p_up", "lower", "upper"):
             frame.loc[swap, col] = ref.loc[frame.loc[swap, "task_id"], col].to_numpy()
         frame["fallback_used"] = swap
@@ -159,6 +164,7 @@ class Tally:
                     if "p_fallback" in rows else none)
         flags = {
             "n_valid": valid.astype(float),
+            "n_error": (~rows["answered"].to_numpy(bool)).astype(float),
             "n_fallback": rows["fallback_used"].to_numpy(float),
             "n_p_fallback": (valid & fallback).astype(float),
             "n_interval_abstained": (valid & given & ~na).astype(float),
@@ -192,8 +198,9 @@ class Tally:
                     "slice": values.astype(str).astype(object), "n_tasks": n_rows}
             counts = {name: total(w) for name, w in counted.items()}
             cols["n_valid"] = counts["n_valid"].astype(np.int64)
+            cols["n_error"] = counts["n_error"].astype(np.int64)
             with np.errstate(invalid="ignore", divide="ignore"):
-                cols["validity"] = counts["n_valid"] / n_rows
+                cols["validity"] = counts["n_valid"] / (n_rows - counts["n_error"])
                 for name in ("n_fallback", "n_p_fallback", "n_interval_abstained",
                              "n_interval_not_applicable", "n_unscorable",
                              "n_no_reference_price", "n_no_target_price"):
