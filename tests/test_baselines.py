@@ -92,15 +92,21 @@ def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
 
     hist = frame()
     hist["momentum_sign_30"] = [1.0, np.nan, -1.0, 0.0, 1.0]
-    lines = baseline_input_text(History(hist), hist, hist).to_pylist()
+    signs = ("momentum_sign_30",)  # what a 30-minute momentum reads
+    lines = baseline_input_text(History(hist), hist, hist, signs=signs).to_pylist()
     known = pd.Timestamp("2025-01-10 20:55", tz="UTC").value
     assert lines[0] == ("finbench-baseline-input-v1|X|2025-01-06|CLOSE|"
                         "labels_known_through_ns=-1|momentum_sign_30=1")
     assert lines[1].endswith("momentum_sign_30=none")
     assert lines[4] == ("finbench-baseline-input-v1|X|2025-01-13|CLOSE|"
                         f"labels_known_through_ns={known}|momentum_sign_30=1")
-    digests = baseline_digests(History(hist), hist, hist).to_pylist()
+    digests = baseline_digests(History(hist), hist, hist, signs=signs).to_pylist()
     assert digests[4] == hashlib.sha256(lines[4].encode()).hexdigest()
+    # a baseline reading no sign (coin, base rate, climatology): the same line without it,
+    # whatever sign columns the run's history holds for its momentum models
+    plain = baseline_input_text(History(hist), hist, hist).to_pylist()
+    assert plain[4] == ("finbench-baseline-input-v1|X|2025-01-13|CLOSE|"
+                        f"labels_known_through_ns={known}")
 
 
 def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():

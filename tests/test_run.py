@@ -351,8 +351,12 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
 
     f = pd.read_parquet(run_dir / "forecasts.parquet")
     base = f[f["kind"].isin(["coin", "base_rate", "momentum", "climatology"])]
-    # the four baselines of a task share one input line, so one digest
-    assert (base.groupby("task_id")["input_sha256"].nunique() == 1).all()
+    # coin, base rate and climatology read the same input, so one digest; momentum's line
+    # adds the sign it reads
+    plain = base[base["model"] != "momentum"]
+    assert (plain.groupby("task_id")["input_sha256"].nunique() == 1).all()
+    both = base.groupby("task_id")["input_sha256"].nunique()
+    assert (both == 2).all()
     # momentum read bars; the others read none
     assert base.loc[base["model"] == "momentum", "context_max_input_time"].notna().any()
     assert base.loc[base["model"] == "coin", "context_max_input_time"].isna().all()

@@ -24,8 +24,13 @@ class Receipts:
                  each_chunk=None) -> None:
         """``each_chunk(chunk, contexts, bars)``: called with each month's contexts as they are
         built (for what else needs them)."""
-        self.baseline_sha = baseline_digests(resolved.known, plan.tasks, resolved.history)
         rows = resolved.history_rows(np.arange(len(plan.tasks)))
+        # a baseline's input line names the momentum sign it reads (momentum) or none
+        self.signs = {m.name: (f"momentum_sign_{m.lookback_minutes}",) for m in config.models
+                      if m.kind == "momentum"}
+        self.baseline_sha = {signs: baseline_digests(resolved.known, plan.tasks,
+                                                     resolved.history, rows, signs)
+                             for signs in {(), *self.signs.values()}}
         self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
                      .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
         self.context_ns = self.context_sha = self.prompt_sha = None
@@ -58,7 +63,12 @@ class Receipts:
         kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
         baseline = np.isin(kind, list(BASELINE_KINDS))
         ns = np.full(len(rows), NO_TIME, np.int64)
-        sha = self.baseline_sha.take(at).to_numpy(zero_copy_only=False)
+        sha = self.baseline_sha[()].take(at).to_numpy(zero_copy_only=False)
+        for name, signs in self.signs.items():
+            mine = model == name
+            if mine.any():
+                sha = np.where(mine, self.baseline_sha[signs].take(at).to_numpy(
+                    zero_copy_only=False), sha)
         for name, seen in self.seen.items():
             mine = known & (model == name) & baseline
             ns[mine] = seen[task[mine]]

@@ -33,8 +33,8 @@ early close, not yet known).
 Receipts. A baseline reads no context, so none is built for it: its input is the label
 history known at ``t_forecast`` and, for ``momentum``, two bars of the session so far.
 Each row's ``input_sha256`` hashes :func:`baseline_input_text`, one line per task naming
-that input (the time through which its series' labels are known, and the momentum signs
-of the run), so ``finbench audit`` re-derives it from the store. Its
+that input (the time through which its series' labels are known, and for momentum the
+sign it reads), so ``finbench audit`` re-derives it from the store. Its
 ``context_max_input_time`` is when the latest bar it read became available (momentum
 only).
 """
@@ -78,12 +78,18 @@ class _Baseline(Forecaster):
     needs_context = False
 
     def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:
-        digests = inputs.shared.get("baseline_digests")
-        if digests is None:
+        key = ("baseline_digests", self.input_signs)
+        digests = inputs.shared.get(key)
+        if digests is None:  # baselines reading the same input share its digests
             digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history,
-                                       _rows(inputs))
-            inputs.shared["baseline_digests"] = digests
+                                       _rows(inputs), self.input_signs)
+            inputs.shared[key] = digests
         return self._bars_read(inputs), digests
+
+    @property
+    def input_signs(self) -> tuple[str, ...]:
+        """The momentum sign columns this baseline reads (its receipt names them)."""
+        return ()
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
         """When the latest bar this baseline read became available (UTC ns; NO_TIME for
@@ -187,6 +193,10 @@ class Momentum(_Baseline):
     @property
     def _sign_column(self) -> str:
         return f"momentum_sign_{self.config.lookback_minutes}"
+
+    @property
+    def input_signs(self) -> tuple[str, ...]:
+        return (self._sign_column,)
 
     def _shared(self, inputs: Inputs) -> History:
         if self._sign_column not in inputs.history:

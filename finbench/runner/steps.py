@@ -23,6 +23,7 @@ from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import MANIFEST, now, record_files
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import new_manifest, render_summary, shard_field
+from finbench.runner.revision import Revision, revision
 from finbench.scoring.run import rescore
 from finbench.tracks import open_track
 
@@ -48,6 +49,15 @@ def skip_reason(model) -> str | None:
         if model.base_url_env and not os.environ.get(model.base_url_env):
             return f"endpoint variable {model.base_url_env} is not set"
     return None
+
+
+def _revision_entry(manifest: dict, change: Revision | None) -> dict:
+    """One config revision of a run: its hash, when, and the models it added or dropped."""
+    entry = {"config_sha256": manifest.get("config_sha256"),
+             "at": manifest.get("started_at") if change is None else now()}
+    if change is not None:
+        entry.update(added=change.added, removed=change.removed)
+    return entry
 
 
 class Laps:
@@ -80,20 +90,43 @@ class RunSteps:
         self.todo: dict[str, np.ndarray] = {}
         self.notes: dict[str, list[str]] = {}
         self.pending, self.estimates = 0, {}
+        self.revisions: list[dict] = []  # the run's configs, first to this one
 
     def check_directory(self) -> None:
         """A directory holding a run resumes only the same config and shard."""
         if not self.manifest_path.is_file():
             return
         old = self.old = json.loads(self.manifest_path.read_text())
-        sha = self.source["config_sha256"]
-        if old.get("config_sha256") != sha:
-            raise RunError(f"{self.out}: holds a run of a different config "
-                           f"({old.get('config_sha256', '?')[:12]}); use another --out")
+        self.revisions = old.get("config_revisions") or [_revision_entry(old, None)]
+        if old.get("config_sha256") != self.source["config_sha256"]:
+            self._revise(old)
         if old.get("shard") != shard_field(self.shard):
             raise RunError(f"{self.out}: holds shard {old.get('shard')}, not "
                            f"{shard_field(self.shard)}")
         self.started = old.get("started_at", self.started)
+
+    def _revise(self, old: dict) -> None:
+        """A changed config extends the run when it only adds models or removes models never
+        started; the revision is recorded. Anything else is refused, naming the keys."""
+        change = revision(old.get("config", {}), self.config)
+        if not change.models_only:
+            keys = ", ".join(change.differing[:8]) + (" ..." if len(change.differing) > 8
+                                                       else "")
+            raise RunError(f"{self.out}: holds a run of a different config "
+                           f"({old.get('config_sha256', '?')[:12]}): {keys or 'no model added'} "
+                           "differ; a run may only gain models (or lose models never "
+                           "started) when run again: use another --out")
+        answered = Journal(self.out).done_by_model()
+        started = [name for name in change.removed if answered.get(name)]
+        if started:
+            raise RunError(f"{self.out}: the config drops model(s) {', '.join(started)}, whose "
+                           f"answers are in the run ({len(answered[started[0]])} for "
+                           f"{started[0]}); keep them in the config, or use another --out")
+        self.revisions = [*self.revisions, _revision_entry(
+            {**self.source, "config": json.loads(self.config.model_dump_json())}, change)]
+        self.echo(f"{self.out}: the run gains model(s) {', '.join(change.added) or 'none'}"
+                  + (f" and drops {', '.join(change.removed)} (never started)"
+                     if change.removed else "") + "; labels and answers already made are kept")
 
     def open_track(self) -> None:
         """The config's track, its tasks planned; a resumed run must see the same data."""
@@ -131,6 +164,8 @@ class RunSteps:
         write_atomic(self.out / "labels.parquet", partial(labels.to_parquet, index=False))
         self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
         self.manifest["shard"] = shard_field(self.shard)
+        self.manifest["config_revisions"] = self.revisions or [
+            _revision_entry(self.manifest, None)]
         write_json(self.manifest_path, self.manifest)
         self.lap("label pass")
 

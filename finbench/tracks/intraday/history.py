@@ -10,6 +10,7 @@ of rows, found with one ``searchsorted`` for all tasks. The line naming a baseli
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -221,17 +222,19 @@ def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
 
 
 def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                        rows: np.ndarray | None = None) -> pa.Array:
+                        rows: np.ndarray | None = None, signs: Sequence[str] = ()) -> pa.Array:
     """One line per task naming a baseline's input: ``task_id``, the time through which its
-    series' labels are known, and every ``momentum_sign_<minutes>`` of ``frame`` (the run's
-    history; ``rows``: :func:`history_rows` when known). Nothing in it depends on how far back
-    the run's history reaches, so a shard and the whole run give the same line."""
+    series' labels are known, and the ``momentum_sign_<minutes>`` columns of ``frame`` (the
+    run's history; ``rows``: :func:`history_rows` when known) named in ``signs``: those the
+    baseline reads (a momentum baseline its own; the others none). Nothing in it depends on
+    how far back the run's history reaches, nor on the run's other models, so a shard, the
+    whole run and a run with more models give the same line."""
     last = latest_label_known(history, tasks)
     last = np.where(last == NO_TIME, -1, last)  # the line's format: -1 when none is known
     parts = [arrow_text(tasks["task_id"]),
              pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
                                          pa.array(last).cast(pa.string()), "=")]
-    signs = sorted(c for c in frame.columns if c.startswith("momentum_sign_"))
+    signs = sorted(signs)
     if signs:
         rows = history_rows(tasks, frame) if rows is None else rows
         for col in signs:
@@ -255,10 +258,10 @@ def pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:
 
 
 def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                     rows: np.ndarray | None = None) -> pa.Array:
+                     rows: np.ndarray | None = None, signs: Sequence[str] = ()) -> pa.Array:
     """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
     sha = hashlib.sha256
-    lines = baseline_input_text(history, tasks, frame, rows).cast(pa.binary()).to_pylist()
+    lines = baseline_input_text(history, tasks, frame, rows, signs).cast(pa.binary()).to_pylist()
     return pa.array([sha(b).hexdigest() for b in lines], pa.string())
 
 

@@ -1,0 +1,107 @@
+"""A run gains models when its config gains them: labels, baselines and other models' answers
+are kept (no request repeated), each config revision is recorded, the result is the run a
+fresh directory would hold; any other change is refused with the keys that differ."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.core.errors import RunError
+from finbench.runner import run
+from tests.llm_server import ChatServer
+
+
+@pytest.fixture
+def server():
+    s = ChatServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def write(tmp_path: Path, sample_store, models: list[str], *, end="2025-01-15",
+          name="cfg.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                    f'start = "2025-01-14"\nend = "{end}"\n' + "\n".join(models))
+    return path
+
+
+COIN = '[[models]]\nname = "coin"\nkind = "coin"\n'
+RATE = '[[models]]\nname = "rate"\nkind = "base_rate"\nmin_count = 5\n'
+MOMENTUM = '[[models]]\nname = "mom"\nkind = "momentum"\nmin_count = 5\n'
+
+
+def llm(name: str, url: str, extra: str = "") -> str:
+    return (f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "valid"\nbase_url = "{url}"\n'
+            f'api_key_env = "FINBENCH_TEST_KEY"\n{extra}')
+
+
+def test_adding_models_extends_the_run_and_equals_a_fresh_run(tmp_path, sample_store, server):
+    first = write(tmp_path, sample_store, [COIN, RATE, llm("a", server.base_url)])
+    out = run(first, tmp_path / "out", echo=lambda *_: None)
+    lines_before = (out / "journal.jsonl").read_text()
+    assert server.total == 12
+    grown = write(tmp_path, sample_store, [COIN, RATE, llm("a", server.base_url), MOMENTUM,
+                                           llm("b", server.base_url, "seed = 5\n")])
+    said: list[str] = []
+    run(grown, tmp_path / "out", echo=said.append)
+    assert server.total == 24  # b's 12 calls; none of a's again
+    assert (out / "journal.jsonl").read_text().startswith(lines_before)  # a's lines kept
+    assert any("the run gains model(s) mom, b;" in x for x in said)
+    manifest = json.loads((out / "manifest.json").read_text())
+    revisions = manifest["config_revisions"]
+    assert len(revisions) == 2 and revisions[1]["added"] == ["mom", "b"]
+    assert revisions[1]["removed"] == [] and revisions[1]["config_sha256"] == manifest[
+        "config_sha256"] != revisions[0]["config_sha256"]
+    assert [m["name"] for m in manifest["models"]] == ["coin", "rate", "a", "mom", "b"]
+    assert audit_run(out) == []
+
+    fresh = run(grown, tmp_path / "fresh", echo=lambda *_: None)  # the cache answers a and b
+    for name in ("scores.csv", "labels.parquet", "tasks.parquet"):
+        assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
+    cols = ["task_id", "model", "p_up", "lower", "upper", "valid", "input_sha256"]
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "forecasts.parquet")[cols],
+                                  pd.read_parquet(fresh / "forecasts.parquet")[cols])
+
+
+def test_a_model_never_started_may_go_and_one_with_answers_may_not(tmp_path, sample_store,
+                                                                   server, monkeypatch):
+    never = llm("nokey", server.base_url).replace("FINBENCH_TEST_KEY", "FINBENCH_NO_SUCH_KEY")
+    first = write(tmp_path, sample_store, [COIN, never, llm("a", server.base_url)])
+    out = run(first, tmp_path / "out", echo=lambda *_: None)  # nokey skipped: no answers
+    run(write(tmp_path, sample_store, [COIN, llm("a", server.base_url)]), out,
+        echo=lambda *_: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config_revisions"][1]["removed"] == ["nokey"]
+    assert audit_run(out) == []
+    with pytest.raises(RunError, match=r"drops model\(s\) a, whose answers are in the run "
+                                       r"\(12 for a\)"):
+        run(write(tmp_path, sample_store, [COIN]), out, echo=lambda *_: None)
+
+
+@pytest.mark.parametrize(("change", "keys"), [
+    ({"end": "2025-01-16"}, "tasks.end differ"),
+    ({"models": [COIN, RATE.replace("min_count = 5", "min_count = 6")]},
+     "models.rate.min_count differ"),
+    ({"models": [COIN.replace('"coin"\nkind', '"coin"\nhorizons = ["MORNING"]\nkind'), RATE]},
+     "models.coin.horizons differ"),
+])
+def test_any_other_change_is_refused_naming_the_keys(tmp_path, sample_store, change, keys):
+    out = run(write(tmp_path, sample_store, [COIN, RATE]), tmp_path / "out",
+              echo=lambda *_: None)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    changed = write(tmp_path, sample_store, change.get("models", [COIN, RATE]),
+                    end=change.get("end", "2025-01-15"))
+    with pytest.raises(RunError, match="holds a run of a different config") as info:
+        run(changed, out, echo=lambda *_: None)
+    assert keys in str(info.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
