@@ -169,6 +169,15 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show(args: argparse.Namespace) -> int:
+    from finbench.reports.show import render_show, show
+
+    found = show(args.run, args.task_id, args.model)
+    print(json.dumps(found, indent=2, sort_keys=True, default=str) if args.json
+          else render_show(found))
+    return 0
+
+
 def _paper(args: argparse.Namespace) -> int:
     from finbench.reports.build import paper
 
@@ -239,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="tables (CSV, Markdown, LaTeX) and figures of a run")
     rep.add_argument("run")
     rep.set_defaults(func=_report)
+    shw = sub.add_parser("show", help="one task of a run: prompt as sent, answer, label, "
+                                      "scores, each baseline's forecast")
+    shw.add_argument("run")
+    shw.add_argument("task_id")
+    shw.add_argument("--model", help="this model (and the baselines) only")
+    shw.add_argument("--json", action="store_true", help="as JSON")
+    shw.set_defaults(func=_show)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+")
     pap.add_argument("--out", default="paper")

@@ -138,6 +138,12 @@ def test_key_is_written_nowhere_even_when_the_server_echoes_it(tmp_path, sample_
     assert any(KEY in r["auth"] for r in server.requests)  # it was sent...
     for path in written(out, tmp_path / "cache"):
         assert KEY.encode() not in path.read_bytes(), path  # ...and never stored
+    from finbench.runlog.transcripts import Transcripts
+
+    kept = Transcripts(out).last_of_each("e")  # compressed: read back to look inside
+    assert len(kept) == 3 and all(KEY not in json.dumps(t) for t in kept.values())
+    assert all("auth=Bearer ***" in t["response"]["body"]["choices"][0]["message"]["content"]
+               for t in kept.values())
     echoed = pd.read_parquet(out / "forecasts.parquet").query("model == 'e'")
     assert echoed["valid"].all() and echoed["rationale"].str.contains(r"auth=Bearer \*\*\*").all()
     from finbench.audit import audit_run

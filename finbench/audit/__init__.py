@@ -12,6 +12,8 @@ difference.
   answering again from the store; LLM answers re-read from their raw text.
 - Receipts and the time gate, row by row (:mod:`.receipts`): each row's latest input time at or
   before its horizon, its input digest and input times re-derived.
+- Transcripts of LLM calls (:mod:`.transcripts`): each row's call kept, its messages the prompt
+  re-rendered from the gated context, its response the row's raw text.
 - Scores: computed again from the stored forecasts and labels (:mod:`.scores`).
 
 Floats that pass through libm are compared within 4 ULP (rows) or a relative 1e-9 (means of
@@ -45,6 +47,7 @@ from finbench.audit.rows import (
     where,
 )
 from finbench.audit.scores import score_problems
+from finbench.audit.transcripts import transcript_problems
 from finbench.core.config import BASELINE_KINDS, momentum_minutes
 from finbench.core.errors import FinbenchError
 from finbench.core.lookup import arrow_text, positions
@@ -117,6 +120,9 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
                         prompts="openai" in kinds, each_chunk=again.contexts)
     problems += _row_problems(run_dir, plan, models, again)
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
+    for m in models:
+        if m.kind == "openai":
+            problems += transcript_problems(run_dir, m.name, ids, receipts.prompt_sha)
     return problems
 
 

@@ -181,8 +181,8 @@ class BatchJob:
                 echo(f"{self.forecaster.name}: batch {batch.id} is {batch.status}{done}")
                 self._save()
                 continue
-            records = self._records(client, batch, entry, receipts, cache)
-            journal.append_records(records)
+            records, transcripts = self._records(client, batch, entry, receipts, cache)
+            journal.append_records(records, transcripts=transcripts)
             entry["collected"] = True
             self._save()
             valid = sum(r["valid"] for r in records)
@@ -190,12 +190,14 @@ class BatchJob:
                  f"{len(records)} answers, {valid} valid")
         return still
 
-    def _records(self, client, batch, entry, receipts, cache) -> list[dict]:
+    def _records(self, client, batch, entry, receipts, cache) -> tuple[list[dict], list[dict]]:
+        """The journal rows of a finished batch, and the transcripts of its calls."""
         from openai.types.chat import ChatCompletion
 
         f = self.forecaster
-        wanted = [json.loads(line)["custom_id"]
-                  for line in (self.folder / entry["path"]).read_text().splitlines()]
+        sent = [json.loads(line) for line in (self.folder / entry["path"]).read_text().splitlines()]
+        wanted = [line["custom_id"] for line in sent]
+        messages = {line["custom_id"]: line["body"]["messages"] for line in sent}
         results: dict[str, dict] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
@@ -213,8 +215,9 @@ class BatchJob:
                         "transport_error": f"batch_error: http_{status}: {message}".strip()}
                     continue
                 completion = ChatCompletion.model_validate(response["body"])
-                results[item["custom_id"]] = completion_response(completion)
-        records = []
+                results[item["custom_id"]] = {**completion_response(completion),
+                                              "body": response["body"]}
+        records, transcripts = [], []
         for custom_id in wanted:
             receipt = receipts[custom_id]
             response = results.get(custom_id) or {
@@ -226,4 +229,7 @@ class BatchJob:
             records.append(answer_record(f, task_id=receipt["task_id"],
                                          sha=receipt["input_sha256"], max_input_time=mit,
                                          response=response, latency=0.0, from_cache=False))
-        return records
+            transcripts.append({"model": f.name, "task_id": receipt["task_id"], "attempt": 1,
+                                "input_sha256": receipt["input_sha256"],
+                                "messages": messages[custom_id], "response": response})
+        return records, transcripts

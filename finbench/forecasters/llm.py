@@ -161,7 +161,10 @@ class OpenAIForecaster(Forecaster):
         """A response with every credential in its text replaced by ``***`` (a server may
         echo them inside a normal answer)."""
         secrets = self.secrets()
-        return {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in response.items()}
+        out = {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in response.items()}
+        if isinstance(out.get("body"), dict):  # the response as received (transcripts)
+            out["body"] = json.loads(scrub(json.dumps(out["body"]), secrets))
+        return out
 
     # -- planning ------------------------------------------------------------------------
     def params(self) -> dict:
@@ -260,11 +263,13 @@ class OpenAIForecaster(Forecaster):
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0
             task_id = inputs.tasks["task_id"].iat[i]
+            attempt = self.attempts_before.get(task_id, 0) + 1
             record = answer_record(self, task_id=task_id, sha=sha,
                                    max_input_time=ctx_time.iat[i], response=response,
-                                   latency=latency, from_cache=from_cache,
-                                   attempt=self.attempts_before.get(task_id, 0) + 1)
-            journal.append_records([record], sync=False)
+                                   latency=latency, from_cache=from_cache, attempt=attempt)
+            journal.append_records([record], sync=False, transcripts=[{
+                "model": self.name, "task_id": task_id, "attempt": attempt,
+                "input_sha256": sha, "messages": messages, "response": response}])
             stats["done"] += 1
             stats["valid"] += int(record["valid"])
             stats["errors"] += int(record["answer_status"] == ERROR)
@@ -332,7 +337,7 @@ class OpenAIForecaster(Forecaster):
             if exc.status_code in RETRYABLE or exc.status_code >= 500:
                 return {"transport_error": text}
             return {"request_refused": text}  # this request, as sent, will never be answered
-        return self.scrubbed(completion_dict(resp))
+        return self.scrubbed({**completion_dict(resp), "body": resp})
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
         now = time.perf_counter()

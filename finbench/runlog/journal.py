@@ -32,6 +32,7 @@ from finbench.forecasters.rows import (
     typed,
 )
 from finbench.runlog.forecast_table import PARQUET_OPTIONS, ordered_table, write_forecasts
+from finbench.runlog.transcripts import Transcripts
 
 JOURNAL = "journal.jsonl"
 PARTS = "journal.parts"
@@ -54,6 +55,7 @@ class Journal:
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
         self._synced_at, self._unsynced = time.monotonic(), False
+        self.transcripts = Transcripts(run_dir)
 
     def done(self) -> set[tuple[str, str]]:
         """Every (task_id, model) journalled."""
@@ -206,13 +208,17 @@ class Journal:
                 found.setdefault(names[0].as_py(), []).append(part)
         return found
 
-    def append_records(self, records: list[dict], *, sync: bool = True) -> None:
+    def append_records(self, records: list[dict], *, sync: bool = True,
+                       transcripts: list[dict] | None = None) -> None:
         """Append plain dict rows (one JSON line each), handed to the OS at once (a killed
         process loses none of them) and fsynced: now with ``sync``, else within
         :data:`SYNC_SECONDS` of the last fsync and on :meth:`flush` (a crash of the machine
-        loses at most that long of answers streamed one by one)."""
+        loses at most that long of answers streamed one by one). ``transcripts``: what the
+        calls behind them sent and received (:class:`Transcripts`), stored first."""
         if not records:
             return
+        if transcripts:
+            self.transcripts.put(transcripts)
         self._drop_torn_tail()
         lines = [json.dumps({k: _plain(rec.get(k)) for k in FORECAST_COLUMNS}, sort_keys=True)
                  for rec in records]

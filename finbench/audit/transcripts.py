@@ -1,0 +1,63 @@
+"""Each LLM row against the transcript of its call: the call is kept, its messages are the
+prompt re-rendered from the gated context (by digest), and the answer it received is the
+row's raw text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.audit.rows import capped
+from finbench.core.lookup import positions
+from finbench.runlog.transcripts import Transcripts
+from finbench.tracks.intraday.prompt import messages_sha256
+
+
+def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array) -> list[str]:
+    """Violations of model ``model``'s rows (``ids``: the run's task ids; ``prompt_sha``: per
+    task, the digest of the prompt re-rendered from the store)."""
+    table = pq.read_table(run_dir / "forecasts.parquet",
+                          columns=["task_id", "model", "raw", "answer_status"])
+    table = table.filter(pc.equal(table.column("model"), model))
+    task_ids = table.column("task_id").to_pylist()
+    raw = dict(zip(task_ids, table.column("raw").to_pylist(), strict=True))
+    status = dict(zip(task_ids, table.column("answer_status").to_pylist(), strict=True))
+    at = dict(zip(task_ids, positions(table.column("task_id"), ids).tolist(), strict=True))
+    want = prompt_sha.to_pylist()
+    problems, seen = [], set()
+    transcripts = Transcripts(run_dir)
+    try:
+        for call in transcripts.each_last(model):
+            task = call["task_id"]
+            if task not in raw:
+                continue  # a call of a task the model has no row of: coverage names it
+            seen.add(task)
+            name = f"{run_dir.name}/transcripts.sqlite ({task}, {model})"
+            if "unreadable" in call:
+                problems.append(f"{name}: cannot be read ({call['unreadable']})")
+                continue
+            if at[task] < 0 or messages_sha256(call["messages"]) != want[at[task]]:
+                problems.append(f"{name}: the transcript's messages are not the prompt "
+                                "re-rendered from the gated context")
+            content = _content(call["response"])
+            if status[task] == "answered" and content is not None and content != raw[task]:
+                problems.append(f"{name}: the answer received differs from the row's raw text")
+    finally:
+        transcripts.close()
+    missing = [f"forecasts.parquet ({task}, {model}): no transcript of its call"
+               for task in task_ids if task not in seen]
+    return capped(problems, f"transcripts of model {model}") + capped(
+        missing, f"rows of model {model} without a transcript")
+
+
+def _content(response: dict) -> str | None:
+    """The message content a response carried (None: no message, e.g. a refusal or a call
+    without answer)."""
+    body = response.get("body")
+    if isinstance(body, dict) and body.get("choices"):
+        message = body["choices"][0].get("message") or {}
+        return None if message.get("refusal") else message.get("content")
+    return None

@@ -1,0 +1,112 @@
+"""One task of a run, in full (``finbench show RUN TASK_ID``): the task and its label, then
+per model its forecast and per-row scores, and for a language model the messages exactly as
+sent, the response as received, the answer and its rationale. Read from the run directory
+alone (tasks, labels, rows, forecasts, transcripts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.core.errors import RunError
+from finbench.runlog.rundir import finished_run
+from finbench.runlog.transcripts import Transcripts
+
+SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
+FORECAST_COLUMNS = ("model", "kind", "p_up", "lower", "upper", "valid", "answer_status",
+                    "error", "p_fallback", "interval_note", "raw", "rationale", "input_sha256",
+                    "history_count", "detail")
+
+
+def show(run_dir: str | Path, task_id: str, model: str | None = None) -> dict:
+    """Everything the run holds about ``task_id``: ``task`` (with its label), ``models`` (per
+    model: forecast, scores, and ``calls``: the transcripts of its calls, every attempt). With
+    ``model``, that model and the baselines (each baseline's forecast for the same task)."""
+    run_dir = finished_run(run_dir)
+    task = _one(run_dir / "tasks.parquet", task_id)
+    if task is None:
+        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
+                       f"{_first_id(run_dir)})")
+    label = _one(run_dir / "labels.parquet", task_id) or {}
+    forecasts = _rows(run_dir / "forecasts.parquet", task_id)
+    scored = _rows(run_dir / "rows.parquet", task_id) if (run_dir / "rows.parquet").is_file() \
+        else pd.DataFrame({"model": []})
+    names = forecasts["model"].tolist()
+    if model is not None and model not in names:
+        raise RunError(f"{run_dir}: task {task_id} has no forecast of model {model!r} "
+                       f"(models: {', '.join(names)})")
+    baselines = set(forecasts.loc[forecasts["kind"].isin(
+        ["coin", "base_rate", "momentum", "climatology"]), "model"])
+    keep = [n for n in names if model is None or n == model or n in baselines]
+    transcripts = Transcripts(run_dir)
+    try:
+        out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
+               "models": []}
+        for name in keep:
+            row = forecasts[forecasts["model"] == name].iloc[0]
+            entry = {c: _plain(row[c]) for c in FORECAST_COLUMNS if c in row}
+            mine = scored[scored["model"] == name]
+            entry["scores"] = ({c: _plain(mine.iloc[0][c]) for c in SCORE_COLUMNS}
+                               if len(mine) else None)
+            entry["calls"] = transcripts.of(task_id, name)
+            out["models"].append(entry)
+    finally:
+        transcripts.close()
+    return out
+
+
+def render_show(found: dict) -> str:
+    """:func:`show`'s answer as text a person reads top to bottom."""
+    task = found["task"]
+    lines = [f"task {task['task_id']}: {task.get('ticker')} {task.get('session')} "
+             f"{task.get('horizon')}, forecast at {task.get('t_forecast')}, target "
+             f"{task.get('t_target')}",
+             f"label: status {task.get('status')}, r = {task.get('r')}, y = {task.get('y')}"]
+    for m in found["models"]:
+        lines += ["", f"== {m['model']} ({m['kind']}) " + "=" * 40]
+        answer = "valid" if m["valid"] else (
+            "ERROR (no answer)" if m.get("answer_status") == "error" else "INVALID")
+        lines.append(f"answer: {answer}; p_up = {m['p_up']}, interval [{m['lower']}, "
+                     f"{m['upper']}]" + (f"; {m['error']}" if m["error"] else ""))
+        for key in ("p_fallback", "interval_note", "rationale"):
+            if m.get(key):
+                lines.append(f"{key}: {m[key]}")
+        if m["scores"]:
+            lines.append("scores: " + ", ".join(f"{k} {v}" for k, v in m["scores"].items()))
+        for call in m["calls"]:
+            lines += [f"-- call, attempt {call['attempt']} (input_sha256 "
+                      f"{call['input_sha256'][:12]}) --"]
+            for msg in call["messages"]:
+                lines += [f"[{msg['role']}]", msg["content"]]
+            lines += ["[response]", json.dumps(call["response"].get("body", call["response"]),
+                                               indent=2, sort_keys=True)]
+    return "\n".join(lines)
+
+
+def _one(path: Path, task_id: str) -> dict | None:
+    rows = _rows(path, task_id)
+    return {k: _plain(v) for k, v in rows.iloc[0].items()} if len(rows) else None
+
+
+def _rows(path: Path, task_id: str) -> pd.DataFrame:
+    table = pq.read_table(path, filters=[("task_id", "=", task_id)])
+    return table.filter(pc.equal(table.column("task_id"), task_id)).to_pandas()
+
+
+def _first_id(run_dir: Path) -> str:
+    ids = pq.read_table(run_dir / "tasks.parquet", columns=["task_id"]).column("task_id")
+    return repr(ids[0].as_py()) if len(ids) else "(none: the run has no tasks)"
+
+
+def _plain(value):
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value

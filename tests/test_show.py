@@ -1,0 +1,112 @@
+"""Every prompt and answer can be read: transcripts of each call, `finbench show`, and the
+audit checking what was stored against the prompt re-rendered from the gated context."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.core.errors import RunError
+from finbench.reports.show import show
+from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
+from finbench.runner import run
+from finbench.tracks.intraday.prompt import messages_sha256
+from tests.llm_server import ChatServer
+from tests.test_llm import config
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = "AAPL|2025-01-15|MIDDAY"
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory, sample_store):
+    tmp = tmp_path_factory.mktemp("show")
+    server = ChatServer()
+    os.environ["FINBENCH_TEST_KEY"] = "sk-test"
+    os.environ["FINBENCH_CACHE_DIR"] = str(tmp / "cache")
+    try:
+        text = config(tmp, sample_store, server.base_url, [("m", "valid")]).read_text()
+        text = text.replace('[[models]]\nname = "coin"\nkind = "coin"\n',
+                            '[[models]]\nname = "coin"\nkind = "coin"\n[[models]]\n'
+                            'name = "rate"\nkind = "base_rate"\nmin_count = 5\n')
+        (tmp / "cfg.toml").write_text(text)
+        out = run(tmp / "cfg.toml", tmp / "out", echo=lambda *_: None)
+        yield out, server
+    finally:
+        server.close()
+
+
+def test_each_call_is_kept_as_sent_and_as_received(llm_run):
+    out, server = llm_run
+    kept = Transcripts(out).last_of_each("m")
+    assert len(kept) == 3
+    sent = {r["prompt"]: r["body"]["messages"] for r in server.requests}
+    rows = pd.read_parquet(out / "forecasts.parquet").query("model == 'm'").set_index("task_id")
+    for task_id, call in kept.items():
+        assert call["messages"] == sent[call["input_sha256"]]  # exactly what the server got
+        assert messages_sha256(call["messages"]) == rows.loc[task_id, "input_sha256"]
+        body = call["response"]["body"]
+        assert body["choices"][0]["message"]["content"] == rows.loc[task_id, "raw"]
+        assert body["usage"]["total_tokens"] == 120
+
+
+def test_show_gives_prompt_answer_label_scores_and_the_baselines(llm_run):
+    out, _ = llm_run
+    found = show(out, TASK, "m")
+    assert found["task"]["task_id"] == TASK and found["task"]["status"] == "ok"
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    assert found["task"]["r"] == labels.loc[TASK, "r"]
+    by_model = {m["model"]: m for m in found["models"]}
+    assert set(by_model) == {"coin", "rate", "m"}  # the model asked, and every baseline
+    mine = by_model["m"]
+    assert mine["p_up"] == 0.6 and mine["valid"] and len(mine["calls"]) == 1
+    rows = pd.read_parquet(out / "rows.parquet").query("model == 'm' and task_id == @TASK")
+    assert mine["scores"]["brier"] == pytest.approx(rows["brier"].item(), abs=0)
+    assert by_model["coin"]["p_up"] == 0.5 and by_model["coin"]["calls"] == []
+    assert mine["calls"][0]["messages"][0]["role"] == "system"
+
+
+def test_the_show_command_prints_the_messages_as_sent(llm_run):
+    out, _ = llm_run
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), TASK,
+                             "--model", "m"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    call = Transcripts(out).of(TASK, "m")[0]
+    for msg in call["messages"]:
+        assert f"[{msg['role']}]\n{msg['content']}" in result.stdout
+    assert "== m (openai)" in result.stdout and "== coin (coin)" in result.stdout
+    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), "NOPE|x|y"],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 2 and "no task 'NOPE|x|y' (task ids look like" in result.stderr
+    with pytest.raises(RunError, match="has no forecast of model 'zz'"):
+        show(out, TASK, "zz")
+
+
+def test_the_audit_names_a_transcript_that_is_not_what_was_sent(llm_run, tmp_path):
+    import shutil
+
+    out, _ = llm_run
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    call = Transcripts(bad).of(TASK, "m")[0]
+    forged = [dict(m) for m in call["messages"]]
+    forged[-1]["content"] = forged[-1]["content"].replace("AAPL", "MSFT")
+    with sqlite3.connect(bad / TRANSCRIPTS) as db:
+        zdict = db.execute("SELECT zdict FROM dictionary").fetchone()[0]
+        db.execute("UPDATE transcripts SET messages = ? WHERE task_id = ? AND model = 'm'",
+                   (pack(forged, zdict), TASK))
+        db.execute("UPDATE transcripts SET response = ? WHERE task_id = ?",
+                   (b"not zlib", "AAPL|2025-01-15|MORNING"))
+        db.execute("DELETE FROM transcripts WHERE task_id = 'AAPL|2025-01-15|CLOSE'")
+    problems = audit_run(bad)
+    assert any(TASK in p and "transcript's messages are not the prompt re-rendered" in p
+               for p in problems), problems
+    assert any("AAPL|2025-01-15|CLOSE" in p and "no transcript" in p for p in problems)
+    assert any("AAPL|2025-01-15|MORNING" in p and "cannot be read" in p for p in problems)
+    assert audit_run(out) == []
