@@ -122,7 +122,8 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
     for m in models:
         if m.kind == "openai":
-            problems += transcript_problems(run_dir, m.name, ids, receipts.prompt_sha)
+            problems += transcript_problems(run_dir, m.name, ids,
+                                            receipts.prompt_shas[m.anonymize], m.anonymize)
     return problems
 
 

@@ -11,7 +11,7 @@ from finbench.core.config import BASELINE_KINDS
 from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
-from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256, render_messages
+from finbench.tracks.intraday.prompt import PromptSettings, render_messages
 
 
 class Receipts:
@@ -33,14 +33,19 @@ class Receipts:
                              for signs in {(), *self.signs.values()}}
         self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
                      .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
-        self.context_ns = self.context_sha = self.prompt_sha = None
+        self.context_ns = self.context_sha = None
+        self.prompt_shas: dict[bool, pa.Array] = {}
+        llms = [m for m in config.models if m.kind == "openai"]
+        self.anonymized = [m.name for m in llms if m.anonymize]
+        prompts = {m.anonymize for m in llms} if prompts else set()
         if contexts:
             self._contexts(plan, resolved, prompts, each_chunk)
 
     def _contexts(self, plan, resolved, prompts: bool, each_chunk) -> None:
         n = len(plan.tasks)
         self.context_ns = np.full(n, NO_TIME, np.int64)
-        sha, prompt = np.full(n, None, object), np.full(n, None, object)
+        sha = np.full(n, None, object)
+        prompt = {variant: np.full(n, None, object) for variant in prompts}
         at = pd.Series(np.arange(n), index=plan.tasks["task_id"])
         for chunk, contexts, bars in context_chunks(plan, plan.tasks, resolved.daily):
             if each_chunk is not None:
@@ -48,12 +53,15 @@ class Receipts:
             where = at.loc[chunk["task_id"]].to_numpy()
             self.context_ns[where] = contexts.max_input_ns
             sha[where] = contexts.digests()
-            if prompts:
+            for variant in prompts:  # plain, anonymized: as the run's models are asked
                 settings = PromptSettings.of(plan.config)
-                prompt[where] = [messages_sha256(render_messages(contexts.context(i), settings))
-                                 for i in range(len(contexts))]
+                settings = settings.anonymized() if variant else settings
+                prompt[variant][where] = [
+                    settings.sha256(render_messages(contexts.context(i), settings))
+                    for i in range(len(contexts))]
         self.context_sha = pa.array(sha, pa.string())
-        self.prompt_sha = pa.array(prompt, pa.string()) if prompts else None
+        self.prompt_shas = {variant: pa.array(prompt[variant], pa.string())
+                            for variant in prompts}
 
     def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, np.ndarray]:
         """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
@@ -76,9 +84,10 @@ class Receipts:
             other = known & ~baseline
             ns[other] = self.context_ns[task[other]]
             text = self.context_sha.take(at).to_numpy(zero_copy_only=False)
-            if self.prompt_sha is not None:
-                text = np.where(kind == "openai",
-                                self.prompt_sha.take(at).to_numpy(zero_copy_only=False), text)
+            for variant, digests in self.prompt_shas.items():
+                asked = (kind == "openai") & (np.isin(model, self.anonymized) == variant)
+                if asked.any():
+                    text = np.where(asked, digests.take(at).to_numpy(zero_copy_only=False), text)
             sha = np.where(baseline, sha, text)
         return from_ns(ns), sha
 

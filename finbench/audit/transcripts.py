@@ -13,12 +13,14 @@ import pyarrow.parquet as pq
 from finbench.audit.rows import capped
 from finbench.core.lookup import positions
 from finbench.runlog.transcripts import Transcripts
-from finbench.tracks.intraday.prompt import messages_sha256
+from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256
 
 
-def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array) -> list[str]:
+def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
+                        anonymized: bool = False) -> list[str]:
     """Violations of model ``model``'s rows (``ids``: the run's task ids; ``prompt_sha``: per
-    task, the digest of the prompt re-rendered from the store)."""
+    task, the digest of the prompt re-rendered from the store, ``anonymized`` or not)."""
+    template = PromptSettings(anonymize=anonymized).template
     table = pq.read_table(run_dir / "forecasts.parquet",
                           columns=["task_id", "model", "raw", "answer_status"])
     table = table.filter(pc.equal(table.column("model"), model))
@@ -39,7 +41,7 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array) ->
             if "unreadable" in call:
                 problems.append(f"{name}: cannot be read ({call['unreadable']})")
                 continue
-            if at[task] < 0 or messages_sha256(call["messages"]) != want[at[task]]:
+            if at[task] < 0 or messages_sha256(call["messages"], template) != want[at[task]]:
                 problems.append(f"{name}: the transcript's messages are not the prompt "
                                 "re-rendered from the gated context")
             content = _content(call["response"])

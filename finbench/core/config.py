@@ -79,6 +79,10 @@ class ContextConfig(_Strict):
     previous_sessions: Annotated[int, Field(ge=0, le=250)] = 5
     headline_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
     max_headlines: Annotated[int, Field(ge=0, le=500)] = 20
+    # per ticker, the names an anonymized prompt replaces by the ticker's alias (all of them,
+    # whatever the run's tickers: a prompt must not depend on which other tickers a run has)
+    company_names: dict[str, list[Annotated[str, Field(min_length=2)]]] = Field(
+        default_factory=dict)
 
 
 class _ModelBase(_Strict):
@@ -131,6 +135,7 @@ class ReplayModel(_ModelBase):
     model: Annotated[str, Field(min_length=1)] | None = None  # the file's ``model`` column value
     # a task without a row in the file: an invalid answer ("invalid"), or not asked
     missing: Literal["invalid", "not_asked"] = "invalid"
+    knowledge_cutoff: dt.date | None = None  # of the model that made the file (see OpenAIModel)
 
 
 class ScriptedModel(_ModelBase):
@@ -166,6 +171,11 @@ class OpenAIModel(_ModelBase):
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     # a base_url_env URL may carry user:password@ (sent as Basic auth) only when allowed
     allow_url_credentials: bool = False
+    # the last date the model's training data may reach: tasks of sessions up to it are
+    # "possibly memorised" (the outcome may be in its weights), split apart in reports
+    knowledge_cutoff: dt.date | None = None
+    # prompts without the ticker, company names (context.company_names) or calendar dates
+    anonymize: bool = False
 
     @model_validator(mode="after")
     def _one_url(self) -> OpenAIModel:
@@ -269,6 +279,12 @@ class RunConfig(_Strict):
                     f"invalid_policy names {target!r}, which is not a baseline model of this "
                     f"config (baselines: {', '.join(baselines) or 'none'})"
                 )
+        unnamed = [t for t in self.tasks.tickers if t not in self.context.company_names]
+        anonymous = [m.name for m in self.models if getattr(m, "anonymize", False)]
+        if anonymous and unnamed:
+            raise ValueError(f"models.{anonymous[0]}.anonymize: context.company_names has no "
+                             f"entry for {', '.join(unnamed[:5])} (give each ticker its names, "
+                             "[] if none, so no prompt shows them)")
         for m in self.models:
             unknown = [h for h in m.horizons or [] if h not in self.tasks.horizons]
             if unknown:
@@ -305,6 +321,28 @@ def interval_reference(config: RunConfig) -> str | None:
     """The model interval skill (``wss_*``) is relative to: the first climatology."""
     names = [m.name for m in config.models if m.kind == "climatology"]
     return names[0] if names else None
+
+
+def knowledge_cutoffs(config: RunConfig) -> dict[str, dt.date]:
+    """The models that declare a training-data cutoff, with it."""
+    return {m.name: m.knowledge_cutoff for m in config.models
+            if getattr(m, "knowledge_cutoff", None) is not None}
+
+
+CUTOFF_SLICES = ("before cutoff (possibly memorised)", "after cutoff", "no cutoff declared")
+
+
+def cutoff_slice(sessions, cutoff: dt.date | None) -> list[str]:
+    """Per session (``YYYY-MM-DD`` text), which side of a model's cutoff it lies on: on or
+    before it the outcome may be in the training data.
+
+    >>> cutoff_slice(["2024-06-28", "2024-07-01"], dt.date(2024, 6, 30))
+    ['before cutoff (possibly memorised)', 'after cutoff']
+    """
+    if cutoff is None:
+        return [CUTOFF_SLICES[2]] * len(sessions)
+    last = cutoff.isoformat()
+    return [CUTOFF_SLICES[0] if s <= last else CUTOFF_SLICES[1] for s in sessions]
 
 
 def momentum_minutes(config: RunConfig) -> set[int]:

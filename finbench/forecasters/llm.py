@@ -134,7 +134,7 @@ class OpenAIForecaster(Forecaster):
         if prompt is None:
             raise ConfigError(f"models.{config.name}: an LLM forecaster needs the prompt of "
                               "the run's track (build it with the track's prompt)")
-        super().__init__(config, prompt)
+        super().__init__(config, prompt.anonymized() if config.anonymize else prompt)
         # per task id: the runs that asked it and got no answer (set by the run from its
         # journal), so a retried call's row says which attempt it is
         self.attempts_before: dict[str, int] = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.core.config import knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
@@ -80,6 +81,18 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     write_table(_score_display(by_t, slice_name="Ticker"), folder, "scores_by_ticker",
                 f"Scores by ticker. {ROWS_NOTE} {ci_note} {facts}", raw=by_t)
     tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
+    cutoffs = knowledge_cutoffs(data.config)
+    if cutoffs:
+        by_c = score_table(data, slice_kind="cutoff")
+        by_c = by_c[by_c["validity"].notna()].reset_index(drop=True)  # cells a model has rows in
+        declared = "; ".join(f"{k} {v}" for k, v in cutoffs.items())
+        write_table(_score_display(by_c, slice_name="Cutoff"), folder, "scores_by_cutoff",
+                    "Scores on each side of the models' knowledge cutoffs (" + declared + "): "
+                    "on a session up to its cutoff a model may have seen the outcome in "
+                    "training, so its scores there are possibly memorised, not forecasts. "
+                    "Baselines and models without a cutoff: 'no cutoff declared'. Skill is "
+                    f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
+        tables["scores_by_cutoff"] = by_c
     for metric in ("brier", "winkler"):
         paired = paired_table(data, metric=metric)
         show = pd.DataFrame([{

@@ -12,7 +12,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from finbench.core.config import BASELINE_KINDS, RunConfig
+from finbench.core.config import (
+    BASELINE_KINDS,
+    CUTOFF_SLICES,
+    RunConfig,
+    cutoff_slice,
+    knowledge_cutoffs,
+)
 from finbench.core.errors import RunError
 from finbench.core.lookup import groups, positions
 from finbench.runlog.rundir import finished_run
@@ -96,6 +102,7 @@ def load_run(run_dir: str | Path) -> RunData:
                               read_dictionary=["interval_note"]).to_pandas()
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
+    rows["cutoff"] = cutoff_column(rows, knowledge_cutoffs(config))
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
@@ -103,6 +110,18 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(run_dir.name, config, manifest, rows, models, baselines,
                    scores=pd.read_parquet(scores) if scores.is_file() else None,
                    task_ids=tasks["task_id"])
+
+
+def cutoff_column(rows: pd.DataFrame, cutoffs: dict) -> np.ndarray:
+    """Per row, which side of its model's knowledge cutoff its session lies on
+    (:func:`~finbench.core.config.cutoff_slice`)."""
+    out = np.full(len(rows), CUTOFF_SLICES[2], dtype=object)
+    model = rows["model"].to_numpy(object)
+    session = rows["session"].astype(str).to_numpy(object)
+    for name, cutoff in cutoffs.items():
+        mine = model == name
+        out[mine] = cutoff_slice(session[mine], cutoff)
+    return out
 
 
 def clusters_of(rows: pd.DataFrame, cluster: str) -> np.ndarray:

@@ -11,9 +11,12 @@ means over paired rows, not means of these.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.scoring import _core
 
@@ -42,10 +45,12 @@ class Reference:
 
 
 def row_table(rows: pd.DataFrame, references: dict[str, Reference],
-              interval_reference: str | None) -> pa.Table:
+              interval_reference: str | None, cutoff: dt.date | None = None) -> pa.Table:
     """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`):
-    :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline ``b`` and
-    ``wss_<interval_reference>``; built column by column in Arrow (text stays Arrow text)."""
+    :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline ``b``,
+    ``wss_<interval_reference>``, and ``possibly_memorised`` (the session is on or before the
+    model's ``cutoff``; empty when it declares none); built column by column in Arrow (text
+    stays Arrow text)."""
     at = rows["task_row"].to_numpy(np.int64)
     columns = {c: _arrow(rows[c]) for c in ROW_COLUMNS}
     columns["y"] = pa.array(rows["y"].astype("float64").to_numpy(na_value=np.nan),
@@ -58,6 +63,11 @@ def row_table(rows: pd.DataFrame, references: dict[str, Reference],
         if interval_reference in references:
             columns[f"wss_{interval_reference}"] = pa.array(_skill(
                 rows["winkler"].to_numpy(float), _at(references[interval_reference].winkler, at)))
+    if cutoff is None:
+        columns["possibly_memorised"] = pa.nulls(len(rows), pa.bool_())
+    else:
+        columns["possibly_memorised"] = pc.less_equal(_arrow(rows["session"]),
+                                                      pa.scalar(cutoff.isoformat()))
     return pa.table(columns)
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from finbench.core.config import baseline_names, interval_reference
+from finbench.core.config import baseline_names, interval_reference, knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
@@ -46,6 +46,7 @@ class RunScores:
         self.path = self.dir / "forecasts.parquet"
         self.reference = model_rows(self.path, self.fallback) if self.fallback else None
         self.interval_reference = interval_reference(self.config)
+        self.cutoffs = knowledge_cutoffs(self.config)
         self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
                            baselines=self.baselines, interval_reference=self.interval_reference)
         self._task_ids = arrow_text(self.tasks["task_id"])
@@ -89,7 +90,8 @@ class RunScores:
         for name in self.names:
             rows = self.scored(name)
             self.tally.add(name, rows.assign(task_code=rows["task_row"]))
-            yield name, rows, row_table(rows, references, self.interval_reference)
+            yield name, rows, row_table(rows, references, self.interval_reference,
+                                        self.cutoffs.get(name))
 
     def table(self) -> pd.DataFrame:
         return self.tally.table(composite=self.config.scores.composite,
