@@ -11,6 +11,7 @@ from finbench.core.config import knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
+from finbench.reports.mismatch import mismatch_table
 from finbench.reports.stats import (
     RunData,
     calibration_tables,
@@ -116,6 +117,26 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         write_atomic(folder / "reliability_bins.csv", partial(
             bins.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
     tables.update(calibration=summary, reliability_bins=bins)
+    mismatch = mismatch_table(data)
+    if not mismatch.empty:
+        show = pd.DataFrame([{
+            "Model": r["model"], "N": r["n"], "With rationale": r["with_rationale"],
+            "Up / down / neutral": f"{r['up']} / {r['down']} / {r['neutral']}",
+            "Stated": r["stated"], "Mismatched": r["mismatched"],
+            "Rate": fmt(r["mismatch_rate"], 3),
+            "BS mismatched [95% CI] (n)": with_ci(r["brier_mismatched"], r["brier_mismatched_lo"],
+                                                  r["brier_mismatched_hi"])
+            + f" ({r['n_mismatched']})",
+            "BS matched [95% CI] (n)": with_ci(r["brier_matched"], r["brier_matched_lo"],
+                                               r["brier_matched_hi"]) + f" ({r['n_matched']})",
+            "Note": r["flag"]} for r in mismatch.to_dict("records")])
+        write_table(show, folder, "rationale_mismatch",
+                    "Rationale-probability mismatch on scored rows: the rationale's stance by "
+                    f"the documented lexicon ({mismatch['method'].iloc[0]}, "
+                    "finbench/scoring/stance.py) against the side of p_up; mismatched: an 'up' "
+                    "rationale with p_up < 0.5 or a 'down' one with p_up > 0.5; rate among rows "
+                    f"whose rationale takes a side. {ci_note} {facts}", raw=mismatch)
+        tables["rationale_mismatch"] = mismatch
     kelly, paths = decision(data)
     show = pd.DataFrame([{
         "Model": r["model"], "Bets": r["bets"], "Sessions": r["sessions"],

@@ -26,6 +26,7 @@ from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_score
 from finbench.scoring.bootstrap import Draws, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.decision import decision_table
+from finbench.scoring.stance import stance
 
 DESCRIPTIVE = "descriptive only"
 
@@ -103,6 +104,8 @@ def load_run(run_dir: str | Path) -> RunData:
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
     rows["cutoff"] = cutoff_column(rows, knowledge_cutoffs(config))
+    rows["stance"] = stance_column(pq.read_table(run_dir / "forecasts.parquet",
+                                                 columns=["rationale"]).column("rationale"))
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
@@ -110,6 +113,18 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(run_dir.name, config, manifest, rows, models, baselines,
                    scores=pd.read_parquet(scores) if scores.is_file() else None,
                    task_ids=tasks["task_id"])
+
+
+def stance_column(rationales) -> np.ndarray:
+    """Per row, the stance of its rationale (:func:`~finbench.scoring.stance.stance`), or
+    ``none`` without one; each distinct text read once."""
+    out = np.full(len(rationales), "none", dtype=object)
+    text = rationales.to_numpy(zero_copy_only=False) if len(rationales) else np.empty(0, object)
+    has = np.flatnonzero(pd.notna(text))
+    if len(has):
+        found = {t: stance(t) for t in set(text[has])}
+        out[has] = [found[t] for t in text[has]]
+    return out
 
 
 def cutoff_column(rows: pd.DataFrame, cutoffs: dict) -> np.ndarray:

@@ -1,0 +1,49 @@
+"""The rationale–probability mismatch (the paper's pattern to measure at scale): per model with
+rationales, how often the rationale's stance (:mod:`finbench.scoring.stance`) argues one side
+while ``p_up`` takes the other, and the Brier score of those rows beside the others'."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finbench.reports.stats import DESCRIPTIVE, RunData
+from finbench.scoring.bootstrap import mean_ci
+from finbench.scoring.stance import METHOD, mismatched
+
+
+def mismatch_table(data: RunData) -> pd.DataFrame:
+    """One row per model that gave any rationale: scored rows, with a rationale, stances
+    (up, down, neutral), rows that take a side (``stated``), ``mismatched`` and its rate among
+    stated rows, and the mean Brier score (bootstrap CI by cluster) of mismatched and of
+    matched stated rows, each with its N."""
+    rep = data.config.report
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
+            "draws": data.draws}
+    rows = data.rows
+    clusters = data.cluster_codes(rep.cluster)
+    out = []
+    for name in data.models:
+        mine = (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)
+        stances = rows["stance"].to_numpy(object)[mine]
+        if not (stances != "none").any():
+            continue
+        stated = np.isin(stances, ["up", "down"])
+        wrong = mismatched(stances, rows["p_up"].to_numpy(float)[mine]) & stated
+        brier, cl = rows["brier"].to_numpy(float)[mine], clusters[mine]
+        bad = mean_ci(brier[wrong], cl[wrong], **boot)
+        good = mean_ci(brier[stated & ~wrong], cl[stated & ~wrong], **boot)
+        n_stated = int(stated.sum())
+        out.append({
+            "model": name, "method": METHOD, "n": int(mine.sum()),
+            "with_rationale": int((stances != "none").sum()),
+            "up": int((stances == "up").sum()), "down": int((stances == "down").sum()),
+            "neutral": int((stances == "neutral").sum()), "stated": n_stated,
+            "mismatched": int(wrong.sum()),
+            "mismatch_rate": wrong.sum() / n_stated if n_stated else np.nan,
+            "brier_mismatched": bad.estimate, "brier_mismatched_lo": bad.lower,
+            "brier_mismatched_hi": bad.upper, "n_mismatched": bad.n,
+            "brier_matched": good.estimate, "brier_matched_lo": good.lower,
+            "brier_matched_hi": good.upper, "n_matched": good.n,
+            "flag": DESCRIPTIVE if n_stated < rep.min_n else ""})
+    return pd.DataFrame(out)

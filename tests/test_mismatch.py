@@ -1,0 +1,76 @@
+"""The rationale-probability mismatch: the lexicon's stances (hand-labelled cases), and the
+report's table equal to a count made row by row from the stored forecasts and scores."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from finbench.reports.build import report
+from finbench.runner import run
+from finbench.scoring.stance import mismatched, stance
+
+CASES = [  # (rationale, stance a reader gives it)
+    ("Strong momentum and upbeat headlines point to further gains.", "up"),
+    ("Likely to rise after the beat.", "up"),
+    ("Weak demand and a downgrade; expect the shares to slide.", "down"),
+    ("I am not bullish here.", "down"),
+    ("No decline expected; support holds.", "up"),
+    ("Selling pressure into the close.", "down"),
+    ("Mixed signals, hard to say.", "neutral"),
+    ("Gains early, but losses likely later.", "neutral"),
+    ("", "neutral"),
+    (None, "neutral"),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), CASES)
+def test_the_lexicon_gives_the_stance_a_reader_gives(text, want):
+    assert stance(text) == want
+
+
+def test_mismatch_needs_a_side_on_both():
+    s = np.array(["up", "up", "down", "down", "neutral", "up"])
+    p = np.array([0.2, 0.7, 0.8, 0.1, 0.0, 0.5])
+    assert mismatched(s, p).tolist() == [True, False, True, False, False, False]
+
+
+ANSWERS = [
+    {"p_up": 0.8, "lower": -0.01, "upper": 0.01, "rationale": "Strong bid, likely to rise."},
+    {"p_up": 0.2, "lower": -0.01, "upper": 0.01, "rationale": "Strong bid, likely to rise."},
+    {"p_up": 0.3, "lower": -0.01, "upper": 0.01, "rationale": "Weak tape; expect a drop."},
+    {"p_up": 0.7, "lower": -0.01, "upper": 0.01, "rationale": "Weak tape; expect a drop."},
+    {"p_up": 0.6, "lower": -0.01, "upper": 0.01, "rationale": "Mixed signals."},
+    {"p_up": 0.6, "lower": -0.01, "upper": 0.01, "rationale": None},
+]
+
+
+def test_the_report_counts_mismatches_and_scores_both_groups(tmp_path, sample_store):
+    answers = ", ".join(json.dumps(json.dumps(a)) for a in ANSWERS)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\n'
+                   'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2025-01-06"\nend = "2025-01-15"\n'
+                   '[[models]]\nname = "coin"\nkind = "coin"\n'
+                   f'[[models]]\nname = "talker"\nkind = "scripted"\nanswers = [{answers}]\n')
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    report(out)
+    table = pd.read_csv(out / "tables" / "rationale_mismatch.csv")  # 10 digits kept
+    assert table["model"].tolist() == ["talker"]  # the coin gives no rationale
+    got = table.iloc[0]
+    # the same, row by row from what the run stored
+    f = pd.read_parquet(out / "forecasts.parquet").query("model == 'talker'")
+    r = pd.read_parquet(out / "rows.parquet").query("model == 'talker'")
+    rows = r.merge(f[["task_id", "rationale"]], on="task_id").query("scored")
+    side = rows["rationale"].map(lambda t: stance(t) if pd.notna(t) else "none")
+    stated = side.isin(["up", "down"])
+    wrong = ((side == "up") & (rows["p_up"] < 0.5)) | ((side == "down") & (rows["p_up"] > 0.5))
+    assert got["n"] == len(rows) and got["stated"] == stated.sum()
+    assert got["with_rationale"] == rows["rationale"].notna().sum()
+    assert got["mismatched"] == wrong.sum() > 0 and got["neutral"] == (side == "neutral").sum()
+    assert got["mismatch_rate"] == pytest.approx(wrong.sum() / stated.sum(), rel=1e-9)
+    assert got["brier_mismatched"] == pytest.approx(rows.loc[wrong, "brier"].mean(), rel=1e-9)
+    assert got["brier_matched"] == pytest.approx(rows.loc[stated & ~wrong, "brier"].mean(),
+                                                 rel=1e-9)
+    assert got["n_mismatched"] == wrong.sum() and got["n_matched"] == (stated & ~wrong).sum()
+    assert "lexicon-v1" in (out / "tables" / "rationale_mismatch.md").read_text()
