@@ -110,3 +110,19 @@ def test_the_audit_names_a_transcript_that_is_not_what_was_sent(llm_run, tmp_pat
     assert any("AAPL|2025-01-15|CLOSE" in p and "no transcript" in p for p in problems)
     assert any("AAPL|2025-01-15|MORNING" in p and "cannot be read" in p for p in problems)
     assert audit_run(out) == []
+
+
+def test_a_run_of_an_older_finbench_is_refused_with_the_missing_column(llm_run, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    out, _ = llm_run
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    table = pq.read_table(old / "forecasts.parquet")
+    pq.write_table(table.drop_columns(["answer_status"]), old / "forecasts.parquet")
+    for call in (lambda: show(old, TASK), lambda: audit_run(old)):
+        with pytest.raises(RunError, match="has no column answer_status: the run was made by an "
+                                           "older FinBench"):
+            call()

@@ -11,6 +11,7 @@ from finbench.core.config import knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
+from finbench.reports.html import write_html
 from finbench.reports.mismatch import mismatch_table
 from finbench.reports.stats import (
     RunData,
@@ -72,14 +73,20 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                f"({data.config.report.bootstrap_replicates} replicates, seed "
                f"{data.config.report.seed}); undef where fewer than two clusters.")
     tables: dict[str, pd.DataFrame] = {}
+    shown: dict[str, tuple[pd.DataFrame, str]] = {}  # what each table shows, for report.html
+
+    def put(frame: pd.DataFrame, name: str, caption: str, raw=None) -> None:
+        write_table(frame, folder, name, caption, raw=raw)
+        shown[name] = (frame, caption)
+
     by_h = score_table(data, slice_kind="horizon")
     overall = score_table(data, slice_kind="overall")
     by_t = score_table(data, slice_kind="ticker")
-    write_table(_score_display(by_h, slice_name="Horizon"), folder, "scores_by_horizon",
+    put(_score_display(by_h, slice_name="Horizon"), "scores_by_horizon",
                 f"Scores by horizon and model. {ROWS_NOTE} {ci_note} {facts}", raw=by_h)
-    write_table(_score_display(overall, slice_name=None), folder, "scores_aggregate",
+    put(_score_display(overall, slice_name=None), "scores_aggregate",
                 f"Scores over all horizons. {ROWS_NOTE} {ci_note} {facts}", raw=overall)
-    write_table(_score_display(by_t, slice_name="Ticker"), folder, "scores_by_ticker",
+    put(_score_display(by_t, slice_name="Ticker"), "scores_by_ticker",
                 f"Scores by ticker. {ROWS_NOTE} {ci_note} {facts}", raw=by_t)
     tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
     cutoffs = knowledge_cutoffs(data.config)
@@ -87,7 +94,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         by_c = score_table(data, slice_kind="cutoff")
         by_c = by_c[by_c["validity"].notna()].reset_index(drop=True)  # cells a model has rows in
         declared = "; ".join(f"{k} {v}" for k, v in cutoffs.items())
-        write_table(_score_display(by_c, slice_name="Cutoff"), folder, "scores_by_cutoff",
+        put(_score_display(by_c, slice_name="Cutoff"), "scores_by_cutoff",
                     "Scores on each side of the models' knowledge cutoffs (" + declared + "): "
                     "on a session up to its cutoff a model may have seen the outcome in "
                     "training, so its scores there are possibly memorised, not forecasts. "
@@ -101,7 +108,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
             "Sessions": r["sessions"],
             f"mean {metric} A - B [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
             "p": fmt_p(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
-        write_table(show, folder, f"paired_{metric}",
+        put(show, f"paired_{metric}",
                     f"Paired differences in mean {metric} on the rows both models scored "
                     f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
         tables[f"paired_{metric}"] = paired
@@ -109,7 +116,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
                              ("brier", "brier_binned", "reliability", "resolution",
                               "uncertainty", "ece")})
-    write_table(show, folder, "calibration",
+    put(show, "calibration",
                 "Murphy decomposition (binned Brier = reliability - resolution + uncertainty) "
                 f"and ECE, {data.config.report.bins} equal-width and equal-mass bins. {facts}",
                 raw=summary)
@@ -130,7 +137,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
             "BS matched [95% CI] (n)": with_ci(r["brier_matched"], r["brier_matched_lo"],
                                                r["brier_matched_hi"]) + f" ({r['n_matched']})",
             "Note": r["flag"]} for r in mismatch.to_dict("records")])
-        write_table(show, folder, "rationale_mismatch",
+        put(show, "rationale_mismatch",
                     "Rationale-probability mismatch on scored rows: the rationale's stance by "
                     f"the documented lexicon ({mismatch['method'].iloc[0]}, "
                     "finbench/scoring/stance.py) against the side of p_up; mismatched: an 'up' "
@@ -144,7 +151,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         "Final log wealth": f"ruin ({r['ruin']})" if r["ruin"] else fmt(r["final_log_wealth"], 4),
         "Max drawdown": fmt(r["max_drawdown"], 4), "Note": r["flag"]}
         for r in kelly.to_dict("records")])
-    write_table(show, folder, "decision_kelly",
+    put(show, "decision_kelly",
                 "Decision layer (apart from forecast scores): a Kelly bettor at even odds. All "
                 "bets of a session resolve together at its target, so they are sized on the "
                 "wealth before the session: of K tasks asked that session each stakes "
@@ -154,6 +161,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                 raw=kelly)
     tables.update(decision_kelly=kelly)
     tables["_wealth_paths"] = paths
+    tables["_shown"] = shown
     return tables
 
 
@@ -179,12 +187,14 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
 
 
 def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
-    """Tables into ``RUN/tables`` and figures into ``RUN/figures``."""
+    """Tables into ``RUN/tables``, figures into ``RUN/figures``, and ``RUN/report.html``
+    (all of them on one self-contained page, with a per-sample browser)."""
     run_dir = finished_run(run_dir)
     with RunLock(run_dir, command=f"finbench report {run_dir}"):
         data = load_run(run_dir)
         tables = build_tables(data, run_dir / "tables")
         figs = build_figures(data, tables, run_dir / "figures")
+        write_html(run_dir, data, tables["_shown"], figs)
     return sorted((run_dir / "tables").iterdir()), figs
 
 

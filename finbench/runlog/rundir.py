@@ -16,6 +16,7 @@ from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_json
 from finbench.data.store import sha256_file
+from finbench.forecasters.rows import FORECAST_COLUMNS
 
 MANIFEST = "manifest.json"
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
@@ -45,6 +46,12 @@ def finished_run(run_dir: str | Path) -> Path:
             raise RunError(f"{run_dir / name}: cannot be read ({exc}); the file is torn or not "
                            "Parquet: the same `finbench run` on this folder writes it again "
                            "(scores and rows: `finbench score`)") from None
+    names = pq.read_schema(run_dir / "forecasts.parquet").names
+    lacking = [c for c in FORECAST_COLUMNS if c not in names]
+    if lacking:
+        raise RunError(f"{run_dir / 'forecasts.parquet'}: has no column {', '.join(lacking)}: the "
+                       "run was made by an older FinBench (CHANGELOG.md says what changed); run "
+                       "its config again into a new directory")
     try:
         json.loads((run_dir / MANIFEST).read_text())
     except (ValueError, UnicodeDecodeError) as exc:
