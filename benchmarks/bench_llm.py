@@ -1,13 +1,22 @@
-"""LLM engine throughput: 2,000 calls at concurrency 64 against a loopback server (100 ms).
+"""LLM engine throughput: 2,000 calls at concurrency 64 against a loopback server answering
+after 100 ms, in three layers measured in one run so each can be told from the next:
 
-Prints achieved throughput as a share of the ideal (calls x latency / concurrency), target
->= 90%, and client-side CPU per call (target <= 2 ms), the prompt rendering shown apart.
-The server runs in its own process so its CPU is not counted.
-Run: .venv/bin/python benchmarks/bench_llm.py
+1. the server alone, driven by a bare asyncio client (raw HTTP/1.1): shows it is not the
+   bottleneck (its own process; its CPU read from /proc);
+2. the official ``openai`` client alone (``client.post`` of the same request bodies, nothing
+   else): the floor any engine built on it has;
+3. FinBench's engine (``OpenAIForecaster.run_stream``: cache, rate limits, answer validation,
+   journal, transcripts), prompts rendered beforehand and timed apart.
+
+Prints throughput as a share of the ideal (calls x latency / concurrency; target >= 90%),
+client CPU per call (target <= 2 ms for the engine), and prompt rendering per task (target
+<= 0.5 ms). Run: .venv/bin/python benchmarks/bench_llm.py
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +29,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from finbench.core.config import OpenAIModel  # noqa: E402
+from finbench.core.config import OpenAIModel, TasksConfig  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
 from finbench.forecasters.cache import ResponseCache  # noqa: E402
 from finbench.forecasters.llm import OpenAIForecaster  # noqa: E402
@@ -31,19 +40,66 @@ from finbench.tracks.intraday.prompt import PromptSettings  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 
 CALLS, CONCURRENCY, LATENCY = 2000, 64, 0.100
-SERVER = """
-import sys, time
-sys.path.insert(0, {root!r})
-from tests.llm_server import ChatServer
-s = ChatServer(delay={latency})
-print(s.base_url, flush=True)
-time.sleep(3600)
-"""
+IDEAL = CALLS * LATENCY / CONCURRENCY
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def raw_client(url: str, bodies: list[bytes]) -> None:
+    """The server alone: keep-alive connections sending the request bytes, nothing parsed."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    queue = list(range(len(bodies)))
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        while queue:
+            body = bodies[queue.pop()]
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                         b"application/json\r\ncontent-length: " + str(len(body)).encode()
+                         + b"\r\n\r\n" + body)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+
+async def sdk_alone(url: str, bodies: list[bytes]) -> None:
+    """The openai client alone: the same POSTs through ``client.post`` (bodies as the engine
+    sends them: JSON bytes), answers discarded."""
+    from openai import AsyncOpenAI
+
+    clients = [AsyncOpenAI(api_key="sk-bench", base_url=url, timeout=30, max_retries=0)
+               for _ in range(CONCURRENCY // 8)]
+    semaphore = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(i: int) -> None:
+        async with semaphore:
+            await clients[i % len(clients)].post("/chat/completions", cast_to=dict,
+                                                 content=bodies[i])
+
+    await asyncio.gather(*(one(i) for i in range(len(bodies))))
+    for client in clients:
+        await client.close()
+
+
+def timed(label: str, pid: int, work) -> tuple[float, float]:
+    """Run ``work``; print wall, throughput, client and server CPU per call."""
+    cpu0, server0, wall0 = time.process_time(), server_cpu(pid), time.perf_counter()
+    work()
+    wall = time.perf_counter() - wall0
+    cpu, served = time.process_time() - cpu0, server_cpu(pid) - server0
+    print(f"{label:<34} wall {wall:5.2f} s  throughput {IDEAL / wall:4.0%} of ideal  client "
+          f"CPU {cpu / CALLS * 1000:.2f} ms/call  server CPU {served / CALLS * 1000:.2f} ms/call")
+    return wall, cpu
 
 
 def main() -> None:
-    from finbench.core.config import TasksConfig
-
     store = Store(ROOT / "data" / "sample")
     base = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",
                                    end="2025-01-15")).tasks
@@ -52,9 +108,8 @@ def main() -> None:
                       ignore_index=True).head(CALLS)
     index = ContextIndex(tasks, store.read_bar_arrays(), store.read_headlines(),
                          previous_sessions=5, headline_hours=24, max_headlines=20)
-    server = subprocess.Popen([sys.executable, "-c", SERVER.format(root=str(ROOT),
-                                                                    latency=LATENCY)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "async_chat_server.py"),
+                               "--latency", str(LATENCY)], stdout=subprocess.PIPE, text=True)
     try:
         url = server.stdout.readline().strip()
         os.environ["BENCH_KEY"] = "sk-bench"
@@ -62,25 +117,29 @@ def main() -> None:
                             api_key_env="BENCH_KEY", concurrency=CONCURRENCY, timeout=30)
         forecaster = OpenAIForecaster(model, PromptSettings())
         inputs = Inputs(tasks=tasks, contexts=index, history=pd.DataFrame(), bars=None)
+        cpu0 = time.process_time()
+        plan = forecaster.plan(inputs)
+        render = time.process_time() - cpu0
+        bodies = [forecaster.request_body(messages) for messages, _ in plan]
+        raw = [json.dumps(b, ensure_ascii=False).encode() for b in bodies]
+        print(f"{CALLS} calls, concurrency {CONCURRENCY}, server latency {LATENCY * 1000:.0f} "
+              f"ms: ideal {IDEAL:.2f} s")
+        print(f"prompt rendering: {render / CALLS * 1000:.3f} ms/task (target <= 0.5 ms)")
+        timed("1. server alone (raw asyncio client)", server.pid,
+              lambda: asyncio.run(raw_client(url, raw)))
+        timed("2. openai client alone", server.pid, lambda: asyncio.run(sdk_alone(url, raw)))
+        forecaster.plan = lambda _inputs: plan  # the engine without re-rendering
         with tempfile.TemporaryDirectory() as tmp:
-            cpu0 = time.process_time()
-            plan = forecaster.plan(inputs)
-            render_cpu = time.process_time() - cpu0
-            forecaster.plan = lambda _inputs: plan  # measure the engine without re-rendering
             cache = ResponseCache(Path(tmp) / "c.sqlite")
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            stats = forecaster.run_stream(inputs, Journal(Path(tmp)), echo=lambda *_: None,
-                                          cache=cache)
-            wall = time.perf_counter() - wall0
-            engine_cpu = time.process_time() - cpu0
+            out = {}
+            timed("3. FinBench engine", server.pid, lambda: out.update(forecaster.run_stream(
+                inputs, Journal(Path(tmp)), echo=lambda *_: None, cache=cache)))
+            cache.close()
+        print(f"engine: {out['done']} calls, {out['requests']} requests, {out['valid']} valid "
+              "(targets: >= 90% of ideal, <= 2 ms client CPU per call)")
     finally:
-        server.kill()
-    ideal = CALLS * LATENCY / CONCURRENCY
-    print(f"calls {stats['done']}, requests {stats['requests']}, valid {stats['valid']}")
-    print(f"wall {wall:.2f} s, ideal {ideal:.2f} s -> throughput {ideal / wall:.0%} of ideal "
-          f"(target >= 90%)")
-    print(f"client CPU per call: engine {engine_cpu / CALLS * 1000:.2f} ms (target <= 2 ms), "
-          f"prompt rendering {render_cpu / CALLS * 1000:.2f} ms")
+        server.terminate()
+        server.wait()
 
 
 if __name__ == "__main__":

@@ -216,3 +216,65 @@ def _naive_clusters(rows: pd.DataFrame, cluster: str):
     if cluster == "session":
         return rows["session"].to_numpy()
     return (rows["session"] + "|" + rows["ticker"]).to_numpy()
+
+
+def naive_messages(ctx, settings=None) -> list[dict[str, str]]:
+    """The prompt of one task rendered from its context's frames with pandas (resampling the
+    day's earlier bars, formatting row by row): what ``PromptRenderer`` must equal."""
+    import json
+
+    from finbench.tracks.intraday.anonymize import Redactor, alias, redact_dates, relative_day
+    from finbench.tracks.intraday.prompt import (
+        RECENT_MINUTES,
+        PromptSettings,
+        system_message,
+        user_message,
+    )
+
+    settings = settings or PromptSettings()
+    tz, anon = settings.timezone, settings.anonymize
+
+    def line(label, r):
+        return f"{label}  {r.open:.2f}  {r.high:.2f}  {r.low:.2f}  {r.close:.2f}  {int(r.volume)}"
+
+    bars = ctx.bars
+    if bars.empty:
+        bars_text = "(no trades yet today)"
+    else:
+        recent_from = ctx.t_forecast - pd.Timedelta(minutes=RECENT_MINUTES)
+        old = bars[bars["available_at"] <= recent_from]
+        new = bars[bars["available_at"] > recent_from]
+        lines = ["start_ET  open  high  low  close  volume"]
+        if not old.empty:
+            local = old.set_index(old["ts"].dt.tz_convert(tz))
+            agg = local.resample("30min", label="left").agg(
+                {"open": "first", "high": "max", "low": "min", "close": "last", "volume": "sum"})
+            lines.append("-- earlier today, 30min aggregates --")
+            lines += [line(f"{ts:%H:%M}", r) for ts, r in agg.dropna(subset=["open"]).iterrows()]
+        lines.append(f"-- last {RECENT_MINUTES} minutes, 1-minute bars --")
+        lines += [line(pd.Timestamp(r.ts).tz_convert(tz).strftime("%H:%M"), r)
+                  for r in new.itertuples()]
+        bars_text = "\n".join(lines)
+    days = ctx.previous_sessions
+    sessions_text = "(none)" if days.empty else "\n".join(
+        ["session  open  high  low  close  volume"]
+        + [line(relative_day(r.session, ctx.session) if anon else r.session, r)
+           for r in days.itertuples()])
+    redact = Redactor(settings.names) if anon else None
+    news = []
+    for r in ctx.headlines.itertuples():
+        local = pd.Timestamp(r.available_at).tz_convert(tz)
+        news.append(json.dumps({
+            f"available_{settings.zone}": (f"{relative_day(local, ctx.session)} {local:%H:%M}"
+                                           if anon else local.strftime("%Y-%m-%d %H:%M")),
+            "source": r.source,
+            "headline": redact_dates(redact(r.headline), ctx.session) if anon else r.headline},
+            ensure_ascii=False))
+    user = user_message(
+        settings=settings, ticker=alias(ctx.ticker) if anon else ctx.ticker,
+        session=ctx.session, horizon=ctx.horizon,
+        t_clock=ctx.t_forecast.tz_convert(tz).strftime("%H:%M"),
+        target_clock=ctx.t_target.tz_convert(tz).strftime("%H:%M"), bars=bars_text,
+        sessions=sessions_text, headlines="\n".join(news) if news else "(none)")
+    return [{"role": "system", "content": system_message(settings)},
+            {"role": "user", "content": user}]

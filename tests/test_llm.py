@@ -15,7 +15,7 @@ import pytest
 
 from finbench.data.synth import CANARY_MARK
 from finbench.runner import run
-from finbench.tracks.intraday.prompt import render_messages
+from finbench.tracks.intraday.prompt import PromptSettings
 from tests.llm_server import ChatServer
 
 KEY = "sk-finbench-test-DISTINCTIVE-8c1f"
@@ -261,9 +261,9 @@ def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
     index = ContextIndex(tasks, store.read_bar_arrays(), news, previous_sessions=5,
                          headline_hours=24, max_headlines=20)
     seen = 0
-    for i in range(len(index)):
+    for i, messages in enumerate(PromptSettings().messages(index)):
         ctx = index.context(i)
-        text = "\n".join(m["content"] for m in render_messages(ctx))
+        text = "\n".join(m["content"] for m in messages)
         late = canaries[canaries["available_at"] > ctx.t_forecast]
         for headline in late["headline"]:
             assert json.dumps(headline)[1:-1] not in text, ctx.task_id
@@ -287,7 +287,7 @@ def test_the_prompt_states_the_runs_target_and_alpha_and_a_shifted_target(sample
     index = ContextIndex(tasks, store.read_bar_arrays(), store.read_headlines(),
                          previous_sessions=5, headline_hours=24, max_headlines=20)
     settings = PromptSettings(target="15:55", alpha=0.1)
-    full, shifted = (render_messages(index.context(i), settings) for i in range(2))
+    full, shifted = settings.messages(index)
     for system, _ in (full, shifted):
         assert "(15:55 ET today, earlier when the session closes early" in system["content"]
         assert "90% prediction interval" in system["content"]

@@ -11,7 +11,7 @@ from finbench.core.config import BASELINE_KINDS
 from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
-from finbench.tracks.intraday.prompt import PromptSettings, render_messages
+from finbench.tracks.intraday.prompt import PromptSettings
 
 
 class Receipts:
@@ -56,9 +56,8 @@ class Receipts:
             for variant in prompts:  # plain, anonymized: as the run's models are asked
                 settings = PromptSettings.of(plan.config)
                 settings = settings.anonymized() if variant else settings
-                prompt[variant][where] = [
-                    settings.sha256(render_messages(contexts.context(i), settings))
-                    for i in range(len(contexts))]
+                prompt[variant][where] = [settings.sha256(m)
+                                          for m in settings.messages(contexts)]
         self.context_sha = pa.array(sha, pa.string())
         self.prompt_shas = {variant: pa.array(prompt[variant], pa.string())
                             for variant in prompts}

@@ -179,11 +179,7 @@ class OpenAIForecaster(Forecaster):
 
     def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
         """Messages and their hash for every task (rendered from the gated contexts)."""
-        out = []
-        for i in range(len(inputs.tasks)):
-            messages = self.prompt.messages(inputs.contexts.context(i))
-            out.append((messages, self.prompt.sha256(messages)))
-        return out
+        return [(m, self.prompt.sha256(m)) for m in self.prompt.messages(inputs.contexts)]
 
     def estimate(self, inputs: Inputs) -> dict:
         """Calls, estimated tokens and cost for a dry run (no request is made)."""
@@ -318,8 +314,10 @@ class OpenAIForecaster(Forecaster):
         try:
             # The client's own POST (its retries, backoff, timeouts and errors) with plain JSON
             # both ways: the typed ``create`` re-walks every message field and builds response
-            # models, ~2-3 ms of CPU a call; the answer is re-validated by FinBench anyway.
-            resp = await client.post("/chat/completions", cast_to=dict, body=kwargs)
+            # models, ~2-3 ms of CPU a call; the answer is re-validated by FinBench anyway. The
+            # body goes as JSON bytes: as a dict the client deep-copies and re-encodes it.
+            resp = await client.post("/chat/completions", cast_to=dict,
+                                     content=json.dumps(kwargs, ensure_ascii=False).encode())
         except openai.APITimeoutError:
             return {"transport_error": f"timeout: no answer within {c.timeout:g} s "
                                        f"after {c.max_retries} retries"}

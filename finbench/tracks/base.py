@@ -23,8 +23,8 @@ class Prompt(Protocol):
 
     template: str  # the template's version: part of every prompt hash and cache key
 
-    def messages(self, context) -> list[dict[str, str]]:
-        """The chat messages for one task's context."""
+    def messages(self, contexts) -> list[list[dict[str, str]]]:
+        """The chat messages of every task of a batch's contexts, in their order."""
 
     def sha256(self, messages: list[dict[str, str]]) -> str:
         """The digest of the messages with the template version (the prompt's receipt)."""

@@ -1,0 +1,42 @@
+"""Prompts rendered for a whole batch from the gate's arrays equal, character for character,
+each task's prompt rendered from its own context frames with pandas (tests/reference.py): on
+every sample task (a DST change and early closes included), anonymized or not, shifted
+targets and another alpha."""
+
+import pytest
+
+from finbench.core.config import TasksConfig
+from finbench.data.store import Store
+from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.prompt import PromptSettings
+from finbench.tracks.intraday.tasks import build_tasks
+from tests.reference import naive_messages
+
+NAMES = (("AAPL", ("Apple",)), ("MSFT", ("Microsoft",)), ("NVDA", ("Nvidia",)))
+
+
+@pytest.fixture(scope="module")
+def index(sample_store):
+    store = Store(sample_store)
+    tasks = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",
+                                    end="2025-01-15", early_close="shift")).tasks
+    return ContextIndex(tasks, store.read_bar_arrays(), store.read_headlines(),
+                        previous_sessions=5, headline_hours=24, max_headlines=20)
+
+
+@pytest.mark.parametrize("settings", [
+    PromptSettings(),
+    PromptSettings(target="15:55", alpha=0.1),
+    PromptSettings(names=NAMES).anonymized(),
+], ids=["default", "alpha", "anonymized"])
+def test_batch_prompts_equal_the_naive_rendering_of_every_task(index, settings):
+    got = settings.messages(index)
+    assert len(got) == len(index) == 714  # shifted early closes kept
+    for i, messages in enumerate(got):
+        assert messages == naive_messages(index.context(i), settings), index.tasks["task_id"][i]
+
+
+def test_a_batch_of_some_tasks_gives_their_prompts(index):
+    rows = [5, 300, 701, 2]
+    part = index.take(rows)
+    assert PromptSettings().messages(part) == [naive_messages(index.context(i)) for i in rows]
