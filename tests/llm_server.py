@@ -144,6 +144,14 @@ class ChatServer:
             time.sleep(self.delay)
         if REASONING.match(model):
             return self._reasoning(h, model, body)
+        if model.startswith("stance-judge"):  # a judge: the stance a few words give away
+            text = body["messages"][-1]["content"].lower()
+            if model == "stance-judge-flaky" and not self.healed and "weak" in text:
+                h.close_connection = True
+                h.connection.shutdown(socket.SHUT_RDWR)
+                return None
+            stance = "up" if "rise" in text else "down" if "drop" in text else "neutral"
+            return self._reply(h, 200, self._completion(model, json.dumps({"stance": stance})))
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))

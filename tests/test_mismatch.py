@@ -74,3 +74,64 @@ def test_the_report_counts_mismatches_and_scores_both_groups(tmp_path, sample_st
                                                  rel=1e-9)
     assert got["n_mismatched"] == wrong.sum() and got["n_matched"] == (stated & ~wrong).sum()
     assert "lexicon-v1" in (out / "tables" / "rationale_mismatch.md").read_text()
+
+
+def judge_config(tmp_path, sample_store, url, model="stance-judge"):
+    answers = ", ".join(json.dumps(json.dumps(a)) for a in ANSWERS)
+    cfg = tmp_path / "j.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\n'
+                   'tickers = ["AAPL", "MSFT"]\nstart = "2025-01-13"\nend = "2025-01-15"\n'
+                   '[[models]]\nname = "coin"\nkind = "coin"\n'
+                   f'[[models]]\nname = "talker"\nkind = "scripted"\nanswers = [{answers}]\n'
+                   '[analysis.stance]\nmethod = "judge"\n[analysis.stance.judge]\n'
+                   f'name = "judge"\nkind = "openai"\nmodel = "{model}"\nbase_url = "{url}"\n'
+                   'api_key_env = "FINBENCH_TEST_KEY"\nmax_retries = 0\n')
+    return cfg
+
+
+def test_a_judge_model_reads_the_stances_once_journalled_and_cached(tmp_path, sample_store,
+                                                                     monkeypatch):
+    from finbench.audit import audit_run
+    from finbench.runlog.stances import StanceLog
+    from tests.llm_server import ChatServer
+
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    server = ChatServer()
+    try:
+        cfg = judge_config(tmp_path, sample_store, server.base_url, "stance-judge-flaky")
+        out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+        f = pd.read_parquet(out / "forecasts.parquet").query("model == 'talker'")
+        with_text = f[f["rationale"].notna()]
+        weak = with_text["rationale"].str.contains("Weak")
+        records = StanceLog(out).records()
+        assert len(records) == (~weak).sum()  # the dropped calls are not journalled
+        report(out)
+        table = pd.read_csv(out / "tables" / "rationale_mismatch.csv").iloc[0]
+        assert table["method"] == "judge:judge (stance-judge-flaky)"
+        assert table["unjudged"] > 0
+        asked = server.total
+        server.healed = True
+        run(cfg, out, echo=lambda *_: None)  # only the unjudged are asked
+        assert server.total - asked == weak.sum()
+        records = StanceLog(out).records()
+        assert len(records) == len(with_text) and all(r["valid"] for r in records)
+        want = {"Strong bid, likely to rise.": "up", "Weak tape; expect a drop.": "down",
+                "Mixed signals.": "neutral"}
+        by_task = with_text.set_index("task_id")["rationale"]
+        assert all(r["stance"] == want[by_task[r["task_id"]]] for r in records)
+        report(out)
+        table = pd.read_csv(out / "tables" / "rationale_mismatch.csv").iloc[0]
+        assert table["unjudged"] == 0
+        rows = pd.read_parquet(out / "rows.parquet").query("model == 'talker' and scored")
+        rows = rows.merge(f[["task_id", "rationale"]], on="task_id")
+        side = rows["rationale"].map(lambda t: want.get(t, "none") if pd.notna(t) else "none")
+        wrong = ((side == "up") & (rows["p_up"] < 0.5)) | ((side == "down") & (rows["p_up"] > 0.5))
+        assert table["mismatched"] == wrong.sum() > 0
+        assert "a judge model (judge:judge" in (out / "tables" / "rationale_mismatch.md").read_text()
+        asked = server.total
+        run(cfg, out, echo=lambda *_: None)
+        assert server.total == asked  # every rationale judged: no call
+        assert audit_run(out) == []
+    finally:
+        server.close()

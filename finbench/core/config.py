@@ -236,6 +236,28 @@ class ScoresConfig(_Strict):
     # 500 tickers, about 2 s of a run's time on a writer thread)
 
 
+class StanceConfig(_Strict):
+    """How a rationale's stance (up, down, neutral) is read for the mismatch analysis: the
+    documented lexicon, or a judge model through the same adapter as forecasters (its calls
+    cached, journalled in ``stances.jsonl`` and kept in the transcripts)."""
+
+    method: Literal["lexicon", "judge"] = "lexicon"
+    judge: OpenAIModel | None = None
+
+    @model_validator(mode="after")
+    def _judge(self) -> StanceConfig:
+        if self.method == "judge" and self.judge is None:
+            raise ValueError("method 'judge' needs [analysis.stance.judge] (a model of kind "
+                             "'openai')")
+        if self.method == "lexicon" and self.judge is not None:
+            raise ValueError("[analysis.stance.judge] is read with method = 'judge' only")
+        return self
+
+
+class AnalysisConfig(_Strict):
+    stance: StanceConfig = Field(default_factory=StanceConfig)
+
+
 class ReportConfig(_Strict):
     """Statistics of reports: bootstrap by whole clusters, and when rows are too few."""
 
@@ -259,6 +281,7 @@ class RunConfig(_Strict):
     invalid_policy: str = "exclude"
     scores: ScoresConfig = Field(default_factory=ScoresConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:

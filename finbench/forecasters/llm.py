@@ -204,15 +204,36 @@ class OpenAIForecaster(Forecaster):
     def run_stream(self, inputs: Inputs, journal, echo=print, cache: ResponseCache | None = None):
         """Answer every task, journalling each row the moment its answer arrives."""
         plan = self.plan(inputs)
+        ctx_time = inputs.contexts.max_input_time
+        task_ids = inputs.tasks["task_id"]
+
+        def keep(i: int, response: dict, latency: float, from_cache: bool) -> tuple[dict, dict]:
+            task_id = task_ids.iat[i]
+            attempt = self.attempts_before.get(task_id, 0) + 1
+            record = answer_record(self, task_id=task_id, sha=plan[i][1],
+                                   max_input_time=ctx_time.iat[i], response=response,
+                                   latency=latency, from_cache=from_cache, attempt=attempt)
+            return record, {"model": self.name, "task_id": task_id, "attempt": attempt,
+                            "input_sha256": plan[i][1], "messages": plan[i][0],
+                            "response": response}
+
+        return self.call_all(plan, keep, journal, echo, cache)
+
+    def call_all(self, plan: list[tuple[list[dict], str]], keep, journal, echo=print,
+                 cache: ResponseCache | None = None) -> dict:
+        """Make the calls of ``plan`` (messages and their hash), concurrently and rate-limited,
+        answers from the cache where it has them; ``keep(i, response, latency, from_cache)``
+        turns each answer into (journal record, transcript), appended to ``journal`` as it
+        arrives. Returns counts; raises :class:`ModelStopped` when no call can succeed."""
         own_cache = cache is None
         cache = cache or ResponseCache()
         try:
-            return asyncio.run(self._run_all(inputs, plan, journal, echo, cache))
+            return asyncio.run(self._run_all(plan, keep, journal, echo, cache))
         finally:
             if own_cache:
                 cache.close()
 
-    async def _run_all(self, inputs, plan, journal, echo, cache) -> dict:
+    async def _run_all(self, plan, keep, journal, echo, cache) -> dict:
         from openai import AsyncOpenAI
 
         key = os.environ.get(self.config.api_key_env, "")
@@ -222,7 +243,6 @@ class OpenAIForecaster(Forecaster):
         n_clients = max(1, -(-self.config.concurrency // CONNECTIONS_PER_CLIENT))
         clients = [AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.config.timeout,
                                max_retries=self.config.max_retries) for _ in range(n_clients)]
-        ctx_time = inputs.contexts.max_input_time
         semaphore = asyncio.Semaphore(self.config.concurrency)
         limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
         stats = {"done": 0, "valid": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
@@ -258,17 +278,11 @@ class OpenAIForecaster(Forecaster):
             usage = response.get("usage") or {}
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0
-            task_id = inputs.tasks["task_id"].iat[i]
-            attempt = self.attempts_before.get(task_id, 0) + 1
-            record = answer_record(self, task_id=task_id, sha=sha,
-                                   max_input_time=ctx_time.iat[i], response=response,
-                                   latency=latency, from_cache=from_cache, attempt=attempt)
-            journal.append_records([record], sync=False, transcripts=[{
-                "model": self.name, "task_id": task_id, "attempt": attempt,
-                "input_sha256": sha, "messages": messages, "response": response}])
+            record, transcript = keep(i, response, latency, from_cache)
+            journal.append_records([record], sync=False, transcripts=[transcript])
             stats["done"] += 1
             stats["valid"] += int(record["valid"])
-            stats["errors"] += int(record["answer_status"] == ERROR)
+            stats["errors"] += int(record.get("answer_status") == ERROR)
             self._progress(stats, total, echo)
 
         try:
@@ -297,10 +311,14 @@ class OpenAIForecaster(Forecaster):
             if getattr(c, key) is not None:
                 kwargs[key] = getattr(c, key)
         if c.structured == "json_schema":
-            kwargs["response_format"] = response_schema()
+            kwargs["response_format"] = self.response_schema()
         elif c.structured == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         return {**kwargs, **(c.extra_body or {})}  # the config refuses keys set above
+
+    def response_schema(self) -> dict:
+        """The strict schema of the answer (a forecast)."""
+        return response_schema()
 
     def cache_key(self, sha: str) -> str:
         return request_key(base_url=self.base_url or "openai", model=self.config.model,

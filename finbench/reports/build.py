@@ -128,7 +128,8 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     if not mismatch.empty:
         show = pd.DataFrame([{
             "Model": r["model"], "N": r["n"], "With rationale": r["with_rationale"],
-            "Up / down / neutral": f"{r['up']} / {r['down']} / {r['neutral']}",
+            "Up / down / neutral": f"{r['up']} / {r['down']} / {r['neutral']}"
+            + (f" ({r['unjudged']} unjudged)" if r["unjudged"] else ""),
             "Stated": r["stated"], "Mismatched": r["mismatched"],
             "Rate": fmt(r["mismatch_rate"], 3),
             "BS mismatched [95% CI] (n)": with_ci(r["brier_mismatched"], r["brier_mismatched_lo"],
@@ -137,12 +138,15 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
             "BS matched [95% CI] (n)": with_ci(r["brier_matched"], r["brier_matched_lo"],
                                                r["brier_matched_hi"]) + f" ({r['n_matched']})",
             "Note": r["flag"]} for r in mismatch.to_dict("records")])
+        method = mismatch["method"].iloc[0]
+        how = (f"the documented lexicon ({method}, finbench/scoring/stance.py)"
+               if method.startswith("lexicon") else
+               f"a judge model ({method}; its answers in stances.jsonl)")
         put(show, "rationale_mismatch",
-                    "Rationale-probability mismatch on scored rows: the rationale's stance by "
-                    f"the documented lexicon ({mismatch['method'].iloc[0]}, "
-                    "finbench/scoring/stance.py) against the side of p_up; mismatched: an 'up' "
-                    "rationale with p_up < 0.5 or a 'down' one with p_up > 0.5; rate among rows "
-                    f"whose rationale takes a side. {ci_note} {facts}", raw=mismatch)
+            f"Rationale-probability mismatch on scored rows: the rationale's stance by {how} "
+            "against the side of p_up; mismatched: an 'up' rationale with p_up < 0.5 or a "
+            "'down' one with p_up > 0.5; rate among rows whose rationale takes a side. "
+            f"{ci_note} {facts}", raw=mismatch)
         tables["rationale_mismatch"] = mismatch
     kelly, paths = decision(data)
     show = pd.DataFrame([{

@@ -12,11 +12,18 @@ from finbench.scoring.bootstrap import mean_ci
 from finbench.scoring.stance import METHOD, mismatched
 
 
+def stance_method(config) -> str:
+    """How the run's stances were read: the lexicon's version, or the judge and its model."""
+    spec = config.analysis.stance
+    return METHOD if spec.method == "lexicon" else (
+        f"judge:{spec.judge.name} ({spec.judge.model})")
+
+
 def mismatch_table(data: RunData) -> pd.DataFrame:
     """One row per model that gave any rationale: scored rows, with a rationale, stances
-    (up, down, neutral), rows that take a side (``stated``), ``mismatched`` and its rate among
-    stated rows, and the mean Brier score (bootstrap CI by cluster) of mismatched and of
-    matched stated rows, each with its N."""
+    (up, down, neutral; ``unjudged``: a judge gave none), rows that take a side
+    (``stated``), ``mismatched`` and its rate among stated rows, and the mean Brier score
+    (bootstrap CI by cluster) of mismatched and of matched stated rows, each with its N."""
     rep = data.config.report
     boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
             "draws": data.draws}
@@ -35,10 +42,11 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
         good = mean_ci(brier[stated & ~wrong], cl[stated & ~wrong], **boot)
         n_stated = int(stated.sum())
         out.append({
-            "model": name, "method": METHOD, "n": int(mine.sum()),
+            "model": name, "method": stance_method(data.config), "n": int(mine.sum()),
             "with_rationale": int((stances != "none").sum()),
             "up": int((stances == "up").sum()), "down": int((stances == "down").sum()),
-            "neutral": int((stances == "neutral").sum()), "stated": n_stated,
+            "neutral": int((stances == "neutral").sum()),
+            "unjudged": int((stances == "unjudged").sum()), "stated": n_stated,
             "mismatched": int(wrong.sum()),
             "mismatch_rate": wrong.sum() / n_stated if n_stated else np.nan,
             "brier_mismatched": bad.estimate, "brier_mismatched_lo": bad.lower,

@@ -22,6 +22,7 @@ from finbench.core.config import (
 from finbench.core.errors import RunError
 from finbench.core.lookup import groups, positions
 from finbench.runlog.rundir import finished_run
+from finbench.runlog.stances import judged_stances
 from finbench.scoring.aggregate import NOT_APPLICABLE, SCORED_COLUMNS, row_scores
 from finbench.scoring.bootstrap import Draws, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
@@ -104,8 +105,14 @@ def load_run(run_dir: str | Path) -> RunData:
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
     rows["cutoff"] = cutoff_column(rows, knowledge_cutoffs(config))
-    rows["stance"] = stance_column(pq.read_table(run_dir / "forecasts.parquet",
-                                                 columns=["rationale"]).column("rationale"))
+    rationale = pq.read_table(run_dir / "forecasts.parquet", columns=["rationale"])
+    rows["stance"] = stance_column(rationale.column("rationale"))
+    if config.analysis.stance.method == "judge":  # the judge's reading where it gave one
+        judged = judged_stances(run_dir)
+        has = rows["stance"].to_numpy(object) != "none"
+        keys = zip(rows["model"].to_numpy(object)[has], rows["task_id"].to_numpy(object)[has],
+                   strict=True)
+        rows.loc[has, "stance"] = [judged.get(key, "unjudged") for key in keys]
     skipped = manifest.get("skipped_models", {})
     models = [m.name for m in config.models if m.name not in skipped]
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]

@@ -46,6 +46,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             steps.print_pending()
             return out
         steps.write_forecast_table()
+        steps.judge_stances()          # with [analysis.stance] method = "judge"
         steps.score()
         steps.finish()
     return out

@@ -10,6 +10,8 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from finbench.core.config import RunConfig, load_config_file, shard_config
 from finbench.core.errors import ModelStopped, RunError
@@ -18,9 +20,11 @@ from finbench.core.outputs import write_atomic, write_json
 from finbench.data.store import sha256_file
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
+from finbench.forecasters.judge import StanceJudge
 from finbench.runlog.forecast_table import ForecastTable
 from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import MANIFEST, now, record_files
+from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import new_manifest, render_summary, shard_field
 from finbench.runner.revision import Revision, revision
@@ -305,6 +309,30 @@ class RunSteps:
                 final = sum(n >= most[model] for n in failed.values())
                 out[model] = {"retry": len(failed) - final, "final": final}
         return out
+
+    def judge_stances(self) -> None:
+        """With ``[analysis.stance] method = "judge"``: the judge reads the stance of every
+        rationale it has not read yet (journalled in ``stances.jsonl``)."""
+        spec = self.config.analysis.stance
+        if spec.method != "judge":
+            return
+        reason = skip_reason(spec.judge)
+        if reason:
+            self.echo(f"skip stance judge {spec.judge.name}: {reason}")
+            self.manifest["stance_judge"] = {"skipped": reason}
+            return
+        table = pq.read_table(self.out / "forecasts.parquet",
+                              columns=["task_id", "model", "rationale"])
+        rows = table.filter(pc.is_valid(table.column("rationale"))).to_pandas()
+        judge = StanceJudge(spec.judge, self.track.prompt)
+        try:
+            judge.judge(StanceLog(self.out), rows, self.echo)
+        except ModelStopped as exc:
+            self.echo(f"STOPPED stance judge: {exc}")
+            self.manifest["stance_judge"] = {"stopped": str(exc)}
+            return
+        self.manifest["stance_judge"] = {"method": judge.method, "rationales": len(rows)}
+        self.lap("stance judge")
 
     def score(self) -> None:
         self.scores = rescore(self.out)
