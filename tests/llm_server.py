@@ -144,14 +144,8 @@ class ChatServer:
             time.sleep(self.delay)
         if REASONING.match(model):
             return self._reasoning(h, model, body)
-        if model.startswith("stance-judge"):  # a judge: the stance a few words give away
-            text = body["messages"][-1]["content"].lower()
-            if model == "stance-judge-flaky" and not self.healed and "weak" in text:
-                h.close_connection = True
-                h.connection.shutdown(socket.SHUT_RDWR)
-                return None
-            stance = "up" if "rise" in text else "down" if "drop" in text else "neutral"
-            return self._reply(h, 200, self._completion(model, json.dumps({"stance": stance})))
+        if model.startswith("stance-judge"):
+            return self._judge(h, model, body)
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
@@ -169,16 +163,19 @@ class ChatServer:
             said = f"auth={h.headers.get('authorization')} path={h.path}"
             return self._reply(h, 200, self._completion(model, json.dumps(
                 {**VALID, "rationale": said})))
-        if model in REJECTED:  # as the API answers a bad key, a forbidden or unknown model
+        return self._reply(h, *self._final(model))
+
+    def _final(self, model: str) -> tuple[int, dict]:
+        """The reply of a model answering at once: as the API answers a bad key, a forbidden
+        or unknown model; a refusal; a truncated answer; else the scripted content."""
+        if model in REJECTED:
             status, message, kind = REJECTED[model]
-            return self._reply(h, status, {"error": {"message": message, "type": kind}})
+            return status, {"error": {"message": message, "type": kind}}
         if model == "refusal":
-            return self._reply(h, 200, self._completion(model, None, refusal="I can't help."))
+            return 200, self._completion(model, None, refusal="I can't help.")
         if model == "length":
-            return self._reply(h, 200, self._completion(model, '{"p_up": 0.6, "low',
-                                                        finish="length"))
-        content = CONTENT.get(model, CONTENT["valid"])
-        return self._reply(h, 200, self._completion(model, content))
+            return 200, self._completion(model, '{"p_up": 0.6, "low', finish="length")
+        return 200, self._completion(model, CONTENT.get(model, CONTENT["valid"]))
 
     def _as_provider(self, h, profile: str, body: dict) -> None:
         """Answer as the provider ``profile`` does (:data:`PROVIDERS`)."""
@@ -188,6 +185,17 @@ class ChatServer:
         if status == 200:
             payload = self._completion(body["model"], payload)
         return self._reply(h, status, payload)
+
+    def _judge(self, h, model: str, body: dict) -> None:
+        """A stance judge: the stance a few words give away ("stance-judge-flaky" drops the
+        connection on a "weak" rationale until healed)."""
+        text = body["messages"][-1]["content"].lower()
+        if model == "stance-judge-flaky" and not self.healed and "weak" in text:
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return None
+        stance = "up" if "rise" in text else "down" if "drop" in text else "neutral"
+        return self._reply(h, 200, self._completion(model, json.dumps({"stance": stance})))
 
     def _reasoning(self, h, model: str, body: dict) -> None:
         """As the API answers a reasoning model: refused parameters first (HTTP 400 naming

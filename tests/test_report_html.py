@@ -83,3 +83,21 @@ def test_the_report_opens_in_a_browser_and_its_filter_works(pilot_html, tmp_path
         browser.close()
     assert shot.stat().st_size > 10_000
     assert problems == []
+
+
+def test_a_large_run_embeds_its_first_rows_and_says_so(pilot_html, monkeypatch):
+    import json
+    import re
+
+    import finbench.reports.html as page
+
+    monkeypatch.setattr(page, "MAX_SAMPLES", 10)
+    report(pilot_html.parent)
+    text = pilot_html.read_text()
+    data = json.loads(re.search(r'id="sample-data">(.*?)</script>', text, re.S).group(1))
+    forecasts = __import__("pandas").read_parquet(pilot_html.parent / "forecasts.parquet")
+    assert [(r["task"], r["model"]) for r in data] == list(
+        zip(forecasts["task_id"][:10], forecasts["model"][:10], strict=True))
+    assert "The first 10 of 63 rows are here." in text
+    monkeypatch.undo()
+    report(pilot_html.parent)  # the module's page as it was, for any test after this one

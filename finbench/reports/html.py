@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.core.outputs import write_text
@@ -81,12 +82,18 @@ def _table(frame: pd.DataFrame, name: str) -> str:
 def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
     """The browser's rows (plain values) and how many were left out."""
     rows = data.rows
-    extra = pq.read_table(run_dir / "forecasts.parquet",
-                          columns=["task_id", "model", "kind", "raw", "error", "rationale",
-                                   "answer_status"]).to_pandas()
     left_out = max(0, len(rows) - MAX_SAMPLES)
     rows = rows.iloc[:MAX_SAMPLES]
-    extra = extra.iloc[:MAX_SAMPLES]  # the same rows: both are the forecast table's order
+    columns = ["task_id", "model", "kind", "raw", "error", "rationale", "answer_status"]
+    parts, have = [], 0  # the same rows: both are the forecast table's first, in its order
+    for batch in pq.ParquetFile(run_dir / "forecasts.parquet").iter_batches(
+            batch_size=MAX_SAMPLES, columns=columns):
+        parts.append(batch.slice(0, MAX_SAMPLES - have))
+        have += parts[-1].num_rows
+        if have >= MAX_SAMPLES:
+            break
+    extra = (pa.Table.from_batches(parts).to_pandas() if parts
+             else pd.DataFrame(columns=columns))
     llm = set(extra.loc[extra["kind"] == "openai", "model"])
     prompts = _prompts(run_dir, llm, extra)
     out = []
