@@ -147,7 +147,8 @@ def _audit(args: argparse.Namespace) -> int:
         return 1
     manifest = Path(args.run) / "manifest.json"
     print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "
-          "task x model once, journal, answers re-derived, time gate and receipts, scores); "
+          "task x model once, journal, answers re-derived, time gate and receipts, LLM "
+          "transcripts, scores); "
           f"manifest.json sha256 {sha256_file(manifest)}")
     return 0
 
