@@ -70,8 +70,10 @@ def render_show(found: dict) -> str:
         lines += ["", f"== {m['model']} ({m['kind']}) " + "=" * 40]
         answer = "valid" if m["valid"] else (
             "ERROR (no answer)" if m.get("answer_status") == "error" else "INVALID")
-        lines.append(f"answer: {answer}; p_up = {m['p_up']}, interval [{m['lower']}, "
-                     f"{m['upper']}]" + (f"; {m['error']}" if m["error"] else ""))
+        interval = ("no interval" if m["lower"] is None
+                    else f"interval [{m['lower']}, {m['upper']}]")
+        lines.append(f"answer: {answer}; p_up = {m['p_up']}, {interval}"
+                     + (f"; {m['error']}" if m["error"] else ""))
         for key in ("p_fallback", "interval_note", "rationale"):
             if m.get(key):
                 lines.append(f"{key}: {m[key]}")
