@@ -19,3 +19,20 @@ def sample_copy(tmp_path, sample_store) -> Path:
     dest = tmp_path / "sample"
     shutil.copytree(sample_store, dest)
     return dest
+
+
+@pytest.fixture
+def server():
+    """A loopback chat-completions server (tests/llm_server.py), closed after the test."""
+    from tests.llm_server import ChatServer
+
+    s = ChatServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def llm_env(monkeypatch, tmp_path):
+    """An API key in FINBENCH_TEST_KEY and a response cache of the test's own."""
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))

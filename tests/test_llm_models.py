@@ -10,21 +10,9 @@ from finbench.audit import audit_run
 from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.runner import run
-from tests.llm_server import ChatServer
 from tests.test_llm import config
 
-
-@pytest.fixture
-def server():
-    s = ChatServer()
-    yield s
-    s.close()
-
-
-@pytest.fixture(autouse=True)
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
-    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 @pytest.mark.parametrize(("extra", "why"), [

@@ -10,23 +10,12 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.runner import run
-from tests.llm_server import ChatServer
 from tests.test_llm import config
 
 TICKERS = ("AAPL", "MSFT", "NVDA", "AMZN", "JPM")
 
 
-@pytest.fixture
-def server():
-    s = ChatServer()
-    yield s
-    s.close()
-
-
-@pytest.fixture(autouse=True)
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
-    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 def flaky_config(tmp_path, sample_store, server, attempts=3):

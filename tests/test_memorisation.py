@@ -13,22 +13,11 @@ from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.runlog.transcripts import Transcripts
 from finbench.runner import run
-from tests.llm_server import ChatServer
 
 NAMES = {"AAPL": ["Apple", "Apple Inc."], "MSFT": ["Microsoft"], "NVDA": ["Nvidia"]}
 
 
-@pytest.fixture
-def server():
-    s = ChatServer()
-    yield s
-    s.close()
-
-
-@pytest.fixture(autouse=True)
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
-    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 def write(path, sample_store, url, *, start="2025-01-13", end="2025-01-15",

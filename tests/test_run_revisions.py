@@ -11,20 +11,8 @@ import pytest
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
 from finbench.runner import run
-from tests.llm_server import ChatServer
 
-
-@pytest.fixture
-def server():
-    s = ChatServer()
-    yield s
-    s.close()
-
-
-@pytest.fixture(autouse=True)
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
-    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 def write(tmp_path: Path, sample_store, models: list[str], *, end="2025-01-15",
