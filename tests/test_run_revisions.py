@@ -93,3 +93,15 @@ def test_any_other_change_is_refused_naming_the_keys(tmp_path, sample_store, cha
         run(changed, out, echo=lambda *_: None)
     assert keys in str(info.value)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_a_config_whose_text_alone_changed_resumes_its_run(tmp_path, sample_store):
+    first = write(tmp_path, sample_store, [COIN, RATE])
+    out = run(first, tmp_path / "out", echo=lambda *_: None)
+    before = (out / "scores.csv").read_bytes()
+    first.write_text("# a comment, and the same run\n" + first.read_text())
+    run(first, out, echo=lambda *_: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["config_revisions"]) == 2
+    assert manifest["config_revisions"][1]["added"] == []
+    assert (out / "scores.csv").read_bytes() == before

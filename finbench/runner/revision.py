@@ -20,8 +20,10 @@ class Revision:
     differing: list[str] = field(default_factory=list)  # dotted keys that may not change
 
     @property
-    def models_only(self) -> bool:
-        return not self.differing and bool(self.added or self.removed)
+    def allowed(self) -> bool:
+        """Whether the run may go on under the new config: nothing but its models changed
+        (or nothing at all: a comment, the order of keys)."""
+        return not self.differing
 
 
 def revision(old: dict, new: RunConfig) -> Revision:

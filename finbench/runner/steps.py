@@ -113,13 +113,13 @@ class RunSteps:
         """A changed config extends the run when it only adds models or removes models never
         started; the revision is recorded. Anything else is refused, naming the keys."""
         change = revision(old.get("config", {}), self.config)
-        if not change.models_only:
+        if not change.allowed:
             keys = ", ".join(change.differing[:8]) + (" ..." if len(change.differing) > 8
                                                        else "")
             raise RunError(f"{self.out}: holds a run of a different config "
-                           f"({old.get('config_sha256', '?')[:12]}): {keys or 'no model added'} "
-                           "differ; a run may only gain models (or lose models never "
-                           "started) when run again: use another --out")
+                           f"({old.get('config_sha256', '?')[:12]}): {keys} differ; a run may "
+                           "only gain models (or lose models never started) when run again: "
+                           "use another --out")
         answered = Journal(self.out).done_by_model()
         started = [name for name in change.removed if answered.get(name)]
         if started:
@@ -128,7 +128,8 @@ class RunSteps:
                            f"{started[0]}); keep them in the config, or use another --out")
         self.revisions = [*self.revisions, _revision_entry(
             {**self.source, "config": json.loads(self.config.model_dump_json())}, change)]
-        self.echo(f"{self.out}: the run gains model(s) {', '.join(change.added) or 'none'}"
+        self.echo(f"{self.out}: the config's text changed; the run gains model(s) "
+                  f"{', '.join(change.added) or 'none'}"
                   + (f" and drops {', '.join(change.removed)} (never started)"
                      if change.removed else "") + "; labels and answers already made are kept")
 
