@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import socket
 import threading
@@ -146,6 +147,8 @@ class ChatServer:
             return self._reasoning(h, model, body)
         if model.startswith("stance-judge"):
             return self._judge(h, model, body)
+        if model.startswith("native"):
+            return self._reply(h, *self._native(model, body))
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
@@ -196,6 +199,29 @@ class ChatServer:
             return None
         stance = "up" if "rise" in text else "down" if "drop" in text else "neutral"
         return self._reply(h, 200, self._completion(model, json.dumps({"stance": stance})))
+
+    @staticmethod
+    def _native(model: str, body: dict) -> tuple[int, dict]:
+        """An answer with the first token's top log-probabilities in the API's shape
+        ("native": labels D, F, U listed; "native-split": "Do" of a label "Down" listed and
+        one label absent). ``top_logprobs`` above 20, or without ``logprobs``, is refused as
+        the API refuses it."""
+        k = body.get("top_logprobs")
+        if k is not None and (k > 20 or not body.get("logprobs")):
+            return 400, {"error": {"message": "Invalid 'top_logprobs': integer above maximum "
+                                              "value. Expected a value <= 20, or logprobs is "
+                                              "not set.", "type": "invalid_request_error",
+                                   "param": "top_logprobs", "code": "integer_above_max_value"}}
+        listed = ({"U": 0.40, "F": 0.30, "D": 0.10, "Maybe": 0.05} if model == "native"
+                  else {"U": 0.5, "Do": 0.2, "Other": 0.01})
+        first = next(iter(listed))
+        top = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())}
+               for t, p in list(listed.items())[:k or len(listed)]]
+        reply = ChatServer._completion(model, first)
+        reply["choices"][0]["logprobs"] = {"content": [{
+            "token": first, "logprob": top[0]["logprob"], "bytes": top[0]["bytes"],
+            "top_logprobs": top}], "refusal": None}
+        return 200, reply
 
     def _reasoning(self, h, model: str, body: dict) -> None:
         """As the API answers a reasoning model: refused parameters first (HTTP 400 naming

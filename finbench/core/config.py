@@ -17,6 +17,7 @@ from finbench.core.errors import ConfigError
 from finbench.core.names import is_timezone, ticker_problem
 
 CONFIG_VERSION = 1
+CLASSES = ("down", "flat", "up")  # the three-class partition of r, in its fixed order
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
 _CLOCK = re.compile(r"^\d{2}:\d{2}(:\d{2})?$")
 
