@@ -28,6 +28,8 @@ from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_f
 from finbench.runlog.journal import FORECAST_SCHEMA, JOURNAL, PARTS
 from finbench.runlog.rundir import MANIFEST, finished_run, now, record_files
 from finbench.runlog.runlock import RunLock
+from finbench.runlog.stances import STANCES_FILE
+from finbench.runlog.transcripts import Transcripts
 from finbench.scoring.run import rescore
 
 
@@ -101,6 +103,28 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     return out
 
 
+def _merge_calls(dirs: list[Path], out: Path) -> None:
+    """The shards' LLM transcripts into one (read back and stored again: each shard compressed
+    its own with its own dictionary) and their stance judgements into one log."""
+    merged = Transcripts(out)
+    try:
+        for d in dirs:
+            shard = Transcripts(d)
+            try:
+                for entries in shard.each():
+                    merged.put([e for e in entries if "unreadable" not in e])
+            finally:
+                shard.close()
+    finally:
+        merged.close()
+    if any((d / STANCES_FILE).is_file() for d in dirs):
+        with open(out / STANCES_FILE, "wb") as fh:
+            for d in dirs:
+                if (d / STANCES_FILE).is_file():
+                    with open(d / STANCES_FILE, "rb") as part:
+                        shutil.copyfileobj(part, fh)
+
+
 def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
                   tasks: pd.DataFrame, labels: pd.DataFrame, out: Path) -> None:
     """Write the merged run into ``out`` (locked by the caller) and score it."""
@@ -124,6 +148,7 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
         for part in sorted((d / PARTS).glob("*.parquet")) if (d / PARTS).is_dir() else []:
             shutil.copy(part, out / PARTS / f"{number:06d}.parquet")
             number += 1
+    _merge_calls(dirs, out)
     summary = dict(first["tasks"])
     summary["tasks"] = len(tasks)
     for key in ("excluded", "excluded_sessions", "labels"):

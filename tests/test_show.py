@@ -126,3 +126,21 @@ def test_a_run_of_an_older_finbench_is_refused_with_the_missing_column(llm_run, 
         with pytest.raises(RunError, match="has no column answer_status: the run was made by an "
                                            "older FinBench"):
             call()
+
+
+def test_merged_shards_keep_every_call_and_audit_clean(tmp_path, sample_store, server,
+                                                       monkeypatch):
+    from finbench.shards import merge_shards
+
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")],
+                 start="2025-01-14", end="2025-01-15")
+    a = run(cfg, tmp_path / "a", shard=("2025-01-14", "2025-01-14"), echo=lambda *_: None)
+    b = run(cfg, tmp_path / "b", shard=("2025-01-15", "2025-01-15"), echo=lambda *_: None)
+    merged = merge_shards([a, b], tmp_path / "merged")
+    kept = Transcripts(merged).last_of_each("m")
+    assert len(kept) == 6 and kept == {**Transcripts(a).last_of_each("m"),
+                                       **Transcripts(b).last_of_each("m")}
+    assert audit_run(merged) == []
+    assert show(merged, "AAPL|2025-01-14|CLOSE", "m")["models"][-1]["calls"]

@@ -110,6 +110,17 @@ class Transcripts:
         for row in cursor:  # SQLite takes the other columns from the row holding the MAX
             yield self._entry(row)
 
+    def each(self, batch: int = 1000):
+        """Every stored call, a list of up to ``batch`` at a time (each as :meth:`put` takes
+        them), in (model, task, attempt) order."""
+        db = self._open(create=False)
+        if db is None:
+            return
+        cursor = db.execute("SELECT model, task_id, attempt, input_sha256, messages, response "
+                            "FROM transcripts ORDER BY model, task_id, attempt")
+        while rows := cursor.fetchmany(batch):
+            yield [self._entry(row) for row in rows]
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
