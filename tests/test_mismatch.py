@@ -135,3 +135,28 @@ def test_a_judge_model_reads_the_stances_once_journalled_and_cached(tmp_path, sa
         assert audit_run(out) == []
     finally:
         server.close()
+
+
+def test_a_damaged_stance_log_is_named_and_a_torn_last_line_asked_again(tmp_path):
+    from finbench.core.errors import RunError
+    from finbench.runlog.stances import StanceLog
+
+    log = StanceLog(tmp_path)
+    good = json.dumps({"model": "m", "task_id": "t1", "stance": "up", "valid": True})
+    log.path.write_text(good + "\n" + '{"model": "m", "task_id": "t2", "sta')
+    assert [r["task_id"] for r in log.records()] == ["t1"]  # the torn line is not an answer
+    log.path.write_text(good + "\nnot json\n" + good + "\n")
+    with pytest.raises(RunError, match=r"stances.jsonl line 2: not a JSON record"):
+        log.records()
+
+
+def test_a_judge_method_without_a_judge_is_refused(tmp_path, sample_store):
+    from finbench.core.config import load_config
+    from finbench.core.errors import ConfigError
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-15"\nend = "2025-01-15"\n[analysis.stance]\n'
+                   'method = "judge"\n')
+    with pytest.raises(ConfigError, match=r"analysis.stance.*method 'judge' needs"):
+        load_config(cfg)

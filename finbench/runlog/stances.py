@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from finbench.core.errors import RunError
 from finbench.core.outputs import writing
 from finbench.forecasters.rows import ERROR
 from finbench.runlog.transcripts import Transcripts
@@ -29,13 +30,18 @@ class StanceLog:
     def records(self) -> list[dict]:
         if not self.path.is_file():
             return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        data = self.path.read_text(encoding="utf-8")
+        lines = data.splitlines()
+        if lines and not data.endswith("\n"):
+            lines.pop()  # the torn last line of a killed run: its rationale is asked again
         out = []
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             try:
                 out.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line of a killed run: asked again
+            except ValueError as exc:
+                raise RunError(f"{self.path} line {number}: not a JSON record ({exc}); the "
+                               "file was edited or damaged: restore it, or delete it to have "
+                               "the judge read every rationale again") from None
         return out
 
     def append_records(self, records: list[dict], *, sync: bool = True,
