@@ -15,6 +15,7 @@ LAYERS = [
     ["finbench.scoring"],
     ["finbench.reports"],
     ["finbench.runner", "finbench.audit", "finbench.shards"],
+    ["finbench.cluster"],
     ["finbench.cli", "finbench.__main__"],
 ]
 PUBLIC_API = "finbench"  # finbench/__init__.py re-exports from every layer

@@ -138,6 +138,7 @@ class OpenAIForecaster(Forecaster):
         # per task id: the runs that asked it and got no answer (set by the run from its
         # journal), so a retried call's row says which attempt it is
         self.attempts_before: dict[str, int] = {}
+        self.rate_share = 1.0  # the part of the rate limits this process may use
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
         if self.base_url and url_credentials(self.base_url) and not config.allow_url_credentials:
@@ -244,7 +245,8 @@ class OpenAIForecaster(Forecaster):
         clients = [AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.config.timeout,
                                max_retries=self.config.max_retries) for _ in range(n_clients)]
         semaphore = asyncio.Semaphore(self.config.concurrency)
-        limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
+        rpm, tpm = self.config.requests_per_minute, self.config.tokens_per_minute
+        limiter = RateLimiter(rpm and rpm * self.rate_share, tpm and tpm * self.rate_share)
         stats = {"done": 0, "valid": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
                  "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so

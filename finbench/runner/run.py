@@ -11,7 +11,7 @@ from finbench.runner.steps import Laps, RunSteps, load_run_config
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
-        timings: dict[str, float] | None = None) -> Path:
+        timings: dict[str, float] | None = None, rate_share: float = 1.0) -> Path:
     """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
     the run directory.
 
@@ -20,6 +20,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     that sub-range of the config's dates (:mod:`finbench.shards`). ``batch`` sends LLM calls
     through the Batch API; a later run of the same directory collects them and scores once
     every batch is in. ``timings``, when given, receives the seconds each step took.
+    ``rate_share``: the part of each LLM model's rate limits this run may use (a shard among
+    others running at once, :mod:`finbench.cluster`).
     Market data are read a date partition at a time and forecasts are journalled as they
     come, so memory grows with the number of tasks, not of forecast rows, and a killed run
     loses nothing it wrote.
@@ -30,7 +32,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if lock.took_over:
             echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
                  "releasing the folder (killed?); resuming its run")
-        steps = RunSteps(config, source, out, echo=echo, shard=shard, laps=Laps(timings))
+        steps = RunSteps(config, source, out, echo=echo, shard=shard, laps=Laps(timings),
+                         rate_share=rate_share)
         steps.check_directory()        # a resumed run: same config, shard and data
         steps.open_track()             # tasks planned; no market data read yet
         steps.build_forecasters()      # models that cannot run here are skipped, with why

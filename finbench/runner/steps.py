@@ -82,8 +82,9 @@ class RunSteps:
     The run directory ``out`` is locked by the caller."""
 
     def __init__(self, config: RunConfig, source: dict, out: Path, *, echo, shard,
-                 laps: Laps) -> None:
+                 laps: Laps, rate_share: float = 1.0) -> None:
         self.config, self.source, self.out = config, source, out
+        self.rate_share = rate_share
         self.echo, self.shard, self.lap = echo, shard, laps
         self.manifest_path = out / MANIFEST
         self.started, self.old = now(), None
@@ -150,7 +151,10 @@ class RunSteps:
             if reason:
                 self.skipped[model.name] = reason
             else:
-                self.forecasters.append(build_forecaster(model, self.track.prompt))
+                forecaster = build_forecaster(model, self.track.prompt)
+                if hasattr(forecaster, "rate_share"):
+                    forecaster.rate_share = self.rate_share
+                self.forecasters.append(forecaster)
         self.lap("plan")
 
     def label(self) -> None:

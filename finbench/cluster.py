@@ -1,0 +1,88 @@
+"""A run split into shards that run as tasks on a Dask distributed cluster, then merged.
+
+``run_on_dask(CONFIG, OUT)`` cuts the config's sessions into one shard per calendar month
+(:func:`shard_ranges`), runs each as ``finbench run CONFIG --shard A:B`` into
+``OUT/shards/A_B`` on a worker, and merges them into ``OUT`` (:mod:`finbench.shards`): the
+merged run equals the single-process run (scores byte-identical). Without a scheduler address
+a ``LocalCluster`` of this machine's cores is started. A shard whose worker dies is retried by
+the scheduler on another (or a restarted) worker; its journal resumes where the dead one
+stopped, so no answer is made twice. Giving the same command again resumes every shard.
+
+Rate limits of LLM models are one budget per model across the cluster: each shard's run
+spaces its requests and tokens to ``1/k`` of the configured ``requests_per_minute`` and
+``tokens_per_minute``, ``k`` being how many shards can run at once (the workers, at most the
+shards).
+
+Workers run FinBench from their own installation and read the store and write the run
+directory at the same paths: on more than one machine these must be a shared file system.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from finbench.core.calendar import get_calendar
+from finbench.core.config import RunConfig, load_config
+from finbench.core.errors import RunError
+from finbench.runner import run
+from finbench.shards import merge_shards
+
+SHARDS = "shards"
+
+
+def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:
+    """The first and last session of each calendar month of the config's range that has one
+    (months without a session make no shard)."""
+    spec = config.tasks
+    cal = get_calendar(spec.calendar, pd.Timestamp(spec.start), pd.Timestamp(spec.end))
+    sessions = cal.sessions_in_range(pd.Timestamp(spec.start), pd.Timestamp(spec.end))
+    if len(sessions) == 0:
+        raise RunError(f"{spec.start}..{spec.end}: no session of {spec.calendar} to run")
+    months = pd.Series(sessions, index=sessions).groupby(sessions.to_period("M"))
+    return [(g.iloc[0].date(), g.iloc[-1].date()) for _, g in months]
+
+
+def run_shard(config_path: str, out: str, start: str, end: str, rate_share: float) -> str:
+    """One shard's run (what a worker executes); returns its directory."""
+    return str(run(config_path, out, shard=(start, end), rate_share=rate_share,
+                   echo=lambda *_: None))
+
+
+def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
+                workers: int | None = None, echo=print) -> Path:
+    """Run ``config_path`` into ``out`` as month shards on a Dask cluster (``scheduler``: its
+    address; none: a LocalCluster of ``workers`` processes, by default one per core), then
+    merge them into ``out``. Returns ``out``."""
+    from distributed import Client, LocalCluster, as_completed
+
+    config = load_config(config_path)
+    ranges = shard_ranges(config)
+    out = Path(out)
+    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    cluster = None if scheduler else LocalCluster(
+        n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+        dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        with Client(scheduler or cluster) as client:
+            slots = max(1, len(client.scheduler_info()["workers"]))
+            share = 1.0 / min(slots, len(ranges))
+            echo(f"{len(ranges)} shards on {slots} workers ({scheduler or 'a LocalCluster'}); "
+                 f"LLM rate limits split {min(slots, len(ranges))} ways")
+            dirs = {a: out / SHARDS / f"{a}_{b}" for a, b in ranges}
+            futures = [client.submit(run_shard, str(Path(config_path).resolve()),
+                                     str(dirs[a]), str(a), str(b), share, pure=False,
+                                     retries=2, key=f"finbench-shard-{a}_{b}")
+                       for a, b in ranges]
+            for k, future in enumerate(as_completed(futures), 1):
+                echo(f"shard {Path(future.result()).name} done ({k}/{len(ranges)})")
+    finally:
+        if cluster is not None:
+            cluster.close()
+    merged = merge_shards([dirs[a] for a, _ in ranges], out)
+    echo(f"merged {len(ranges)} shards into {merged}")
+    return merged

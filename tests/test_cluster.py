@@ -1,0 +1,114 @@
+"""Shards on a Dask LocalCluster (two worker processes), merged: the same run as one process,
+byte for byte where the single-process promise holds; a worker killed mid-shard is replaced
+and its shard resumes from its journal."""
+
+import datetime as dt
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.cluster import run_on_dask, shard_ranges
+from finbench.core.config import load_config
+from finbench.runner import run
+
+pytest.importorskip("distributed")
+
+
+def baseline_config(tmp_path, sample_store, extra=""):
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\n'
+                   'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
+                   'end = "2025-01-08"\n'
+                   + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
+                             for k in ("coin", "base_rate", "momentum", "climatology"))
+                   + extra)
+    return cfg
+
+
+def test_months_with_sessions_make_the_shards(tmp_path, sample_store):
+    ranges = shard_ranges(load_config(baseline_config(tmp_path, sample_store)))
+    assert ranges == [(dt.date(2024, 11, 25), dt.date(2024, 11, 29)),
+                      (dt.date(2024, 12, 2), dt.date(2024, 12, 31)),
+                      (dt.date(2025, 1, 2), dt.date(2025, 1, 8))]
+
+
+@pytest.mark.slow
+def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample_store):
+    cfg = baseline_config(tmp_path, sample_store)
+    said = []
+    merged = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=said.append)
+    single = run(cfg, tmp_path / "single", echo=lambda *_: None)
+    assert said[0].startswith("3 shards on 2 workers (a LocalCluster)")
+    for name in ("scores.csv", "scores.parquet", "labels.parquet", "tasks.parquet",
+                 "rows.parquet"):
+        assert (merged / name).read_bytes() == (single / name).read_bytes(), name
+    a, b = (pd.read_parquet(d / "forecasts.parquet").drop(columns="latency")
+            for d in (merged, single))
+    pd.testing.assert_frame_equal(a, b)
+    assert audit_run(merged) == []
+    again = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)  # resumes
+    assert (again / "scores.csv").read_bytes() == (single / "scores.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, sample_store,
+                                                                     server, llm_env):
+    server.delay = 0.05
+    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
+           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+           'concurrency = 1\nrequests_per_minute = 6000\n')
+    cfg = baseline_config(tmp_path, sample_store, llm)
+    out = tmp_path / "dask"
+    killed = []
+
+    def kill_a_worker_once_answers_arrive():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for journal in (out / "shards").glob("*/journal.jsonl"):
+                if journal.is_file() and journal.read_text().count("\n") >= 5:
+                    pid = _worker_pid_of(journal.parent)
+                    if pid:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append((journal.parent.name, pid))
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_a_worker_once_answers_arrive, daemon=True)
+    killer.start()
+    merged = run_on_dask(cfg, out, workers=2, echo=lambda *_: None)
+    killer.join()
+    assert killed, "no worker was killed: the shards finished before any could be"
+    rows = pd.read_parquet(merged / "forecasts.parquet")
+    assert rows.groupby(["task_id", "model"]).size().eq(1).all()
+    llm_rows = rows[rows["model"] == "m"]
+    tasks = pd.read_parquet(merged / "tasks.parquet")
+    assert len(llm_rows) == len(tasks) == 252 and llm_rows["valid"].all()
+    # a call in flight when the worker died may be made again; answered ones never
+    assert max(server.counts.values()) <= 2 and sum(v > 1 for v in server.counts.values()) <= 1
+    assert audit_run(merged) == []
+
+
+def _worker_pid_of(shard_dir: Path) -> int | None:
+    """The process holding a shard's run lock (the worker running it)."""
+    lock = shard_dir / ".finbench.lock"
+    if not lock.is_file():
+        return None
+    import json
+
+    try:
+        return int(json.loads(lock.read_text())["pid"])
+    except (ValueError, KeyError):
+        return None
+
+
+def test_the_dask_executor_refuses_a_shard_of_its_own(tmp_path, sample_store):
+    from finbench.cli import main
+
+    cfg = baseline_config(tmp_path, sample_store)
+    assert main(["run", str(cfg), "--executor", "dask", "--shard", "2024-12-02:2024-12-31"]) == 2
