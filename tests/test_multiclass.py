@@ -102,3 +102,46 @@ def test_the_loopback_server_gives_logprobs_in_the_apis_shape(server, model, val
 
     with pytest.raises(openai.BadRequestError, match="top_logprobs"):
         asyncio.run(ask(logprobs=True, top_logprobs=21))
+
+
+@pytest.mark.parametrize("classes", ['band = 0.004\n', 'band_ticks = 80\ntick = 0.01\n'])
+def test_labels_gain_the_declared_class_beside_r_and_y(tmp_path, sample_store, classes):
+    import pandas as pd
+
+    from finbench.audit import audit_run
+    from finbench.runner import run
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                   'start = "2025-01-06"\nend = "2025-01-15"\n[tasks.classes]\n' + classes
+                   + '[[models]]\nname = "coin"\nkind = "coin"\n')
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    labels = pd.read_parquet(out / "labels.parquet")
+    ok = labels["status"] == "ok"
+    r, cls = labels["r"], labels["cls"]
+    if classes.startswith("band ="):
+        want = np.where(r < -0.004, 0, np.where(r > 0.004, 2, 1))
+        assert (labels.loc[ok, "class_band"] == 0.004).all()
+    else:  # moves of the mid in cents, at most 80 of them flat
+        cents = ((labels["p_target"] - labels["p_ref"]) / 0.01).round(6)
+        want = np.where(cents < -80, 0, np.where(cents > 80, 2, 1))
+        assert np.allclose(labels.loc[ok, "class_band"],
+                           np.log((labels.loc[ok, "p_ref"] + 0.8) / labels.loc[ok, "p_ref"]))
+    assert (cls[ok] == want[ok]).all() and (cls[~ok] == -1).all()
+    assert set(cls[ok]) == {0, 1, 2}  # the sample moves every way
+    assert (labels.loc[ok & (cls == 2), "y"] == 1).all()  # up implies r > 0
+    assert audit_run(out) == []
+    labels.loc[ok.idxmax(), "cls"] = (labels.loc[ok.idxmax(), "cls"] + 1) % 3
+    labels.to_parquet(out / "labels.parquet", index=False)
+    assert any("cls" in p and "not what the partition gives" in p for p in audit_run(out))
+
+
+def test_a_partition_needs_one_band(tmp_path, sample_store):
+    from finbench.core.config import load_config
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-06"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.001\n'
+                   'band_ticks = 1\n')
+    with pytest.raises(ConfigError, match="give band .* or band_ticks .*, one of them"):
+        load_config(cfg)

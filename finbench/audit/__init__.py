@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.audit.files import config_problems, hash_problems
-from finbench.audit.labels import consistency_problems, label_problems
+from finbench.audit.labels import class_problems, consistency_problems, label_problems
 from finbench.audit.receipts import Receipts, receipt_problems
 from finbench.audit.rows import (
     FROM_RAW,
@@ -99,7 +99,7 @@ def _audit(run_dir: Path, echo) -> list[str]:
     if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
         problems.append("tasks.parquet: task list differs from the one the config gives")
         return problems + scores
-    problems += consistency_problems(labels)
+    problems += consistency_problems(labels) + class_problems(labels, config.tasks.classes)
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
     problems += _derived_again(run_dir, plan, models, labels, ids, echo)

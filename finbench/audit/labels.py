@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.floats import within_ulps
+from finbench.tracks.intraday.classes import class_columns
 
 
 def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
@@ -37,6 +38,28 @@ def _same(a: pd.Series, b: pd.Series) -> np.ndarray:
     """Exactly equal, NaN matching NaN."""
     a, b = a.to_numpy(float), b.to_numpy(float)
     return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def class_problems(labels: pd.DataFrame, spec) -> list[str]:
+    """Each stored label's class against its own prices and ``r`` (``spec``: the config's
+    partition, None when it declares none): the class columns are there exactly when the
+    partition is declared, and each class is what the partition gives."""
+    has = "cls" in labels
+    if spec is None:
+        return (["labels.parquet: has classes (cls) the run's config does not declare"]
+                if has else [])
+    if not has:
+        return ["labels.parquet: the config declares classes ([tasks.classes]) and the labels "
+                "have none"]
+    want = class_columns(labels, spec)
+    cls = labels["cls"].to_numpy()
+    band = labels["class_band"].to_numpy(float)
+    bad = (cls != want["cls"]) | ~((band == want["class_band"]) | (
+        np.isnan(band) & np.isnan(want["class_band"])))
+    return [f"labels.parquet task {labels['task_id'].iloc[i]}: cls {cls[i]} and class_band "
+            f"{band[i]!r} are not what the partition gives (cls {want['cls'][i]}, band "
+            f"{want['class_band'][i]!r}) for r {labels['r'].iloc[i]!r}"
+            for i in np.flatnonzero(bad)]
 
 
 def consistency_problems(labels: pd.DataFrame) -> list[str]:

@@ -30,6 +30,23 @@ class DataConfig(_Strict):
     store: Path
 
 
+class ClassesConfig(_Strict):
+    """The three-class partition of ``r`` (down, flat, up), declared before any label is
+    read: flat is ``|r| <= band`` (log-return units), or with ``band_ticks`` a move of the mid
+    of at most that many price increments (``tick``) from ``P_ref``."""
+
+    band: Annotated[float, Field(gt=0, lt=1)] | None = None
+    band_ticks: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    tick: Annotated[float, Field(gt=0)] = 0.01
+
+    @model_validator(mode="after")
+    def _one_band(self) -> ClassesConfig:
+        if (self.band is None) == (self.band_ticks is None):
+            raise ValueError("give band (log-return units) or band_ticks (price increments), "
+                             "one of them")
+        return self
+
+
 class TasksConfig(_Strict):
     tickers: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     start: dt.date
@@ -40,6 +57,7 @@ class TasksConfig(_Strict):
     calendar: str = "XNYS"
     early_close: Literal["skip", "shift"] = "skip"
     ref_window_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+    classes: ClassesConfig | None = None  # labels also get the three-class partition
 
     @field_validator("tickers")
     @classmethod

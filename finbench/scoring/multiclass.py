@@ -1,8 +1,8 @@
-"""Scores of a three-class forecast over an ordered partition of the return: ``down``
-(``r < -band``), ``flat`` (``|r| <= band``), ``up`` (``r > band``), in that order (class 0, 1,
-2). Each function takes the observed class per row (``-1``: no scorable label) and the
-forecast probabilities as an ``n x 3`` array whose rows sum to 1, and gives one number per row
-(NaN where there is no label).
+"""Scores of a three-class forecast over an ordered partition of the return: ``down``,
+``flat``, ``up``, in that order (class 0, 1, 2; :mod:`finbench.tracks.intraday.classes`).
+Each function takes the observed class per row (``-1``: no scorable label) and the forecast
+probabilities as an ``n x 3`` array whose rows sum to 1, and gives one number per row (NaN
+where there is no label).
 
 - Brier: ``sum_k (p_k - o_k)^2`` over the three classes (0 to 2).
 - Log loss: ``-ln(clip(p_y))`` with ``p_y`` clipped to ``[clip, 1 - clip]``.
@@ -18,18 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from finbench.core.config import CLASSES
-
-
-def classes_of(r, band: float) -> np.ndarray:
-    """The class of each log return (``-1`` for NaN): the partition is declared before any
-    label is read, and covers every scorable ``r`` once.
-
-    >>> classes_of([-0.02, -0.001, 0.0, 0.001, 0.02, float("nan")], 0.001).tolist()
-    [0, 1, 1, 1, 2, -1]
-    """
-    r = np.asarray(r, float)
-    out = np.where(r < -band, 0, np.where(r > band, 2, 1))
-    return np.where(np.isnan(r), -1, out).astype(np.int64)
 
 
 def _observed(y: np.ndarray, n: int) -> np.ndarray:

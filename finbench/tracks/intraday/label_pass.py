@@ -21,6 +21,7 @@ from finbench.core.lookup import arrow_text, groups, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, to_ns
 from finbench.data.bars import BarArrays
+from finbench.tracks.intraday.classes import CLASS_COLUMNS, class_columns
 from finbench.tracks.intraday.gate import daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame
@@ -79,7 +80,7 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
                                       momentum_minutes=momentum_minutes, daily=daily, echo=echo)
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
-    resolved = Resolved(history.set_index("task_id")[LABEL_COLUMNS[1:]], history, days_frame,
+    resolved = Resolved(history.set_index("task_id")[kept(history)], history, days_frame,
                         len(plan.tasks))
     resolved = fill_windows(plan, resolved, momentum_minutes=momentum_minutes, echo=echo)
     resolved.sessions = session_days_between(spec.calendar, plan.first_date, spec.end)
@@ -129,7 +130,7 @@ def fill_windows(plan: Plan, resolved: Resolved, *, momentum_minutes=(), echo=No
                                   momentum_minutes=momentum_minutes, daily=False, echo=echo,
                                   tickers=short)
             history = pd.concat([part, resolved.history], ignore_index=True)
-            labels = pd.concat([part.set_index("task_id")[LABEL_COLUMNS[1:]], resolved.labels])
+            labels = pd.concat([part.set_index("task_id")[kept(part)], resolved.labels])
             resolved = Resolved(labels, history, resolved.daily, resolved.n_tasks)
             plan.history_tasks = pd.concat([extra.tasks, plan.history_tasks], ignore_index=True)
         plan.first_date = first
@@ -197,12 +198,20 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
                 signs[m][0][rows], signs[m][1][rows] = sign, seen
     labels = label_frame(everything["task_id"].to_numpy(),
                          everything["t_target"].reset_index(drop=True), *found)
+    if spec.classes is not None:  # declared in the config, before any label was read
+        labels = labels.assign(**class_columns(labels, spec.classes))
     history = pd.concat([everything.reset_index(drop=True),
                          labels.drop(columns="task_id")], axis=1)
     for m in minutes_list:
         history[f"momentum_sign_{m}"], history[f"momentum_seen_ns_{m}"] = signs[m]
     days_frame = pd.concat(summaries, ignore_index=True) if summaries else empty_daily()
     return history, days_frame
+
+
+def kept(history: pd.DataFrame) -> list[str]:
+    """The label columns of a history frame: those of every label, and the class columns when
+    the config declares the partition."""
+    return LABEL_COLUMNS[1:] + [c for c in CLASS_COLUMNS if c in history]
 
 
 def encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
