@@ -145,3 +145,122 @@ def test_a_partition_needs_one_band(tmp_path, sample_store):
                    'band_ticks = 1\n')
     with pytest.raises(ConfigError, match="give band .* or band_ticks .*, one of them"):
         load_config(cfg)
+
+
+def class_run(tmp_path, sample_store, out="out"):
+    from finbench.runner import run
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                   'start = "2024-12-02"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                   '[[models]]\nname = "coin"\nkind = "coin"\n'
+                   '[[models]]\nname = "uniform"\nkind = "class_uniform"\n'
+                   '[[models]]\nname = "freq"\nkind = "class_frequency"\nwindow = 20\n'
+                   'min_count = 5\n')
+    said = []
+    return run(cfg, tmp_path / out, echo=said.append), said
+
+
+def test_three_class_baselines_are_time_valid_and_scored_against_a_naive_count(tmp_path,
+                                                                               sample_store):
+    import pandas as pd
+
+    from finbench.audit import audit_run
+
+    out, said = class_run(tmp_path, sample_store)
+    f = pd.read_parquet(out / "forecasts.parquet")
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    tasks = pd.read_parquet(out / "tasks.parquet").set_index("task_id")
+    uniform = f[f["model"] == "uniform"]
+    assert np.allclose(uniform[["q_down", "q_flat", "q_up"]], 1 / 3) and uniform["valid"].all()
+    assert uniform["p_up"].isna().all() and (uniform["interval_note"] == "not_applicable").all()
+    freq = f[f["model"] == "freq"].set_index("task_id")
+    # naive: the last 20 ok labels of the series known strictly before the forecast
+    history = labels.join(tasks)
+    checked = 0
+    for task_id in freq.index[::7]:
+        t = tasks.loc[task_id]
+        past = history[(history["ticker"] == t["ticker"]) & (history["horizon"] == t["horizon"])
+                       & (history["status"] == "ok")
+                       & (history["label_known_at"] < t["t_forecast"])]
+        past = past.sort_values("label_known_at").tail(20)
+        row = freq.loc[task_id]
+        if len(past) < 20:  # the run read its window further back than its own labels
+            continue
+        checked += 1
+        want = [(past["cls"] == k).mean() for k in (0, 1, 2)]
+        assert np.allclose(row[["q_down", "q_flat", "q_up"]].to_numpy(float), want), task_id
+        assert row["history_count"] == len(past)
+    assert checked >= 5
+    scores3 = pd.read_csv(out / "scores3.csv")
+    overall = scores3[scores3["slice_kind"] == "overall"].set_index("model")
+    assert set(overall.index) == {"uniform", "freq"}
+    ok = labels["status"] == "ok"
+    y = labels.loc[ok, "cls"].to_numpy()
+    assert overall.loc["uniform", "n"] == ok.sum()
+    want_brier = ((np.full((len(y), 3), 1 / 3) - np.eye(3)[y]) ** 2).sum(axis=1).mean()
+    assert overall.loc["uniform", "brier"] == pytest.approx(want_brier, rel=1e-9)
+    assert overall.loc["freq", "bss3_uniform_n"] == ok.sum()
+    scores = pd.read_csv(out / "scores.csv")
+    assert set(scores["model"]) == {"coin"}  # the binary tables hold the binary models only
+    assert any(line.startswith("Three classes (down, flat, up)") for line in said)
+    assert audit_run(out) == []
+    f.loc[f.index[f["model"] == "freq"][3], "q_up"] += 0.01
+    f.to_parquet(out / "forecasts.parquet", index=False)
+    assert any("freq" in p and "q_up" in p for p in audit_run(out))
+
+
+def test_a_three_class_baseline_needs_the_partition(tmp_path, sample_store):
+    from finbench.core.config import load_config
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-06"\nend = "2025-01-15"\n'
+                   '[[models]]\nname = "u"\nkind = "class_uniform"\n')
+    with pytest.raises(ConfigError, match=r"models.u: a three-class model needs the partition"):
+        load_config(cfg)
+
+
+def test_class_frequency_falls_back_to_thirds_without_history(tmp_path, sample_store):
+    import pandas as pd
+
+    from finbench.runner import run
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2024-09-20"\nend = "2024-09-24"\n[tasks.classes]\nband_ticks = 20\n'
+                   '[[models]]\nname = "freq"\nkind = "class_frequency"\nmin_count = 2\n')
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    f = pd.read_parquet(out / "forecasts.parquet").set_index("task_id")
+    first = f.loc["AAPL|2024-09-20|MORNING"]  # the store's first day: no label known before
+    assert np.allclose(first[["q_down", "q_flat", "q_up"]].to_numpy(float), 1 / 3)
+    assert first["p_fallback"] == "1/3 each: 0 labels in the window < min_count 2"
+    assert first["history_count"] == 0 and first["valid"]
+    last = f.loc["AAPL|2024-09-24|CLOSE"]  # two earlier CLOSE labels: frequencies
+    assert pd.isna(last["p_fallback"]) and last["history_count"] == 2
+    assert np.isclose(last[["q_down", "q_flat", "q_up"]].to_numpy(float).sum(), 1)
+
+
+def test_reports_show_the_three_class_table_beside_or_without_binary_ones(tmp_path,
+                                                                          sample_store):
+    import pandas as pd
+
+    from finbench.reports.build import report
+    from finbench.runner import run
+
+    out, _ = class_run(tmp_path, sample_store)
+    report(out)
+    shown = (out / "tables" / "scores_three_class.md").read_text()
+    assert "| all | freq |" in shown and "BSS3_uniform (n)" in shown
+    raw = pd.read_csv(out / "tables" / "scores_three_class.csv")
+    pd.testing.assert_frame_equal(raw, pd.read_csv(out / "scores3.csv"))
+    assert (out / "tables" / "scores_aggregate.csv").is_file()  # the coin's binary tables
+    assert 'id="table-scores_three_class"' in (out / "report.html").read_text()
+    cfg = tmp_path / "only.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-06"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                   '[[models]]\nname = "u"\nkind = "class_uniform"\n')
+    only = run(cfg, tmp_path / "only", echo=lambda *_: None)
+    tables, figures = report(only)
+    assert {p.name for p in tables} == {"scores_three_class.csv", "scores_three_class.md",
+                                        "scores_three_class.tex"} and figures == []

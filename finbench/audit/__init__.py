@@ -48,7 +48,7 @@ from finbench.audit.rows import (
 )
 from finbench.audit.scores import score_problems
 from finbench.audit.transcripts import transcript_problems
-from finbench.core.config import BASELINE_KINDS, momentum_minutes
+from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
 from finbench.core.errors import FinbenchError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
@@ -110,7 +110,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
     """Labels, answers, receipts and the time gate derived again from the store and compared
     with the run's (see the module docstring)."""
     kinds = {m.kind for m in models}
-    contexts = bool(kinds - set(BASELINE_KINDS))
+    contexts = bool(kinds - set(BASELINE_KINDS) - set(CLASS_BASELINE_KINDS))
     resolved = resolve(plan, momentum_minutes=momentum_minutes(plan.config), daily=contexts,
                        echo=echo)
     problems = label_problems(labels, resolved.labels_of(plan.tasks))

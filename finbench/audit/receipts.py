@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.core.config import BASELINE_KINDS
+from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
 from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
@@ -68,7 +68,7 @@ class Receipts:
         known = task >= 0
         at = pa.array(task, mask=~known)
         kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
-        baseline = np.isin(kind, list(BASELINE_KINDS))
+        baseline = np.isin(kind, [*BASELINE_KINDS, *CLASS_BASELINE_KINDS])
         ns = np.full(len(rows), NO_TIME, np.int64)
         sha = self.baseline_sha[()].take(at).to_numpy(zero_copy_only=False)
         for name, signs in self.signs.items():

@@ -54,6 +54,15 @@ def score_problems(run_dir: Path) -> list[str]:
         return [*problems, "scores.parquet: missing"]
     problems += _frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
                                 key=["model", "slice_kind", "slice"])
+    classes, stored = scores.class_table(), run_dir / "scores3.parquet"
+    if classes.empty and stored.is_file():
+        problems.append("scores3.parquet: three-class scores of a run without three-class "
+                        "models")
+    elif not classes.empty and not stored.is_file():
+        problems.append("scores3.parquet: missing (the run has three-class models)")
+    elif not classes.empty:
+        problems += _frame_problems(pd.read_parquet(stored), classes, "scores3.parquet",
+                                    key=["model", "slice_kind", "slice"])
     return problems
 
 

@@ -148,6 +148,16 @@ class ClimatologyModel(_ModelBase):
     min_count: Annotated[int, Field(ge=1)] = 20
 
 
+class ClassUniformModel(_ModelBase):
+    kind: Literal["class_uniform"]  # 1/3 for each of down, flat, up
+
+
+class ClassFrequencyModel(_ModelBase):
+    kind: Literal["class_frequency"]  # the rolling class frequencies of the series
+    window: Annotated[int, Field(ge=1)] = 60
+    min_count: Annotated[int, Field(ge=1)] = 20
+
+
 class ReplayModel(_ModelBase):
     kind: Literal["replay"]
     path: Path
@@ -240,11 +250,28 @@ def url_credentials(url: str) -> list[str]:
 
 
 ModelConfig = Annotated[
-    CoinModel | BaseRateModel | MomentumModel | ClimatologyModel | ReplayModel | ScriptedModel
-    | OpenAIModel,
+    CoinModel | BaseRateModel | MomentumModel | ClimatologyModel | ClassUniformModel
+    | ClassFrequencyModel | ReplayModel | ScriptedModel | OpenAIModel,
     Field(discriminator="kind"),
 ]
-BASELINE_KINDS = ("coin", "base_rate", "momentum", "climatology")
+BASELINE_KINDS = ("coin", "base_rate", "momentum", "climatology")  # binary references
+CLASS_BASELINE_KINDS = ("class_uniform", "class_frequency")  # three-class references
+
+
+def model_format(model) -> str:
+    """What a model forecasts: ``binary`` (p_up and an interval) or ``multiclass`` (down,
+    flat, up)."""
+    return "multiclass" if model.kind in CLASS_BASELINE_KINDS else "binary"
+
+
+def binary_names(config) -> list[str]:
+    """The models of a config scored on the binary question, in its order."""
+    return [m.name for m in config.models if model_format(m) == "binary"]
+
+
+def class_names(config) -> list[str]:
+    """The models of a config scored on the three classes, in its order."""
+    return [m.name for m in config.models if model_format(m) == "multiclass"]
 
 
 class ScoresConfig(_Strict):
@@ -327,6 +354,10 @@ class RunConfig(_Strict):
             raise ValueError(f"models.{anonymous[0]}.anonymize: context.company_names has no "
                              f"entry for {', '.join(unnamed[:5])} (give each ticker its names, "
                              "[] if none, so no prompt shows them)")
+        multiclass = [m.name for m in self.models if model_format(m) == "multiclass"]
+        if multiclass and self.tasks.classes is None:
+            raise ValueError(f"models.{multiclass[0]}: a three-class model needs the partition "
+                             "declared in [tasks.classes] (band or band_ticks)")
         for m in self.models:
             unknown = [h for h in m.horizons or [] if h not in self.tasks.horizons]
             if unknown:

@@ -14,8 +14,14 @@ import pyarrow.compute as pc
 
 from finbench.core.jsontext import json_array
 from finbench.core.lookup import arrow_text
-from finbench.forecasters.answers import ParsedAnswer, parse_answer
-from finbench.forecasters.rows import ANSWERED, forecast_rows, latest, time_array
+from finbench.forecasters.answers import NOT_APPLICABLE, ParsedAnswer, parse_answer
+from finbench.forecasters.rows import (
+    ANSWERED,
+    CLASS_COLUMNS,
+    forecast_rows,
+    latest,
+    time_array,
+)
 from finbench.tracks.base import Inputs, Prompt
 
 
@@ -59,8 +65,11 @@ class Forecaster(ABC):
         n = len(inputs.tasks)
         if len(answers) != n:
             raise RuntimeError(f"{self.name}: {len(answers)} answers for {n} tasks")
-        parsed = (validate_arrays(answers) if isinstance(answers, pd.DataFrame)
-                  else _parsed_columns(answers))
+        if isinstance(answers, pd.DataFrame):
+            parsed = (validate_class_arrays(answers) if "q_up" in answers
+                      else validate_arrays(answers))
+        else:
+            parsed = _parsed_columns(answers)
         ctx_time, digests = self._receipts(inputs)
         ctx_time = time_array(ctx_time, n)
         hist_time = time_array(extra.pop("history_max_input_time", None), n)
@@ -74,6 +83,7 @@ class Forecaster(ABC):
             "history_max_input_time": hist_time,
             "input_sha256": digests,
             "answer_status": ANSWERED,
+            **{c: parsed.pop(c, None) for c in CLASS_COLUMNS},
             "p_fallback": extra.pop("p_fallback", None),
             "interval_note": extra.pop("interval_note", parsed.pop("interval_note", None)),
             "history_count": extra.pop("history_count", -1),
@@ -140,6 +150,37 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
             "raw": raw, "rationale": None, "interval_note": np.where(valid, note, none)}
 
 
+SUM_TOLERANCE = 1e-9  # how far from 1 three class probabilities computed here may sum
+
+
+def validate_class_arrays(answers: pd.DataFrame) -> dict[str, object]:
+    """A three-class answer per row (``q_down``, ``q_flat``, ``q_up``) checked on whole
+    columns: each in [0, 1], their sum 1 within :data:`SUM_TOLERANCE`; a row whose
+    ``refused`` holds a reason is invalid with it. The binary parts are absent (``p_up`` and
+    the interval NaN, ``interval_note = "not_applicable"``)."""
+    n = len(answers)
+    q = answers[["q_down", "q_flat", "q_up"]].to_numpy(float)
+    error = np.full(n, None, dtype=object)
+    with np.errstate(invalid="ignore"):
+        inside = ((q >= 0) & (q <= 1)).all(axis=1)
+        summed = np.abs(q.sum(axis=1) - 1) <= SUM_TOLERANCE
+    error[~summed] = f"schema: q_down + q_flat + q_up is not 1 (within {SUM_TOLERANCE:g})"
+    error[~inside] = "schema: a class probability is not in [0, 1]"
+    if "refused" in answers:
+        reason = answers["refused"].to_numpy(object)
+        has = pd.notna(reason).astype(bool)
+        error[has] = reason[has]
+    valid = ~pd.notna(error).astype(bool)
+    raw = json_array({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2]}, n)
+    nan = np.full(n, np.nan)
+    return {"p_up": nan, "lower": nan, "upper": nan, "valid": valid, "error": error,
+            "raw": pc.if_else(pa.array(valid), raw, pa.scalar("", pa.string())),
+            "rationale": None, "interval_note": NOT_APPLICABLE,
+            "q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
+            "excluded_mass": answers["excluded_mass"].to_numpy(float)
+            if "excluded_mass" in answers else nan}
+
+
 def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, max_input_time,
                 context_max_input_time, history_max_input_time, input_sha256: str,
                 history_count: int = -1, detail: str | None = None, latency: float = 0.0,
@@ -149,6 +190,7 @@ def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, ma
         "task_id": task_id, "model": model, "kind": kind, "p_up": parsed.p_up,
         "lower": parsed.lower, "upper": parsed.upper, "valid": parsed.valid,
         "error": parsed.error, "answer_status": answer_status, "p_fallback": None,
+        **dict.fromkeys(CLASS_COLUMNS),
         "interval_note": parsed.interval_note,
         "raw": parsed.raw, "rationale": parsed.rationale,
         "max_input_time": max_input_time, "context_max_input_time": context_max_input_time,

@@ -57,7 +57,9 @@ from finbench.tracks.intraday.history import (
     History,
     baseline_digests,
     history_rows,
+    latest_label_known,
     pick,
+    rolling_class_frequencies,
     rolling_quantiles,
     rolling_rate,
     window_details,
@@ -273,3 +275,46 @@ def _detail_json(frame: pd.DataFrame) -> pa.Array:
     """One compact JSON object per row, keys sorted."""
     return json_array({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
                        for c in frame.columns}, len(frame))
+
+
+class _ClassBaseline(_Baseline):
+    """A three-class reference: ``q_down``, ``q_flat``, ``q_up`` per task (no ``p_up``, no
+    interval), read from the label history like the binary baselines."""
+
+    def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
+        q, count, fallback, last, details = self._classes(self._shared(inputs), inputs)
+        answers = pd.DataFrame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2]})
+        return answers, {"history_count": count, "p_fallback": fallback,
+                         "detail": _detail_json(details), "history_max_input_time": last}
+
+    def _classes(self, history: History, inputs: Inputs):
+        """(n x 3 probabilities, labels used, fallback reason or None, latest label time used
+        or NO_TIME, details frame) per task."""
+        raise NotImplementedError
+
+
+@register("class_uniform")
+class ClassUniform(_ClassBaseline):
+    def _classes(self, history, inputs):
+        n = len(inputs.tasks)
+        return (np.full((n, 3), 1 / 3), np.zeros(n, np.int64), np.full(n, None, object),
+                np.full(n, NO_TIME, np.int64), pd.DataFrame({"q": np.full(n, "1/3")}))
+
+
+@register("class_frequency")
+class ClassFrequency(_ClassBaseline):
+    """The frequencies of down, flat and up among the last ``window`` resolved labels of the
+    task's ticker and horizon known before its ``t_forecast`` (the base rate's window);
+    below ``min_count`` labels, 1/3 each (a declared fallback, counted)."""
+
+    def _classes(self, history, inputs):
+        window, min_count = self._window()
+        q, count = rolling_class_frequencies(history, inputs.tasks, window, min_count)
+        key = ("window_details", window)
+        if key not in inputs.shared:
+            inputs.shared[key] = window_details(history, inputs.tasks, window)
+        details = pd.DataFrame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
+                                "rate_count": count, **inputs.shared[key]})
+        fallback = _texts(count < min_count, "1/3 each: {} labels in the window < min_count "
+                          f"{min_count}", count)
+        return q, count, fallback, latest_label_known(history, inputs.tasks), details

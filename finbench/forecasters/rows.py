@@ -5,10 +5,12 @@ A forecast has two parts, scored apart: the probability ``p_up`` and the interva
 declared fallback rule instead of the forecaster's own (a base rate below ``min_count``
 gives 0.5); ``interval_note`` says why a valid row has no interval: ``not_applicable`` (the
 forecaster gives none) or ``insufficient_history: ...`` (it abstained). Both are empty
-otherwise. ``answer_status`` is ``answered`` when the forecaster answered (validly or not)
-and ``error`` when a call got no answer at all (a timeout, a dropped connection, HTTP
-408/409/429/5xx after the client's retries): not the model's answer, so not counted in
-validity, and asked again by the next run of the directory until its attempts run out.
+otherwise. A three-class forecast (:data:`CLASS_COLUMNS`) gives ``q_down``, ``q_flat`` and
+``q_up`` instead of ``p_up`` and an interval. ``answer_status`` is ``answered`` when the
+forecaster answered (validly or not) and ``error`` when a call got no answer at all (a
+timeout, a dropped connection, HTTP 408/409/429/5xx after the client's retries): not the
+model's answer, so not counted in validity, and asked again by the next run of the directory
+until its attempts run out.
 
 Forecasters hand the run their answers as a table of this schema (:func:`forecast_rows`),
 built from columns, so a batch of a million rows never passes through per-row Python
@@ -26,12 +28,17 @@ import pyarrow.compute as pc
 from finbench.core.times import NO_TIME
 
 ANSWERED, ERROR = "answered", "error"  # answer_status values
+# a three-class forecast: probabilities of down, flat, up, and (native heads) the probability
+# mass of answers that were none of the labels
+CLASS_COLUMNS = ("q_down", "q_flat", "q_up", "excluded_mass")
 TIME_COLUMNS = ("max_input_time", "context_max_input_time", "history_max_input_time")
 _TEXT = pa.string()
 _TIME = pa.timestamp("ns", tz="UTC")
 _ARROW_SCHEMA = pa.schema([
     ("task_id", _TEXT), ("model", _TEXT), ("kind", _TEXT), ("p_up", pa.float64()),
-    ("lower", pa.float64()), ("upper", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
+    ("lower", pa.float64()), ("upper", pa.float64()),
+    ("q_down", pa.float64()), ("q_flat", pa.float64()), ("q_up", pa.float64()),
+    ("excluded_mass", pa.float64()), ("valid", pa.bool_()), ("error", _TEXT),
     ("answer_status", _TEXT), ("p_fallback", _TEXT), ("interval_note", _TEXT), ("raw", _TEXT),
     ("rationale", _TEXT),
     ("max_input_time", _TIME),
@@ -108,7 +115,7 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(frame[col].dtype, pd.DatetimeTZDtype):
             frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
         frame[col] = frame[col].astype("datetime64[ns, UTC]")
-    for col in ("p_up", "lower", "upper", "latency"):
+    for col in ("p_up", "lower", "upper", *CLASS_COLUMNS, "latency"):
         frame[col] = pd.to_numeric(frame[col]).astype(float)
     frame["valid"] = frame["valid"].astype(bool)
     frame["history_count"] = frame["history_count"].astype("int64")

@@ -79,6 +79,18 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         write_table(frame, folder, name, caption, raw=raw)
         shown[name] = (frame, caption)
 
+    classes = data.scores3
+    if classes is not None and not classes.empty:
+        put(_class_display(classes), "scores_three_class",
+            "Three classes (down, flat, up), per model and slice: N scored, multiclass Brier "
+            "(sum over classes), log loss, ranked probability score, accuracy, validity, the "
+            "excluded probability mass of valid rows (mean / median / max) and rows a minimum "
+            "mass rule made invalid; BSS3 and RPSS3 against each three-class baseline on the "
+            f"paired rows both scored (N beside). {facts}", raw=classes)
+        tables["scores_three_class"] = classes
+    if not data.models:  # three-class models alone: no binary tables
+        tables["_shown"] = shown
+        return tables
     by_h = score_table(data, slice_kind="horizon")
     overall = score_table(data, slice_kind="overall")
     by_t = score_table(data, slice_kind="ticker")
@@ -169,9 +181,30 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
+def _class_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The three-class scores as shown: every skill beside its paired N."""
+    refs = [c[5:] for c in table.columns if c.startswith("bss3_") and not c.endswith("_n")]
+    rows = []
+    for r in table.to_dict("records"):
+        row = {"Slice": r["slice"], "Model": r["model"], "N": r["n"],
+               "Brier3": fmt(r["brier"]), "Log loss": fmt(r["log_loss"]), "RPS": fmt(r["rps"]),
+               "Acc.": fmt(r["accuracy"], 2)}
+        for ref in refs:
+            row[f"BSS3_{ref} (n)"] = f"{fmt(r[f'bss3_{ref}'])} ({int(r[f'bss3_{ref}_n'])})"
+            row[f"RPSS3_{ref}"] = fmt(r[f"rpss3_{ref}"])
+        row.update({"Valid": fmt(r["validity"], 2),
+                    "Excluded mass": "/".join(fmt(r[f"excluded_mass_{k}"], 3)
+                                              for k in ("mean", "median", "max")),
+                    "Below min mass": r["n_below_min_mass"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
     """Write every figure (PNG and PDF) of one run into ``folder``."""
     out = []
+    if "scores_by_horizon" not in tables:  # no binary scores to draw
+        return out
     by_h = tables["scores_by_horizon"]
     first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
     name = by_h["slice"].iloc[0] if len(by_h) else ""

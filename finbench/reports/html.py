@@ -22,7 +22,7 @@ from finbench.runlog.transcripts import Transcripts
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose prompt text is embedded
-ORDER = ("scores_aggregate", "scores_by_horizon", "scores_by_cutoff", "paired_brier",
+ORDER = ("scores_aggregate", "scores_three_class", "scores_by_horizon", "scores_by_cutoff", "paired_brier",
          "paired_winkler", "calibration", "rationale_mismatch", "decision_kelly",
          "scores_by_ticker")
 

@@ -16,6 +16,7 @@ from finbench.core.config import (
     BASELINE_KINDS,
     CUTOFF_SLICES,
     RunConfig,
+    binary_names,
     cutoff_slice,
     knowledge_cutoffs,
 )
@@ -46,6 +47,7 @@ class RunData:
     task_ids: pd.Series | None = None  # the run's tasks (``tasks.parquet``)
     references: dict[str, str] | None = None  # each model's skill reference, if not the coin
     caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
+    scores3: pd.DataFrame | None = None  # the three-class scores (``scores3.parquet``)
     draws: Draws = field(default_factory=Draws, repr=False, compare=False)  # the bootstrap's
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -114,12 +116,13 @@ def load_run(run_dir: str | Path) -> RunData:
                    strict=True)
         rows.loc[has, "stance"] = [judged.get(key, "unjudged") for key in keys]
     skipped = manifest.get("skipped_models", {})
-    models = [m.name for m in config.models if m.name not in skipped]
+    models = [n for n in binary_names(config) if n not in skipped]  # the binary question's
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
-    scores = run_dir / "scores.parquet"
+    scores, scores3 = run_dir / "scores.parquet", run_dir / "scores3.parquet"
     return RunData(run_dir.name, config, manifest, rows, models, baselines,
                    scores=pd.read_parquet(scores) if scores.is_file() else None,
-                   task_ids=tasks["task_id"])
+                   task_ids=tasks["task_id"],
+                   scores3=pd.read_parquet(scores3) if scores3.is_file() else None)
 
 
 def stance_column(rationales) -> np.ndarray:

@@ -22,7 +22,8 @@ MANIFEST = "manifest.json"
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 # the files of a run whose content hashes its manifest records ("files"), beside the journal
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
-            "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl")
+            "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl",
+            "scores3.parquet", "scores3.csv")
 PARTS = "journal.parts"
 
 

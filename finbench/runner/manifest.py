@@ -61,3 +61,21 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout.strip() or None
+
+
+def render_class_summary(table: pd.DataFrame) -> str:
+    """The three-class scores a run prints when it ends (over all horizons)."""
+    overall = table[table["slice_kind"] == "overall"]
+    refs = [c[5:] for c in overall.columns if c.startswith("bss3_") and not c.endswith("_n")]
+    shown = pd.DataFrame({
+        "Model": overall["model"], "N": overall["n"],
+        "Brier3": overall["brier"].map(lambda v: f"{v:.3f}"),
+        "RPS": overall["rps"].map(lambda v: f"{v:.3f}"),
+        "Acc.": overall["accuracy"].map(lambda v: f"{v:.2f}"),
+        **{f"BSS3_{r} (n)": [f"{v:.3f} ({int(n)})" for v, n in zip(
+            overall[f"bss3_{r}"], overall[f"bss3_{r}_n"], strict=True)] for r in refs},
+        "Valid": [f"{v}/{t - e}" for v, t, e in zip(overall["n_valid"], overall["n_tasks"],
+                                                     overall["n_error"], strict=True)]})
+    return ("Three classes (down, flat, up), all horizons:\n" + render_text(shown)
+            + "\nBrier3 and RPS: lower is better; BSS3 = 1 - Brier3_model / Brier3_reference on "
+            "the (n) paired rows both scored.")

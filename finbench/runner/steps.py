@@ -10,10 +10,11 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.config import RunConfig, load_config_file, shard_config
+from finbench.core.config import RunConfig, binary_names, load_config_file, shard_config
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
@@ -26,7 +27,12 @@ from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import MANIFEST, now, record_files
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
-from finbench.runner.manifest import new_manifest, render_summary, shard_field
+from finbench.runner.manifest import (
+    new_manifest,
+    render_class_summary,
+    render_summary,
+    shard_field,
+)
 from finbench.runner.revision import Revision, revision
 from finbench.scoring.run import rescore
 from finbench.tracks import open_track
@@ -341,6 +347,8 @@ class RunSteps:
 
     def score(self) -> None:
         self.scores = rescore(self.out)
+        path = self.out / "scores3.parquet"
+        self.class_scores = pd.read_parquet(path) if path.is_file() else None
         self.lap("scores")
 
     def finish(self) -> None:
@@ -348,7 +356,10 @@ class RunSteps:
         manifest's receipt printed."""
         self.manifest.update(finished_at=now())
         record_files(self.out, self.manifest)
-        self.echo(render_summary(self.scores, self.config, self._names()))
+        self.echo(render_summary(self.scores, self.config,
+                                 [n for n in self._names() if n in binary_names(self.config)]))
+        if self.class_scores is not None:
+            self.echo(render_class_summary(self.class_scores))
         self.echo(f"receipt: {MANIFEST} sha256 {sha256_file(self.manifest_path)} (keep it: "
                   "`finbench audit` checks every file against the hashes this manifest "
                   "records)")

@@ -16,16 +16,23 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from finbench.core.config import baseline_names, interval_reference, knowledge_cutoffs
+from finbench.core.config import (
+    baseline_names,
+    binary_names,
+    interval_reference,
+    knowledge_cutoffs,
+)
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
 from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, record_files
 from finbench.runlog.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
+from finbench.scoring.classes import class_scores
 from finbench.scoring.export import Reference, row_table
 
-SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv")
+SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", "scores3.parquet",
+               "scores3.csv")
 
 
 class RunScores:
@@ -39,7 +46,9 @@ class RunScores:
         skipped = read_manifest(self.dir).get("skipped_models", {})
         self.tasks = pd.read_parquet(self.dir / "tasks.parquet")
         self.labels = pd.read_parquet(self.dir / "labels.parquet")
-        self.names = [m.name for m in self.config.models if m.name not in skipped]
+        self.skipped = skipped
+        # the binary question's models (three-class ones: :meth:`class_table`)
+        self.names = [n for n in binary_names(self.config) if n not in skipped]
         self.baselines = [b for b in baseline_names(self.config) if b not in skipped]
         policy = self.config.invalid_policy
         self.fallback = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
@@ -93,7 +102,16 @@ class RunScores:
             yield name, rows, row_table(rows, references, self.interval_reference,
                                         self.cutoffs.get(name))
 
+    def class_table(self) -> pd.DataFrame:
+        """The three-class scores (:mod:`finbench.scoring.classes`); empty without such
+        models."""
+        return class_scores(self.config, self.path, self.labels, self.tasks, self.skipped)
+
     def table(self) -> pd.DataFrame:
+        if not self.names:  # three-class models alone: no binary scores
+            return pd.DataFrame({"model": pd.Series([], dtype=object),
+                                 "slice_kind": pd.Series([], dtype=object),
+                                 "slice": pd.Series([], dtype=object)})
         return self.tally.table(composite=self.config.scores.composite,
                                 horizon_order=list(self.config.tasks.horizons))
 
@@ -124,6 +142,13 @@ def rescore(run_dir: Path) -> pd.DataFrame:
     write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
     write_atomic(run_dir / "scores.csv",
                  lambda p: table.to_csv(p, index=False, float_format="%.12g"))
+    classes = scores.class_table()
+    for name in ("scores3.parquet", "scores3.csv"):
+        (run_dir / name).unlink(missing_ok=True)  # a run without three-class models has none
+    if not classes.empty:
+        write_atomic(run_dir / "scores3.parquet", lambda p: classes.to_parquet(p, index=False))
+        write_atomic(run_dir / "scores3.csv",
+                     lambda p: classes.to_csv(p, index=False, float_format="%.12g"))
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table

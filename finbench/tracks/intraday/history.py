@@ -200,6 +200,23 @@ def rolling_rate(history: History, tasks: pd.DataFrame, window: int, min_count: 
     return p, count, latest_label_known(history, tasks)
 
 
+def rolling_class_frequencies(history: History, tasks: pd.DataFrame, window: int,
+                              min_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n x 3 frequencies of down, flat, up; labels counted) per task over the same window
+    as :func:`rolling_rate`; 1/3 each below ``min_count``. The history must hold ``cls``
+    (the config declares ``[tasks.classes]``)."""
+    lo, end = window_rows(history, tasks, window)
+    count = end - lo
+    cls = history.column("cls").astype(np.int64) if len(history.y) else np.empty(0, np.int64)
+    down = history.cumulative("cls_down", cls == 0)
+    up = history.cumulative("cls_up", cls == 2)
+    n_down, n_up = down[end] - down[lo], up[end] - up[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.column_stack([n_down, count - n_down - n_up, n_up]) / count[:, None]
+    q[count < min_count] = 1 / 3
+    return q, count
+
+
 def rolling_quantiles(history: History, tasks: pd.DataFrame, window: int):
     """Empirical 10% / 90% quantiles of the past ``window`` returns per task (NaN if none)."""
     first, end = history.locate(tasks)

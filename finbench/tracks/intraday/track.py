@@ -11,7 +11,12 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from finbench.core.config import BASELINE_KINDS, RunConfig, momentum_minutes
+from finbench.core.config import (
+    BASELINE_KINDS,
+    CLASS_BASELINE_KINDS,
+    RunConfig,
+    momentum_minutes,
+)
 from finbench.tracks.base import ContextBatch, Inputs, Track
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.facts import scorability, summary
@@ -25,7 +30,7 @@ class IntradayTrack(Track):
     """Will a stock's mid price be higher at the target time than at the forecast time?"""
 
     name = "intraday"
-    baseline_kinds = BASELINE_KINDS
+    baseline_kinds = (*BASELINE_KINDS, *CLASS_BASELINE_KINDS)
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
