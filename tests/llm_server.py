@@ -19,6 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 VALID = {"p_up": 0.6, "lower": -0.01, "upper": 0.012, "rationale": None}
 CONTENT = {
     "valid": json.dumps(VALID),
+    "classes": json.dumps({"p_down": 0.2, "p_flat": 0.3, "p_up": 0.5, "rationale": None}),
+    "classes-bad-sum": json.dumps({"p_down": 0.2, "p_flat": 0.3, "p_up": 0.4,
+                                   "rationale": None}),
     "p13": json.dumps({**VALID, "p_up": 1.3}),
     "inverted": json.dumps({**VALID, "lower": 0.02, "upper": -0.02}),
     "nan": '{"p_up": NaN, "lower": -0.01, "upper": 0.01, "rationale": null}',

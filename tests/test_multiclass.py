@@ -264,3 +264,109 @@ def test_reports_show_the_three_class_table_beside_or_without_binary_ones(tmp_pa
     tables, figures = report(only)
     assert {p.name for p in tables} == {"scores_three_class.csv", "scores_three_class.md",
                                         "scores_three_class.tex"} and figures == []
+
+
+def test_language_models_answer_three_classes_stated_or_native(tmp_path, sample_store, server,
+                                                               llm_env):
+    import json as js
+
+    import pandas as pd
+
+    from finbench.audit import audit_run
+    from finbench.runner import run
+
+    def llm(name, model, extra=""):
+        return (f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "{model}"\n'
+                f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+                f'format = "multiclass"\n{extra}')
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-14"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                   '[[models]]\nname = "uniform"\nkind = "class_uniform"\n'
+                   + llm("stated", "classes") + llm("off", "classes-bad-sum")
+                   + llm("native", "native", 'head = "native"\n')
+                   + llm("split", "native-split",
+                         'head = "native"\n[models.labels]\nDown = "down"\nF = "flat"\n'
+                         'U = "up"\n'))
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    f = pd.read_parquet(out / "forecasts.parquet").set_index(["model", "task_id"])
+    stated = f.loc["stated"]
+    assert stated["valid"].all() and np.allclose(stated[["q_down", "q_flat", "q_up"]],
+                                                  [0.2, 0.3, 0.5])
+    off = f.loc["off"]
+    assert not off["valid"].any() and np.allclose(off["q_up"], 0.4)  # kept, never rescaled
+    assert off["error"].str.contains("p_down + p_flat + p_up = 0.9, not 1 within 0.001",
+                                     regex=False).all()
+    native = f.loc["native"]
+    assert native["valid"].all()
+    assert np.allclose(native[["q_down", "q_flat", "q_up"]], [0.125, 0.375, 0.5])
+    assert np.allclose(native["excluded_mass"], 0.2) and native["p_up"].isna().all()
+    detail = js.loads(native["detail"].iloc[0])["native"]
+    assert detail["rule"] == "native-v1" and detail["candidate_mass"] == pytest.approx(0.8)
+    assert {c["token"] for c in detail["candidates"]} == {"U", "F", "D"}
+    assert (f.loc["split", "error"] == "label_split: Down").all()
+    bodies = {r["model"]: r["body"] for r in server.requests}
+    assert bodies["native"]["logprobs"] is True and bodies["native"]["top_logprobs"] == 20
+    assert bodies["native"]["max_tokens"] == 1 and "response_format" not in bodies["native"]
+    assert bodies["classes"]["response_format"]["json_schema"]["name"] == "classes"
+    system = bodies["native"]["messages"][0]["content"]
+    assert "D (down), F (flat), U (up)" in system and "flat means |log return| <= 0.004" in system
+    assert "p_down" in bodies["classes"]["messages"][0]["content"]
+    assert js.loads(f.loc[("stated", "AAPL|2025-01-15|CLOSE"), "detail"])["template"] == \
+        "finbench-prompt-3class-v1"
+    scores3 = pd.read_csv(out / "scores3.csv").query("slice_kind == 'overall'").set_index("model")
+    assert scores3.loc["off", "validity"] == 0 and scores3.loc["off", "n"] == 0
+    assert scores3.loc["native", "excluded_mass_mean"] == pytest.approx(0.2)
+    assert scores3.loc["stated", "bss3_uniform_n"] == scores3.loc["stated", "n"] > 0
+    assert audit_run(out) == []
+    g = pd.read_parquet(out / "forecasts.parquet")
+    g.loc[(g["model"] == "native").to_numpy().nonzero()[0][0], "q_up"] = 0.6
+    g.to_parquet(out / "forecasts.parquet", index=False)
+    assert any("native" in p and "q_up" in p for p in audit_run(out))
+
+
+def test_scripted_three_class_answers_are_validated_and_never_rescaled(tmp_path, sample_store):
+    import json as js
+
+    import pandas as pd
+
+    from finbench.audit import audit_run
+    from finbench.runner import run
+
+    answers = [js.dumps({"p_down": 0.1, "p_flat": 0.6, "p_up": 0.3}),
+               js.dumps({"p_down": 0.5, "p_flat": 0.5, "p_up": 0.5}),
+               js.dumps({"p_down": -0.1, "p_flat": 0.6, "p_up": 0.5}),
+               "not json"]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                   'start = "2025-01-13"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                   '[[models]]\nname = "s"\nkind = "scripted"\nformat = "multiclass"\n'
+                   f'answers = {js.dumps(answers)}\n')
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    f = pd.read_parquet(out / "forecasts.parquet")
+    by_raw = {raw: rows for raw, rows in f.groupby("raw")}
+    good = by_raw[answers[0]]
+    assert good["valid"].all() and np.allclose(good[["q_down", "q_flat", "q_up"]], [0.1, 0.6, 0.3])
+    if answers[1] in by_raw:
+        assert (by_raw[answers[1]]["error"] == "schema: p_down + p_flat + p_up = 1.5, not 1 "
+                                                "within 0.001").all()
+    assert set(f.loc[~f["valid"], "error"].str.split(":").str[0]) <= {"schema", "not_json"}
+    assert audit_run(out) == []
+
+
+def test_the_readme_three_class_config_is_valid(tmp_path, sample_store):
+    from pathlib import Path
+
+    from finbench.core.config import load_config, model_format
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    part = readme.split("## Three classes", 1)[1].split("\n## ", 1)[0]
+    block = part.split("`" * 3 + "toml\n", 1)[1].split("`" * 3, 1)[0]
+    path = tmp_path / "cfg.toml"
+    path.write_text(f'[data]\nstore = "{sample_store}"\n' + block.replace(
+        "[tasks.classes]", '[tasks]\ntickers = ["AAPL"]\nstart = "2025-01-15"\n'
+                           'end = "2025-01-15"\n[tasks.classes]'))
+    config = load_config(path)
+    assert [model_format(m) for m in config.models] == ["multiclass", "multiclass"]
+    assert config.tasks.classes.band == 0.004 and config.models[1].head == "native"

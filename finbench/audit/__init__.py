@@ -122,8 +122,10 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
     for m in models:
         if m.kind == "openai":
+            settings = receipts.prompt_of[m.name]
             problems += transcript_problems(run_dir, m.name, ids,
-                                            receipts.prompt_shas[m.anonymize], m.anonymize)
+                                            receipts.prompt_shas[settings], settings.template,
+                                            native=settings.question == "native")
     return problems
 
 
@@ -205,7 +207,7 @@ def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
             differ += compare(rows.take(keep), numbers[has], records.take(tasks[has]), m.name,
                               "its journal record", FORECAST_COLUMNS)
             if f.streaming:
-                wrong += compare(rows, numbers, raw_answers(rows, m.structured), m.name,
+                wrong += compare(rows, numbers, raw_answers(rows, m), m.name,
                                  "its raw answer read again", FROM_RAW)
                 continue
             again_rows, at = again.month(m.name, month)

@@ -34,10 +34,12 @@ class Receipts:
         self.seen = {m.name: resolved.history[f"momentum_seen_ns_{m.lookback_minutes}"]
                      .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
         self.context_ns = self.context_sha = None
-        self.prompt_shas: dict[bool, pa.Array] = {}
-        llms = [m for m in config.models if m.kind == "openai"]
-        self.anonymized = [m.name for m in llms if m.anonymize]
-        prompts = {m.anonymize for m in llms} if prompts else set()
+        self.prompt_shas: dict[PromptSettings, pa.Array] = {}
+        base = PromptSettings.of(config)
+        # the prompt each language model is asked (models asked the same share its digests)
+        self.prompt_of = {m.name: base.for_model(m) for m in config.models
+                          if m.kind == "openai"} if prompts else {}
+        prompts = set(self.prompt_of.values())
         if contexts:
             self._contexts(plan, resolved, prompts, each_chunk)
 
@@ -53,14 +55,12 @@ class Receipts:
             where = at.loc[chunk["task_id"]].to_numpy()
             self.context_ns[where] = contexts.max_input_ns
             sha[where] = contexts.digests()
-            for variant in prompts:  # plain, anonymized: as the run's models are asked
-                settings = PromptSettings.of(plan.config)
-                settings = settings.anonymized() if variant else settings
-                prompt[variant][where] = [settings.sha256(m)
-                                          for m in settings.messages(contexts)]
+            for settings in prompts:  # each prompt the run's models are asked
+                prompt[settings][where] = [settings.sha256(m)
+                                           for m in settings.messages(contexts)]
         self.context_sha = pa.array(sha, pa.string())
-        self.prompt_shas = {variant: pa.array(prompt[variant], pa.string())
-                            for variant in prompts}
+        self.prompt_shas = {settings: pa.array(prompt[settings], pa.string())
+                            for settings in prompts}
 
     def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, np.ndarray]:
         """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
@@ -83,10 +83,11 @@ class Receipts:
             other = known & ~baseline
             ns[other] = self.context_ns[task[other]]
             text = self.context_sha.take(at).to_numpy(zero_copy_only=False)
-            for variant, digests in self.prompt_shas.items():
-                asked = (kind == "openai") & (np.isin(model, self.anonymized) == variant)
+            for name, settings in self.prompt_of.items():
+                asked = (kind == "openai") & (model == name)
                 if asked.any():
-                    text = np.where(asked, digests.take(at).to_numpy(zero_copy_only=False), text)
+                    digests = self.prompt_shas[settings].take(at)
+                    text = np.where(asked, digests.to_numpy(zero_copy_only=False), text)
             sha = np.where(baseline, sha, text)
         return from_ns(ns), sha
 

@@ -18,14 +18,15 @@ import pyarrow.parquet as pq
 
 from finbench.core.floats import within_ulps
 from finbench.core.lookup import positions
-from finbench.forecasters.llm import interpret
+from finbench.forecasters.llm import read_answer
 from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 
 SHOWN = 20  # violations named per model and check; the rest are counted
 # answer columns a recomputation must give again (latency is a measurement, not an answer)
 RECOMPUTED = [c for c in FORECAST_COLUMNS if c != "latency"]
 # what an LLM row's raw text determines
-FROM_RAW = ["valid", "error", "p_up", "lower", "upper", "rationale", "interval_note"]
+FROM_RAW = ["valid", "error", "p_up", "lower", "upper", "rationale", "interval_note",
+            "q_down", "q_flat", "q_up", "excluded_mass"]
 # invalid answers without text: Batch API lines that failed, requests refused as sent (HTTP
 # 4xx but 408/409/429); an online call that got no answer is a row of answer_status "error"
 NO_TEXT = ("batch_", "http_4")
@@ -191,7 +192,7 @@ def compare(rows: pa.Table, numbers: np.ndarray, want: pa.Table, model: str, wha
     return problems
 
 
-def raw_answers(rows: pa.Table, structured: str) -> pa.Table:
+def raw_answers(rows: pa.Table, config) -> pa.Table:
     """What an LLM's rows should hold, from their raw text read again (``structured``: how
     the model was asked to answer): the answer it gives (validity, reason, numbers); a call
     that got no answer (or a failed Batch API line) has no text and is invalid."""
@@ -201,17 +202,19 @@ def raw_answers(rows: pa.Table, structured: str) -> pa.Table:
         no_answer = rec["answer_status"] == ERROR or (rec["answer_status"] == ANSWERED
                                                       and error.startswith(NO_TEXT))
         if no_answer and not rec["raw"]:  # a call that got no answer: no text, no numbers
-            want.append({"valid": False, "error": rec["error"], "p_up": np.nan,
-                         "lower": np.nan, "upper": np.nan, "rationale": None,
-                         "interval_note": None})
+            want.append({**dict.fromkeys(FROM_RAW, np.nan), "valid": False,
+                         "error": rec["error"], "rationale": None, "interval_note": None})
             continue
         finish = json.loads(rec["detail"]).get("finish_reason") if rec["detail"] else None
-        response = ({"refusal": rec["raw"]} if error.startswith("refusal: ")
-                    else {"content": rec["raw"], "finish_reason": finish})
-        parsed = interpret(response, structured)
-        want.append({"valid": parsed.valid, "error": parsed.error, "p_up": parsed.p_up,
-                     "lower": parsed.lower, "upper": parsed.upper,
-                     "rationale": parsed.rationale, "interval_note": parsed.interval_note})
+        if error.startswith("refusal: "):
+            response = {"refusal": rec["raw"]}
+        elif getattr(config, "head", None) == "native" and getattr(config, "format", "") == \
+                "multiclass":  # its raw text is the first token's top log-probabilities
+            response = {"top_logprobs": _json_or_none(rec["raw"]), "content": rec["raw"]}
+        else:
+            response = {"content": rec["raw"], "finish_reason": finish}
+        parsed = read_answer(config, response)
+        want.append({c: getattr(parsed, c) for c in FROM_RAW})
     schema = pa.schema([FORECAST_SCHEMA.field(c) for c in FROM_RAW])
     return pa.Table.from_pylist(want, schema=schema)
 
@@ -232,3 +235,10 @@ def _cell(table: pa.Table, column: str, row: int) -> str:
     value = table.column(column)[int(row)].as_py()
     text = repr(value.isoformat() if hasattr(value, "isoformat") else value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_or_none(text: str | None):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None

@@ -4,6 +4,7 @@ row's raw text."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,14 +14,13 @@ import pyarrow.parquet as pq
 from finbench.audit.rows import capped
 from finbench.core.lookup import positions
 from finbench.runlog.transcripts import Transcripts
-from finbench.tracks.intraday.prompt import PromptSettings, messages_sha256
+from finbench.tracks.intraday.prompt import messages_sha256
 
 
 def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
-                        anonymized: bool = False) -> list[str]:
+                        template: str, native: bool = False) -> list[str]:
     """Violations of model ``model``'s rows (``ids``: the run's task ids; ``prompt_sha``: per
-    task, the digest of the prompt re-rendered from the store, ``anonymized`` or not)."""
-    template = PromptSettings(anonymize=anonymized).template
+    task, the digest of the prompt re-rendered from the store, whose ``template`` it names)."""
     table = pq.read_table(run_dir / "forecasts.parquet",
                           columns=["task_id", "model", "raw", "answer_status"])
     table = table.filter(pc.equal(table.column("model"), model))
@@ -44,7 +44,7 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
             if at[task] < 0 or messages_sha256(call["messages"], template) != want[at[task]]:
                 problems.append(f"{name}: the transcript's messages are not the prompt "
                                 "re-rendered from the gated context")
-            content = _content(call["response"])
+            content = _native_text(call["response"]) if native else _content(call["response"])
             if status[task] == "answered" and content is not None and content != raw[task]:
                 problems.append(f"{name}: the answer received differs from the row's raw text")
     finally:
@@ -53,6 +53,16 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
                for task in task_ids if task not in seen]
     return capped(problems, f"transcripts of model {model}") + capped(
         missing, f"rows of model {model} without a transcript")
+
+
+def _native_text(response: dict) -> str | None:
+    """What a native head's row keeps as its raw text: the first token's top
+    log-probabilities as received (JSON)."""
+    body = response.get("body")
+    if not (isinstance(body, dict) and body.get("choices")):
+        return None
+    tokens = ((body["choices"][0].get("logprobs") or {}).get("content") or [])
+    return json.dumps(tokens[0].get("top_logprobs") or [], sort_keys=True) if tokens else None
 
 
 def _content(response: dict) -> str | None:

@@ -170,6 +170,8 @@ class ReplayModel(_ModelBase):
 class ScriptedModel(_ModelBase):
     kind: Literal["scripted"]
     answers: list[str] = Field(min_length=1)
+    format: Literal["binary", "multiclass"] = "binary"  # multiclass: verbal three-class answers
+    sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3
 
 
 class OpenAIModel(_ModelBase):
@@ -205,6 +207,16 @@ class OpenAIModel(_ModelBase):
     knowledge_cutoff: dt.date | None = None
     # prompts without the ticker, company names (context.company_names) or calendar dates
     anonymize: bool = False
+    # what the model forecasts: binary (p_up and an interval) or multiclass (down, flat, up)
+    format: Literal["binary", "multiclass"] = "binary"
+    # multiclass: the probabilities it states (verbal), or read from its token probabilities
+    # (native: one label answered, its first token's top log-probabilities)
+    head: Literal["verbal", "native"] = "verbal"
+    labels: dict[str, Literal["down", "flat", "up"]] = Field(
+        default_factory=lambda: {"D": "down", "F": "flat", "U": "up"})
+    top_logprobs: Annotated[int, Field(ge=1, le=20)] = 20
+    min_mass: Annotated[float, Field(ge=0, le=1)] = 0.5  # native: below it, invalid
+    sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3  # verbal: |sum - 1| allowed
 
     @model_validator(mode="after")
     def _one_url(self) -> OpenAIModel:
@@ -219,6 +231,11 @@ class OpenAIModel(_ModelBase):
                              "models take max_completion_tokens only)")
         if self.extra_body:
             _check_extra_body(self.extra_body)
+        if sorted(self.labels.values()) != ["down", "flat", "up"]:
+            raise ValueError(f"labels {self.labels!r}: map three labels onto down, flat and up, "
+                             "each class once")
+        if self.format == "binary" and self.head == "native":
+            raise ValueError("head 'native' reads three classes: give format = 'multiclass'")
         return self
 
 
@@ -261,7 +278,9 @@ CLASS_BASELINE_KINDS = ("class_uniform", "class_frequency")  # three-class refer
 def model_format(model) -> str:
     """What a model forecasts: ``binary`` (p_up and an interval) or ``multiclass`` (down,
     flat, up)."""
-    return "multiclass" if model.kind in CLASS_BASELINE_KINDS else "binary"
+    if model.kind in CLASS_BASELINE_KINDS:
+        return "multiclass"
+    return getattr(model, "format", "binary")
 
 
 def binary_names(config) -> list[str]:

@@ -49,6 +49,18 @@ class ProbabilityAnswer(BaseModel):
     rationale: str | None = None
 
 
+class ClassAnswer(BaseModel):
+    """A three-class answer: the probabilities of down, flat and up, each in [0, 1]; they must
+    sum to 1 within the declared tolerance (checked apart: never rescaled)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    p_down: Annotated[Number, Field(ge=0.0, le=1.0)]
+    p_flat: Annotated[Number, Field(ge=0.0, le=1.0)]
+    p_up: Annotated[Number, Field(ge=0.0, le=1.0)]
+    rationale: str | None = None
+
+
 NOT_APPLICABLE = "not_applicable"  # interval_note of a forecaster that gives no interval
 
 
@@ -64,6 +76,10 @@ class ParsedAnswer:
     upper: float = math.nan
     rationale: str | None = None
     interval_note: str | None = None  # why a valid answer has no interval
+    q_down: float = math.nan  # a three-class answer's probabilities
+    q_flat: float = math.nan
+    q_up: float = math.nan
+    excluded_mass: float = math.nan  # a native head's mass outside its labels
 
 
 def parse_answer(raw: str | dict[str, Any], *, interval: bool = True) -> ParsedAnswer:
@@ -90,6 +106,37 @@ def parse_answer(raw: str | dict[str, Any], *, interval: bool = True) -> ParsedA
                             interval_note=NOT_APPLICABLE)
     return ParsedAnswer(True, None, text, float(answer.p_up), float(answer.lower),
                         float(answer.upper), answer.rationale)
+
+
+def parse_class_answer(raw: str | dict[str, Any], *, tolerance: float) -> ParsedAnswer:
+    """Validate a three-class answer (:class:`ClassAnswer`); the three must sum to 1 within
+    ``tolerance``, else the answer is invalid with the sum (kept, never rescaled).
+
+    >>> parse_class_answer('{"p_down": 0.2, "p_flat": 0.3, "p_up": 0.5}', tolerance=1e-3).valid
+    True
+    >>> parse_class_answer('{"p_down": 0.2, "p_flat": 0.3, "p_up": 0.4}', tolerance=1e-3).error
+    'schema: p_down + p_flat + p_up = 0.9, not 1 within 0.001'
+    """
+    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
+    try:
+        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        return ParsedAnswer(False, f"not_json: {exc}", text)
+    if not isinstance(payload, dict):
+        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
+                            text)
+    try:
+        answer = ClassAnswer.model_validate(payload)
+    except ValidationError as exc:
+        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    q = (float(answer.p_down), float(answer.p_flat), float(answer.p_up))
+    total = math.fsum(q)
+    if abs(total - 1) > tolerance:
+        return ParsedAnswer(False, f"schema: p_down + p_flat + p_up = {total:.6g}, not 1 within "
+                                   f"{tolerance:g}", text, rationale=answer.rationale,
+                            q_down=q[0], q_flat=q[1], q_up=q[2])
+    return ParsedAnswer(True, None, text, rationale=answer.rationale,
+                        interval_note=NOT_APPLICABLE, q_down=q[0], q_flat=q[1], q_up=q[2])
 
 
 def _constant(name: str) -> float:

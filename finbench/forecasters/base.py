@@ -107,7 +107,7 @@ def _parsed_columns(answers: list) -> dict[str, list]:
     parsed = [a if isinstance(a, ParsedAnswer) else parse_answer(a) for a in answers]
     return {name: [getattr(p, name) for p in parsed]
             for name in ("p_up", "lower", "upper", "valid", "error", "raw", "rationale",
-                         "interval_note")}
+                         "interval_note", *CLASS_COLUMNS)}
 
 
 def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
@@ -190,7 +190,7 @@ def make_record(*, task_id: str, model: str, kind: str, parsed: ParsedAnswer, ma
         "task_id": task_id, "model": model, "kind": kind, "p_up": parsed.p_up,
         "lower": parsed.lower, "upper": parsed.upper, "valid": parsed.valid,
         "error": parsed.error, "answer_status": answer_status, "p_fallback": None,
-        **dict.fromkeys(CLASS_COLUMNS),
+        **{c: getattr(parsed, c) for c in CLASS_COLUMNS},
         "interval_note": parsed.interval_note,
         "raw": parsed.raw, "rationale": parsed.rationale,
         "max_input_time": max_input_time, "context_max_input_time": context_max_input_time,

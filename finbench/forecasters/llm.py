@@ -21,15 +21,23 @@ import os
 import re
 import sys
 import time
+from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 
 from finbench.core.config import url_credentials
 from finbench.core.errors import ConfigError, ModelStopped
-from finbench.forecasters.answers import ForecastAnswer, ParsedAnswer, parse_answer
+from finbench.forecasters.answers import (
+    NOT_APPLICABLE,
+    ForecastAnswer,
+    ParsedAnswer,
+    parse_answer,
+    parse_class_answer,
+)
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
+from finbench.forecasters.logprobs import RULE, read_native
 from finbench.forecasters.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
 
@@ -71,8 +79,44 @@ def response_schema() -> dict:
             "json_schema": {"name": "forecast", "strict": True, "schema": schema}}
 
 
-def interpret(response: dict, structured: str) -> ParsedAnswer:
-    """Turn a stored response (content, refusal, finish_reason) into a validated answer."""
+def read_answer(config, response: dict) -> ParsedAnswer:
+    """A stored response read as the model was asked (``config``: its model config): a binary
+    forecast, three stated probabilities, or a native head from the first token's top
+    log-probabilities (:mod:`finbench.forecasters.logprobs`)."""
+    if getattr(config, "format", "binary") == "binary":
+        return interpret(response, config.structured)
+    if config.head == "verbal":
+        return interpret(response, config.structured, parse=lambda payload: parse_class_answer(
+            payload, tolerance=config.sum_tolerance))
+    if response.get("refusal"):
+        return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])
+    top = response.get("top_logprobs")
+    if not top:
+        return ParsedAnswer(False, "no_logprobs: the answer carries no top log-probabilities "
+                                   "(does the endpoint return logprobs?)",
+                            response.get("content") or "")
+    head = read_native(top, config.labels, min_mass=config.min_mass)
+    return ParsedAnswer(head.valid, head.error, json.dumps(top, sort_keys=True),
+                        interval_note=NOT_APPLICABLE, q_down=head.forecast[0],
+                        q_flat=head.forecast[1], q_up=head.forecast[2],
+                        excluded_mass=head.excluded_mass)
+
+
+def class_response_schema() -> dict:
+    """The strict JSON schema of a three-class answer (``format = "multiclass"``)."""
+    number = {"type": "number", "minimum": 0, "maximum": 1}
+    schema = {"type": "object",
+              "properties": {"p_down": number, "p_flat": number, "p_up": number,
+                             "rationale": {"type": ["string", "null"]}},
+              "required": ["p_down", "p_flat", "p_up", "rationale"],
+              "additionalProperties": False}
+    return {"type": "json_schema",
+            "json_schema": {"name": "classes", "strict": True, "schema": schema}}
+
+
+def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnswer:
+    """Turn a stored response (content, refusal, finish_reason) into a validated answer
+    (``parse``: the schema's parser)."""
     content = response.get("content") or ""
     if response.get("refusal"):
         return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])
@@ -96,9 +140,7 @@ def interpret(response: dict, structured: str) -> ParsedAnswer:
             payload = obj
     except ValueError:
         pass
-    parsed = parse_answer(payload)
-    return ParsedAnswer(parsed.valid, parsed.error, content, parsed.p_up, parsed.lower,
-                        parsed.upper, parsed.rationale)
+    return replace(parse(payload), raw=content)
 
 
 class RateLimiter:
@@ -134,7 +176,7 @@ class OpenAIForecaster(Forecaster):
         if prompt is None:
             raise ConfigError(f"models.{config.name}: an LLM forecaster needs the prompt of "
                               "the run's track (build it with the track's prompt)")
-        super().__init__(config, prompt.anonymized() if config.anonymize else prompt)
+        super().__init__(config, prompt.for_model(config))
         # per task id: the runs that asked it and got no answer (set by the run from its
         # journal), so a retried call's row says which attempt it is
         self.attempts_before: dict[str, int] = {}
@@ -312,14 +354,20 @@ class OpenAIForecaster(Forecaster):
         for key in ("max_tokens", "max_completion_tokens", "reasoning_effort"):
             if getattr(c, key) is not None:
                 kwargs[key] = getattr(c, key)
-        if c.structured == "json_schema":
+        if getattr(c, "head", None) == "native" and c.format == "multiclass":
+            kwargs.update(logprobs=True, top_logprobs=c.top_logprobs)
+            if c.max_tokens is None and c.max_completion_tokens is None:
+                kwargs["max_tokens"] = 1  # the label; its first token is what is read
+        elif c.structured == "json_schema":
             kwargs["response_format"] = self.response_schema()
         elif c.structured == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         return {**kwargs, **(c.extra_body or {})}  # the config refuses keys set above
 
     def response_schema(self) -> dict:
-        """The strict schema of the answer (a forecast)."""
+        """The strict schema of the answer (a forecast, or three class probabilities)."""
+        if getattr(self.config, "format", "binary") == "multiclass":
+            return class_response_schema()
         return response_schema()
 
     def cache_key(self, sha: str) -> str:
@@ -388,9 +436,13 @@ def completion_dict(data: dict) -> dict:
     if not choices:
         return {"transport_error": "api_error: response without choices"}
     message = choices[0].get("message") or {}
-    return {"content": message.get("content"), "refusal": message.get("refusal"),
-            "finish_reason": choices[0].get("finish_reason"), "usage": data.get("usage") or {},
-            "model": data.get("model"), "system_fingerprint": data.get("system_fingerprint")}
+    out = {"content": message.get("content"), "refusal": message.get("refusal"),
+           "finish_reason": choices[0].get("finish_reason"), "usage": data.get("usage") or {},
+           "model": data.get("model"), "system_fingerprint": data.get("system_fingerprint")}
+    tokens = ((choices[0].get("logprobs") or {}).get("content") or [])
+    if tokens:  # the first answer token's top log-probabilities (a native head reads them)
+        out["top_logprobs"] = tokens[0].get("top_logprobs") or []
+    return out
 
 
 def completion_response(resp) -> dict:
@@ -425,7 +477,9 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
     elif "request_refused" in response:  # a 400/413/422...: the answer to this request
         parsed = ParsedAnswer(False, response["request_refused"], "")
     else:
-        parsed = interpret(response, forecaster.config.structured)
+        parsed = read_answer(forecaster.config, response)
+    if getattr(forecaster.config, "head", None) == "native" and "top_logprobs" in response:
+        detail["native"] = native_detail(forecaster.config, response["top_logprobs"])
     if "batch_id" in response:
         detail["batch_id"] = response["batch_id"]
     usage = response.get("usage") or {}
@@ -435,6 +489,14 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
                        context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None, answer_status=status)
+
+
+def native_detail(config, top: list[dict]) -> dict:
+    """What a native head's row keeps beside its forecast: the rule's version, the candidate
+    tokens (text, log-probability, bytes), the absent labels' bounds, the candidate mass."""
+    head = read_native(top, config.labels, min_mass=config.min_mass)
+    return {"rule": RULE, "candidates": head.tokens, "absent_bounds": head.absent,
+            "candidate_mass": head.candidate_mass, "raw_label_mass": list(head.raw)}
 
 
 def served(response: dict) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 
+from finbench.forecasters.answers import parse_class_answer
 from finbench.forecasters.base import Forecaster, register
 from finbench.tracks.base import Inputs
 
@@ -17,4 +18,8 @@ def scripted_answer(answers: list[str], task_id: str) -> str:
 @register("scripted")
 class Scripted(Forecaster):
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
-        return [scripted_answer(self.config.answers, t) for t in inputs.tasks["task_id"]], {}
+        answers = [scripted_answer(self.config.answers, t) for t in inputs.tasks["task_id"]]
+        if self.config.format == "multiclass":  # verbal three-class answers
+            answers = [parse_class_answer(a, tolerance=self.config.sum_tolerance)
+                       for a in answers]
+        return answers, {}

@@ -29,9 +29,10 @@ class Prompt(Protocol):
     def sha256(self, messages: list[dict[str, str]]) -> str:
         """The digest of the messages with the template version (the prompt's receipt)."""
 
-    def anonymized(self) -> Prompt:
-        """The same prompt with what identifies the task's subject and date replaced by
-        stable aliases (for models that may remember outcomes)."""
+    def for_model(self, model) -> Prompt:
+        """The prompt a language model (its config) is asked: with what identifies the task's
+        subject and date replaced by aliases (``anonymize``), and the question its ``format``
+        and ``head`` name."""
 
 
 @dataclass
