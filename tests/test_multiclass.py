@@ -251,9 +251,26 @@ def test_reports_show_the_three_class_table_beside_or_without_binary_ones(tmp_pa
     out, _ = class_run(tmp_path, sample_store)
     report(out)
     shown = (out / "tables" / "scores_three_class.md").read_text()
-    assert "| all | freq |" in shown and "BSS3_uniform (n)" in shown
+    assert "| all | freq |" in shown and "BSS3_uniform [95% CI] (n)" in shown
     raw = pd.read_csv(out / "tables" / "scores_three_class.csv")
-    pd.testing.assert_frame_equal(raw, pd.read_csv(out / "scores3.csv"))
+    stored = pd.read_csv(out / "scores3.csv")
+    pd.testing.assert_frame_equal(raw[stored.columns], stored)  # the run's scores, and CIs
+    overall = raw[raw["slice_kind"] == "overall"].set_index("model")
+    lo, est, hi = overall.loc["freq", ["brier_lo", "brier", "brier_hi"]]
+    assert lo < est < hi  # 31 sessions: a real interval
+    lo, est, hi = overall.loc["uniform", ["brier_lo", "brier", "brier_hi"]]
+    assert lo == est == hi == pytest.approx(2 / 3)  # thirds score 2/3 whatever happens
+    assert overall.loc["freq", "bss3_uniform_lo"] <= overall.loc["freq", "bss3_uniform"]
+    bins = pd.read_csv(out / "tables" / "reliability3_bins.csv")
+    mine = bins[(bins["model"] == "freq") & (bins["cls"] == "flat")]
+    f = pd.read_parquet(out / "forecasts.parquet").query("model == 'freq' and valid")
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    cls = labels.loc[f["task_id"], "cls"].to_numpy()
+    scored = cls >= 0
+    assert mine["count"].sum() == scored.sum()
+    assert (mine["count"] * mine["obs_freq"].fillna(0)).sum() == pytest.approx(
+        (cls[scored] == 1).sum())
+    assert (out / "figures" / "reliability_three_class.png").is_file()
     assert (out / "tables" / "scores_aggregate.csv").is_file()  # the coin's binary tables
     assert 'id="table-scores_three_class"' in (out / "report.html").read_text()
     cfg = tmp_path / "only.toml"
@@ -263,7 +280,9 @@ def test_reports_show_the_three_class_table_beside_or_without_binary_ones(tmp_pa
     only = run(cfg, tmp_path / "only", echo=lambda *_: None)
     tables, figures = report(only)
     assert {p.name for p in tables} == {"scores_three_class.csv", "scores_three_class.md",
-                                        "scores_three_class.tex"} and figures == []
+                                        "scores_three_class.tex", "reliability3_bins.csv"}
+    assert {p.name for p in figures} == {"reliability_three_class.png",
+                                         "reliability_three_class.pdf"}
 
 
 def test_language_models_answer_three_classes_stated_or_native(tmp_path, sample_store, server,

@@ -11,6 +11,7 @@ from finbench.core.config import knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
+from finbench.reports.classes import class_reliability, scored_class_rows, with_intervals
 from finbench.reports.html import write_html
 from finbench.reports.mismatch import mismatch_table
 from finbench.reports.stats import (
@@ -80,13 +81,21 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         shown[name] = (frame, caption)
 
     classes = data.scores3
-    if classes is not None and not classes.empty:
+    if classes is not None and not classes.empty and data.run_dir is not None:
+        rows3 = scored_class_rows(data.run_dir, data)
+        classes = with_intervals(classes, rows3, data)
+        bins3 = class_reliability(rows3, bins=data.config.report.bins)
+        if not bins3.empty:
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / "reliability3_bins.csv", partial(
+                bins3.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
+        tables["reliability3_bins"] = bins3
         put(_class_display(classes), "scores_three_class",
             "Three classes (down, flat, up), per model and slice: N scored, multiclass Brier "
             "(sum over classes), log loss, ranked probability score, accuracy, validity, the "
             "excluded probability mass of valid rows (mean / median / max) and rows a minimum "
             "mass rule made invalid; BSS3 and RPSS3 against each three-class baseline on the "
-            f"paired rows both scored (N beside). {facts}", raw=classes)
+            f"paired rows both scored (N beside). {ci_note} {facts}", raw=classes)
         tables["scores_three_class"] = classes
     if not data.models:  # three-class models alone: no binary tables
         tables["_shown"] = shown
@@ -183,18 +192,22 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
 
 def _class_display(table: pd.DataFrame) -> pd.DataFrame:
     """The three-class scores as shown: every skill beside its paired N."""
-    refs = [c[5:] for c in table.columns if c.startswith("bss3_") and not c.endswith("_n")]
+    refs = [c[5:-2] for c in table.columns if c.startswith("bss3_") and c.endswith("_n")]
     rows = []
     for r in table.to_dict("records"):
         row = {"Slice": r["slice"], "Model": r["model"], "N": r["n"],
-               "Brier3": fmt(r["brier"]), "Log loss": fmt(r["log_loss"]), "RPS": fmt(r["rps"]),
+               "Brier3 [95% CI]": with_ci(r["brier"], r.get("brier_lo"), r.get("brier_hi")),
+               "Log loss": fmt(r["log_loss"]),
+               "RPS [95% CI]": with_ci(r["rps"], r.get("rps_lo"), r.get("rps_hi")),
                "Acc.": fmt(r["accuracy"], 2)}
         for ref in refs:
-            row[f"BSS3_{ref} (n)"] = f"{fmt(r[f'bss3_{ref}'])} ({int(r[f'bss3_{ref}_n'])})"
+            row[f"BSS3_{ref} [95% CI] (n)"] = (
+                with_ci(r[f"bss3_{ref}"], r.get(f"bss3_{ref}_lo"), r.get(f"bss3_{ref}_hi"))
+                + f" ({int(r[f'bss3_{ref}_n'])})")
             row[f"RPSS3_{ref}"] = fmt(r[f"rpss3_{ref}"])
         row.update({"Valid": fmt(r["validity"], 2),
-                    "Excluded mass": "/".join(fmt(r[f"excluded_mass_{k}"], 3)
-                                              for k in ("mean", "median", "max")),
+                    "Excluded mass": "n/a" if pd.isna(r["excluded_mass_mean"]) else "/".join(
+                        fmt(r[f"excluded_mass_{k}"], 3) for k in ("mean", "median", "max")),
                     "Below min mass": r["n_below_min_mass"]})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -203,6 +216,9 @@ def _class_display(table: pd.DataFrame) -> pd.DataFrame:
 def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
     """Write every figure (PNG and PDF) of one run into ``folder``."""
     out = []
+    bins3 = tables.get("reliability3_bins")
+    if bins3 is not None and not bins3.empty:
+        out += F.save(F.plot_class_reliability(bins3), folder, "reliability_three_class")
     if "scores_by_horizon" not in tables:  # no binary scores to draw
         return out
     by_h = tables["scores_by_horizon"]

@@ -86,6 +86,25 @@ def plot_reliability(bins: pd.DataFrame, *, ax=None):
     return ax
 
 
+def plot_class_reliability(bins: pd.DataFrame):
+    """One-vs-rest reliability of three-class forecasts: a panel per class (down, flat, up),
+    observed frequency of the class against its mean forecast probability per bin. Returns
+    the first panel (``save`` writes the whole figure)."""
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
+    for ax, (name, part) in zip(axes, bins.groupby("cls", sort=False), strict=False):
+        ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+        for model, rows in part.groupby("model", sort=False):
+            used = rows[rows["count"] > 0]
+            ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_title(name)
+        ax.set_xlabel(f"mean forecast q_{name}")
+    axes[0].set_ylabel("observed frequency of the class")
+    axes[0].legend(fontsize=7)
+    return axes[0]
+
+
 def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
     """Coverage of the 80% interval per horizon and model."""
     ax = _ax(ax)

@@ -48,6 +48,7 @@ class RunData:
     references: dict[str, str] | None = None  # each model's skill reference, if not the coin
     caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
     scores3: pd.DataFrame | None = None  # the three-class scores (``scores3.parquet``)
+    run_dir: Path | None = None  # where the run lies (a single run's report)
     draws: Draws = field(default_factory=Draws, repr=False, compare=False)  # the bootstrap's
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -122,7 +123,8 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(run_dir.name, config, manifest, rows, models, baselines,
                    scores=pd.read_parquet(scores) if scores.is_file() else None,
                    task_ids=tasks["task_id"],
-                   scores3=pd.read_parquet(scores3) if scores3.is_file() else None)
+                   scores3=pd.read_parquet(scores3) if scores3.is_file() else None,
+                   run_dir=run_dir)
 
 
 def stance_column(rationales) -> np.ndarray:

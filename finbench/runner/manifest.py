@@ -66,7 +66,7 @@ def _git_revision() -> str | None:
 def render_class_summary(table: pd.DataFrame) -> str:
     """The three-class scores a run prints when it ends (over all horizons)."""
     overall = table[table["slice_kind"] == "overall"]
-    refs = [c[5:] for c in overall.columns if c.startswith("bss3_") and not c.endswith("_n")]
+    refs = [c[5:-2] for c in overall.columns if c.startswith("bss3_") and c.endswith("_n")]
     shown = pd.DataFrame({
         "Model": overall["model"], "N": overall["n"],
         "Brier3": overall["brier"].map(lambda v: f"{v:.3f}"),

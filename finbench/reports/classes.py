@@ -1,0 +1,70 @@
+"""The report's three-class tables: ``scores3.*`` with bootstrap intervals (whole clusters, as
+for the binary scores) for Brier, RPS and the Brier skill against each three-class baseline,
+and per-class (one-vs-rest) reliability bins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from finbench.core.config import CLASS_BASELINE_KINDS, CLASSES, class_names
+from finbench.reports.stats import RunData, clusters_of
+from finbench.scoring.bootstrap import mean_ci, skill_ci
+from finbench.scoring.calibration import reliability_table
+from finbench.scoring.classes import READ, class_rows
+
+
+def scored_class_rows(run_dir: Path, data: RunData) -> pd.DataFrame:
+    """Every three-class model's scored rows (class, probabilities, per-row scores)."""
+    names = [n for n in class_names(data.config)
+             if n not in data.manifest.get("skipped_models", {})]
+    forecasts = pq.read_table(run_dir / "forecasts.parquet", columns=READ,
+                              filters=[("model", "in", names)]).to_pandas()
+    labels = pd.read_parquet(run_dir / "labels.parquet")
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    rows = class_rows(forecasts, labels, tasks, clip=data.config.scores.log_loss_clip)
+    return rows[rows["scored"]].reset_index(drop=True)
+
+
+def with_intervals(table: pd.DataFrame, rows: pd.DataFrame, data: RunData) -> pd.DataFrame:
+    """``table`` (``scores3``) with ``*_lo``/``*_hi`` for Brier, RPS and each ``bss3_*``, on
+    the overall and horizon slices (tickers keep their point values)."""
+    rep = data.config.report
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
+            "draws": data.draws}
+    refs = [m.name for m in data.config.models if m.kind in CLASS_BASELINE_KINDS]
+    clusters = pd.factorize(pd.Series(clusters_of(rows, rep.cluster)).astype(str), sort=True)[0]
+    out = table.copy()
+    for i, r in table.iterrows():
+        if r["slice_kind"] == "ticker":
+            continue
+        part = rows if r["slice_kind"] == "overall" else rows[rows["horizon"] == r["slice"]]
+        mine = part[part["model"] == r["model"]]
+        cl = clusters[mine.index]
+        for col in ("brier", "rps"):
+            ci = mean_ci(mine[col].to_numpy(), cl, **boot)
+            out.loc[i, f"{col}_lo"], out.loc[i, f"{col}_hi"] = ci.lower, ci.upper
+        for ref in refs:
+            theirs = part[part["model"] == ref].set_index("task_id")["brier"]
+            both = mine[mine["task_id"].isin(theirs.index)]
+            if len(both):
+                ci = skill_ci(both["brier"].to_numpy(), theirs.loc[both["task_id"]].to_numpy(),
+                              clusters[both.index], **boot)
+                out.loc[i, f"bss3_{ref}_lo"], out.loc[i, f"bss3_{ref}_hi"] = ci.lower, ci.upper
+    return out
+
+
+def class_reliability(rows: pd.DataFrame, *, bins: int) -> pd.DataFrame:
+    """One-vs-rest reliability per model and class: bins of the class's forecast probability,
+    their mean and the observed frequency of the class."""
+    parts = []
+    for model, mine in rows.groupby("model", sort=False):
+        y = mine["cls"].to_numpy(np.int64)
+        for k, name in enumerate(CLASSES):
+            table = reliability_table((y == k).astype(float),
+                                      mine[f"q_{name}"].to_numpy(float), bins=bins)
+            parts.append(table.assign(model=model, cls=name))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
