@@ -270,10 +270,11 @@ class ChatServer:
                                 "response": {"status_code": 400, "body": {"error": {
                                     "message": "context too long", "type": "invalid_request"}}}})
                     continue
-                content = CONTENT.get(model, CONTENT["valid"])
+                reply = (self._native(model, item["body"])[1] if model.startswith("native")
+                         else self._completion(model, CONTENT.get(model, CONTENT["valid"])))
                 out.append({"id": f"r-{cid}", "custom_id": cid, "error": None,
                             "response": {"status_code": 200, "request_id": "q",
-                                         "body": self._completion(model, content)}})
+                                         "body": reply}})
             out_id, err_id = f"file-out-{batch_id}", f"file-err-{batch_id}"
             self.files[out_id] = "".join(json.dumps(x) + "\n" for x in out).encode()
             self.files[err_id] = "".join(json.dumps(x) + "\n" for x in err).encode()

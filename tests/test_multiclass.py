@@ -389,3 +389,25 @@ def test_the_readme_three_class_config_is_valid(tmp_path, sample_store):
     config = load_config(path)
     assert [model_format(m) for m in config.models] == ["multiclass", "multiclass"]
     assert config.tasks.classes.band == 0.004 and config.models[1].head == "native"
+
+
+def test_a_native_head_through_the_batch_api(tmp_path, sample_store, server, llm_env):
+    import pandas as pd
+
+    from finbench.audit import audit_run
+    from finbench.runner import run
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   'start = "2025-01-15"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                   f'[[models]]\nname = "n"\nkind = "openai"\nmodel = "native"\n'
+                   f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+                   'format = "multiclass"\nhead = "native"\n')
+    out = tmp_path / "out"
+    for _ in range(3):  # submit, poll (in progress), collect
+        run(cfg, out, echo=lambda *_: None, batch=True)
+    f = pd.read_parquet(out / "forecasts.parquet")
+    assert len(f) == 3 and f["valid"].all()
+    assert np.allclose(f[["q_down", "q_flat", "q_up"]], [0.125, 0.375, 0.5])
+    assert np.allclose(f["excluded_mass"], 0.2)
+    assert audit_run(out) == []

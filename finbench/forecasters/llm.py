@@ -452,9 +452,13 @@ def completion_response(resp) -> dict:
         return {"transport_error": "api_error: response without choices"}
     choice = resp.choices[0]
     usage = resp.usage.model_dump() if resp.usage else {}
-    return {"content": choice.message.content, "refusal": getattr(choice.message, "refusal", None),
-            "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model,
-            "system_fingerprint": getattr(resp, "system_fingerprint", None)}
+    out = {"content": choice.message.content, "refusal": getattr(choice.message, "refusal", None),
+           "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model,
+           "system_fingerprint": getattr(resp, "system_fingerprint", None)}
+    tokens = (choice.logprobs.content or []) if getattr(choice, "logprobs", None) else []
+    if tokens:  # as completion_dict keeps them: a native head reads the first token's
+        out["top_logprobs"] = [t.model_dump() for t in tokens[0].top_logprobs or []]
+    return out
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
