@@ -37,7 +37,10 @@ class ClassesConfig(_Strict):
 
     band: Annotated[float, Field(gt=0, lt=1)] | None = None
     band_ticks: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    # the venue's price increment at P_ref: ``tick`` from 1 up, ``tick_under_1`` below (US
+    # equities: one cent, and 0.0001 under a dollar)
     tick: Annotated[float, Field(gt=0)] = 0.01
+    tick_under_1: Annotated[float, Field(gt=0)] = 0.0001
 
     @model_validator(mode="after")
     def _one_band(self) -> ClassesConfig:

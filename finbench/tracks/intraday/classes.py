@@ -2,7 +2,8 @@
 ``up``, ``-1`` for an unscorable label; and the band, in log-return units, that made it.
 
 - ``band``: flat is ``|r| <= band``; the class is a function of ``r``.
-- ``band_ticks = k`` with ``tick``: flat is a move of the mid of at most ``k`` price increments;
+- ``band_ticks = k``: flat is a move of the mid of at most ``k`` price increments (the venue's
+  increment at ``P_ref``: ``tick`` from 1 up, ``tick_under_1`` below);
   the class is a function of the two prices (``P_target - P_ref`` in increments, rounded to
   1e-6 of one, since mids sit on half increments and decimal prices are not exact in binary),
   and the band reported is ``ln((P_ref + k * tick) / P_ref)``.
@@ -37,6 +38,10 @@ def class_columns(labels: pd.DataFrame, spec) -> dict[str, np.ndarray]:
     ...                      "r": np.log([1.00005, 0.9998, 1.0002])})
     >>> class_columns(rows, ClassesConfig(band_ticks=1))["cls"].tolist()
     [1, 0, 2]
+    >>> cheap = pd.DataFrame({"p_ref": [0.5, 0.5], "p_target": [0.50005, 0.5002],
+    ...                       "r": np.log([1.0001, 1.0004])})
+    >>> class_columns(cheap, ClassesConfig(band_ticks=1))["cls"].tolist()  # 0.0001 under $1
+    [1, 2]
     """
     r = labels["r"].to_numpy(float)
     if spec.band is not None:
@@ -45,8 +50,9 @@ def class_columns(labels: pd.DataFrame, spec) -> dict[str, np.ndarray]:
     p_ref, p_tgt = labels["p_ref"].to_numpy(float), labels["p_target"].to_numpy(float)
     k = spec.band_ticks
     with np.errstate(invalid="ignore", divide="ignore"):
-        moves = np.round((p_tgt - p_ref) / spec.tick, 6)
-        band = np.log((p_ref + k * spec.tick) / p_ref)
+        tick = np.where(p_ref < 1, spec.tick_under_1, spec.tick)  # the increment at P_ref
+        moves = np.round((p_tgt - p_ref) / tick, 6)
+        band = np.log((p_ref + k * tick) / p_ref)
     cls = np.where(moves < -k, 0, np.where(moves > k, 2, 1)).astype(np.int8)
     unscorable = np.isnan(r)
     return {"cls": np.where(unscorable, -1, cls).astype(np.int8),
