@@ -411,3 +411,19 @@ def test_a_native_head_through_the_batch_api(tmp_path, sample_store, server, llm
     assert np.allclose(f[["q_down", "q_flat", "q_up"]], [0.125, 0.375, 0.5])
     assert np.allclose(f["excluded_mass"], 0.2)
     assert audit_run(out) == []
+
+
+def test_a_paper_of_several_runs_pools_their_three_class_tables(tmp_path, sample_store):
+    import pandas as pd
+
+    from finbench.reports.build import paper
+
+    a, _ = class_run(tmp_path, sample_store, "a")
+    b, _ = class_run(tmp_path, sample_store, "b")
+    figures = paper([a, b], tmp_path / "paper", echo=lambda *_: None)
+    table = pd.read_csv(tmp_path / "paper" / "tables" / "scores_three_class.csv")
+    overall = table[table["slice_kind"] == "overall"].set_index("model")
+    assert set(overall.index) == {"a/uniform", "a/freq", "b/uniform", "b/freq"}
+    assert overall.loc["a/freq", "brier"] == overall.loc["b/freq", "brier"]  # the same run
+    assert overall.loc["a/freq", "brier_lo"] < overall.loc["a/freq", "brier_hi"]
+    assert any(p.name == "reliability_three_class.png" for p in figures)

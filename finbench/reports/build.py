@@ -11,7 +11,7 @@ from finbench.core.config import knowledge_cutoffs
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
-from finbench.reports.classes import class_reliability, scored_class_rows, with_intervals
+from finbench.reports.classes import class_tables
 from finbench.reports.html import write_html
 from finbench.reports.mismatch import mismatch_table
 from finbench.reports.stats import (
@@ -81,10 +81,11 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         shown[name] = (frame, caption)
 
     classes = data.scores3
-    if classes is not None and not classes.empty and data.run_dir is not None:
-        rows3 = scored_class_rows(data.run_dir, data)
-        classes = with_intervals(classes, rows3, data)
-        bins3 = class_reliability(rows3, bins=data.config.report.bins)
+    if classes is not None and not classes.empty:
+        if data.class_bins is None:  # a single run: intervals and bins from its rows
+            classes, bins3 = class_tables(data)
+        else:  # pooled runs: each run's, named after it
+            bins3 = data.class_bins
         if not bins3.empty:
             folder.mkdir(parents=True, exist_ok=True)
             write_atomic(folder / "reliability3_bins.csv", partial(
@@ -276,6 +277,13 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
         if overlap is not None:
             echo(f"task sets differ: {overlap}; each skill is computed within its own run")
         data = pooled(datas, labels)
+        parts = [(label, *class_tables(d)) for d, label in zip(datas, labels, strict=True)
+                 if d.scores3 is not None and not d.scores3.empty]
+        if parts:
+            data.scores3 = pd.concat([t.assign(model=f"{label}/" + t["model"])
+                                      for label, t, _ in parts], ignore_index=True)
+            data.class_bins = pd.concat([b.assign(model=f"{label}/" + b["model"])
+                                         for label, _, b in parts], ignore_index=True)
     out = Path(out)
     tables = build_tables(data, out / "tables")
     return build_figures(data, tables, out / "figures")

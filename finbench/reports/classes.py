@@ -68,3 +68,10 @@ def class_reliability(rows: pd.DataFrame, *, bins: int) -> pd.DataFrame:
                                       mine[f"q_{name}"].to_numpy(float), bins=bins)
             parts.append(table.assign(model=model, cls=name))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def class_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A single run's three-class table with intervals, and its reliability bins."""
+    rows = scored_class_rows(data.run_dir, data)
+    return (with_intervals(data.scores3, rows, data),
+            class_reliability(rows, bins=data.config.report.bins))

@@ -49,6 +49,8 @@ class RunData:
     caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
     scores3: pd.DataFrame | None = None  # the three-class scores (``scores3.parquet``)
     run_dir: Path | None = None  # where the run lies (a single run's report)
+    class_bins: pd.DataFrame | None = None  # pooled runs: their three-class reliability bins
+    # (their ``scores3`` then already carries its intervals)
     draws: Draws = field(default_factory=Draws, repr=False, compare=False)  # the bootstrap's
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
