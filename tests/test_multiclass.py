@@ -427,3 +427,29 @@ def test_a_paper_of_several_runs_pools_their_three_class_tables(tmp_path, sample
     assert overall.loc["a/freq", "brier"] == overall.loc["b/freq", "brier"]  # the same run
     assert overall.loc["a/freq", "brier_lo"] < overall.loc["a/freq", "brier_hi"]
     assert any(p.name == "reliability_three_class.png" for p in figures)
+
+
+def test_a_three_class_forecast_depends_on_its_task_alone(tmp_path, sample_store):
+    """The same tasks in a short one-ticker run and a longer three-ticker run give the same
+    rows, receipts included (the history is read back as far as each window needs)."""
+    import pandas as pd
+
+    from finbench.runner import run
+
+    def one(name, start, tickers):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = {tickers}\n'
+                       f'start = "{start}"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
+                       .replace("'", '"')
+                       + '[[models]]\nname = "u"\nkind = "class_uniform"\n'
+                         '[[models]]\nname = "f"\nkind = "class_frequency"\n')
+        out = run(cfg, tmp_path / name, echo=lambda *_: None)
+        return pd.read_parquet(out / "forecasts.parquet").drop(columns="latency")
+
+    short = one("short", "2025-01-13", ["AAPL"])
+    long = one("long", "2024-11-25", ["NVDA", "AAPL", "MSFT"])
+    long = long[long["task_id"].isin(short["task_id"])]
+    key = ["model", "task_id"]
+    pd.testing.assert_frame_equal(short.sort_values(key).reset_index(drop=True),
+                                  long.sort_values(key).reset_index(drop=True))
+    assert len(short) == 18

@@ -95,9 +95,10 @@ def session_days_between(calendar: str, first: dt.date, last: dt.date) -> np.nda
 
 
 def rolling_window(config: RunConfig) -> int:
-    """The most resolved labels any rolling baseline's window holds (0 without one)."""
-    return max([m.window for m in config.models if m.kind in ("momentum", "climatology")
-                or (m.kind == "base_rate" and m.variant == "rolling")], default=0)
+    """The most resolved labels any rolling baseline's window holds (0 without one): every
+    baseline with a ``window`` but a frozen base rate."""
+    return max([m.window for m in config.models if hasattr(m, "window")
+                and getattr(m, "variant", "rolling") == "rolling"], default=0)
 
 
 def fill_windows(plan: Plan, resolved: Resolved, *, momentum_minutes=(), echo=None) -> Resolved:
