@@ -71,8 +71,9 @@ def plot_across_horizons(table: pd.DataFrame, *, ax=None, metric: str = "brier")
     return ax
 
 
-def plot_reliability(bins: pd.DataFrame, *, ax=None):
-    """Observed frequency against mean forecast per bin, marker area ∝ count."""
+def plot_reliability(bins: pd.DataFrame, *, ax=None, xlabel: str = "mean forecast p_up",
+                     ylabel: str | None = "observed frequency of up", legend: bool = True):
+    """Observed frequency against mean forecast per bin, a line per model."""
     ax = _ax(ax)
     ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
     for model, part in bins.groupby("model", sort=False):
@@ -80,9 +81,11 @@ def plot_reliability(bins: pd.DataFrame, *, ax=None):
         ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("mean forecast p_up")
-    ax.set_ylabel("observed frequency of up")
-    ax.legend(fontsize=7)
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    if legend:
+        ax.legend(fontsize=7)
     return ax
 
 
@@ -90,18 +93,13 @@ def plot_class_reliability(bins: pd.DataFrame):
     """One-vs-rest reliability of three-class forecasts: a panel per class (down, flat, up),
     observed frequency of the class against its mean forecast probability per bin. Returns
     the first panel (``save`` writes the whole figure)."""
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
-    for ax, (name, part) in zip(axes, bins.groupby("cls", sort=False), strict=False):
-        ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
-        for model, rows in part.groupby("model", sort=False):
-            used = rows[rows["count"] > 0]
-            ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
+    _, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharey=True)
+    for k, (ax, (name, part)) in enumerate(zip(axes, bins.groupby("cls", sort=False),
+                                               strict=False)):
+        plot_reliability(part, ax=ax, xlabel=f"mean forecast q_{name}",
+                         ylabel="observed frequency of the class" if k == 0 else None,
+                         legend=k == 0)
         ax.set_title(name)
-        ax.set_xlabel(f"mean forecast q_{name}")
-    axes[0].set_ylabel("observed frequency of the class")
-    axes[0].legend(fontsize=7)
     return axes[0]
 
 
