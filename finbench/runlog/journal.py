@@ -219,7 +219,7 @@ class Journal:
             return
         if transcripts:
             self.transcripts.put(transcripts)
-        self._drop_torn_tail()
+        drop_torn_tail(self.path)
         lines = [json.dumps({k: _plain(rec.get(k)) for k in FORECAST_COLUMNS}, sort_keys=True)
                  for rec in records]
         with writing(self.path), open(self.path, "a", encoding="utf-8") as fh:
@@ -231,17 +231,6 @@ class Journal:
                 self._synced_at, self._unsynced = now, False
             else:
                 self._unsynced = True
-
-    def _drop_torn_tail(self) -> None:
-        """Cut an unfinished last line (a kill mid-write) so the next append starts clean."""
-        if not self.path.is_file() or self.path.stat().st_size == 0:
-            return
-        with open(self.path, "rb+") as fh:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) == b"\n":
-                return
-            data = fh.seek(0) or fh.read()
-            fh.truncate(data.rfind(b"\n") + 1)
 
     def _lines(self) -> pa.Table:
         """The streamed rows (``journal.jsonl``) in the order written, as text and numbers
@@ -278,6 +267,19 @@ class Journal:
         if lines.num_rows:
             parts.append(_typed_lines(lines))
         return pa.concat_tables(parts) if parts else FORECAST_SCHEMA.empty_table()
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut an unfinished last line of a line-per-record file (a kill mid-write) so the next
+    append starts clean."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        data = fh.seek(0) or fh.read()
+        fh.truncate(data.rfind(b"\n") + 1)
 
 
 def _whole_lines(data: pa.Buffer) -> int:

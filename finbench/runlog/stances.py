@@ -11,6 +11,7 @@ from pathlib import Path
 from finbench.core.errors import RunError
 from finbench.core.outputs import writing
 from finbench.forecasters.rows import ERROR
+from finbench.runlog.journal import drop_torn_tail
 from finbench.runlog.transcripts import Transcripts
 
 STANCES_FILE = "stances.jsonl"
@@ -51,22 +52,13 @@ class StanceLog:
         if not answered:
             return
         self.transcripts.put([t for _, t in answered if t is not None])
-        self._drop_torn_tail()
+        drop_torn_tail(self.path)
         with writing(self.path), open(self.path, "a", encoding="utf-8") as fh:
             fh.write("".join(json.dumps(r, sort_keys=True) + "\n" for r, _ in answered))
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
 
-
-    def _drop_torn_tail(self) -> None:
-        """Cut an unfinished last line (a kill mid-write) so the next line starts clean."""
-        if not self.path.is_file() or self.path.stat().st_size == 0:
-            return
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):
-            with open(self.path, "rb+") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
 
 
 def judged_stances(run_dir: Path) -> dict[tuple[str, str], str]:
