@@ -15,7 +15,7 @@ from finbench.core.errors import RunError
 from finbench.reports.show import show
 from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
 from finbench.runner import run
-from finbench.tracks.intraday.prompt import messages_sha256
+from finbench.tracks.intraday.prompt import TEMPLATE_VERSION, messages_sha256
 from tests.llm_server import ChatServer
 from tests.test_llm import config
 
@@ -49,7 +49,7 @@ def test_each_call_is_kept_as_sent_and_as_received(llm_run):
     rows = pd.read_parquet(out / "forecasts.parquet").query("model == 'm'").set_index("task_id")
     for task_id, call in kept.items():
         assert call["messages"] == sent[call["input_sha256"]]  # exactly what the server got
-        assert messages_sha256(call["messages"]) == rows.loc[task_id, "input_sha256"]
+        assert messages_sha256(call["messages"], TEMPLATE_VERSION) == rows.loc[task_id, "input_sha256"]
         body = call["response"]["body"]
         assert body["choices"][0]["message"]["content"] == rows.loc[task_id, "raw"]
         assert body["usage"]["total_tokens"] == 120

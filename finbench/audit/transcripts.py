@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from finbench.audit.rows import capped
 from finbench.core.lookup import positions
 from finbench.runlog.transcripts import Transcripts
-from finbench.tracks.intraday.prompt import messages_sha256
+from finbench.tracks.base import messages_sha256
 
 
 def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,

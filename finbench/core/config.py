@@ -341,7 +341,8 @@ class ReportConfig(_Strict):
 
 class RunConfig(_Strict):
     version: Literal[1] = CONFIG_VERSION
-    track: Literal["intraday"] = "intraday"  # the kind of question (finbench.tracks)
+    # the kind of question (finbench.tracks); "events" configs are EventRunConfig
+    track: Literal["intraday"] = "intraday"
     data: DataConfig
     tasks: TasksConfig
     context: ContextConfig = Field(default_factory=ContextConfig)
@@ -489,8 +490,11 @@ def parse_config(text: str, folder: Path, *, name: str) -> RunConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{name}: not valid TOML ({exc})") from exc
+    kind = RunConfig
+    if isinstance(raw, dict) and raw.get("track") == "events":
+        from finbench.core.event_config import EventRunConfig as kind
     try:
-        config = RunConfig.model_validate(raw)
+        config = kind.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{name}: {format_validation_error(exc)}") from None
     return resolve_paths(config, Path(folder))
@@ -506,7 +510,11 @@ def resolve_paths(config: RunConfig, base: Path) -> RunConfig:
         for m in config.models
     ]
     data = config.data.model_copy(update={"store": absolute(config.data.store)})
-    return config.model_copy(update={"data": data, "models": models})
+    update = {"data": data, "models": models}
+    given = getattr(config.tasks, "cutoffs_file", None)
+    if given is not None:  # the event track's cutoffs
+        update["tasks"] = config.tasks.model_copy(update={"cutoffs_file": absolute(given)})
+    return config.model_copy(update=update)
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -61,6 +61,15 @@ class ClassAnswer(BaseModel):
     rationale: str | None = None
 
 
+class EventAnswer(BaseModel):
+    """An event forecast: the probability that the market resolves YES."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    p_yes: Annotated[Number, Field(ge=0.0, le=1.0)]
+    rationale: str | None = None
+
+
 NOT_APPLICABLE = "not_applicable"  # interval_note of a forecaster that gives no interval
 
 
@@ -106,6 +115,31 @@ def parse_answer(raw: str | dict[str, Any], *, interval: bool = True) -> ParsedA
                             interval_note=NOT_APPLICABLE)
     return ParsedAnswer(True, None, text, float(answer.p_up), float(answer.lower),
                         float(answer.upper), answer.rationale)
+
+
+def parse_event_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
+    """Validate an event answer (:class:`EventAnswer`); its ``p_yes`` is the row's
+    probability (``p_up``: the probability of the positive outcome, docs/spec.md §11.5).
+
+    >>> parse_event_answer('{"p_yes": 0.25, "rationale": "few signs"}').p_up
+    0.25
+    >>> parse_event_answer('{"p_up": 0.25}').error
+    'schema: p_yes: missing; p_up: extra field not allowed'
+    """
+    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
+    try:
+        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        return ParsedAnswer(False, f"not_json: {exc}", text)
+    if not isinstance(payload, dict):
+        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
+                            text)
+    try:
+        answer = EventAnswer.model_validate(payload)
+    except ValidationError as exc:
+        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    return ParsedAnswer(True, None, text, float(answer.p_yes), rationale=answer.rationale,
+                        interval_note=NOT_APPLICABLE)
 
 
 def parse_class_answer(raw: str | dict[str, Any], *, tolerance: float) -> ParsedAnswer:

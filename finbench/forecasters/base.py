@@ -215,6 +215,7 @@ def build_forecaster(config, prompt: Prompt | None = None) -> Forecaster:
     """The forecaster for a model config, by its ``kind``; ``prompt``: the track's
     (:attr:`finbench.tracks.base.Track.prompt`), for the forecasters prompting a model."""
     import finbench.forecasters.baselines  # noqa: F401 - registers kinds
+    import finbench.forecasters.event_references  # noqa: F401
     import finbench.forecasters.llm  # noqa: F401
     import finbench.forecasters.replay  # noqa: F401
     import finbench.forecasters.scripted  # noqa: F401

@@ -34,6 +34,7 @@ from finbench.forecasters.answers import (
     ParsedAnswer,
     parse_answer,
     parse_class_answer,
+    parse_event_answer,
 )
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
@@ -85,6 +86,8 @@ def read_answer(config, response: dict) -> ParsedAnswer:
     log-probabilities (:mod:`finbench.forecasters.logprobs`)."""
     if getattr(config, "format", "binary") == "binary":
         return interpret(response, config.structured)
+    if config.format == "event":
+        return interpret(response, config.structured, parse=parse_event_answer)
     if config.head == "verbal":
         return interpret(response, config.structured, parse=lambda payload: parse_class_answer(
             payload, tolerance=config.sum_tolerance))
@@ -112,6 +115,16 @@ def class_response_schema() -> dict:
               "additionalProperties": False}
     return {"type": "json_schema",
             "json_schema": {"name": "classes", "strict": True, "schema": schema}}
+
+
+def event_response_schema() -> dict:
+    """The strict JSON schema of an event answer (the event track)."""
+    schema = {"type": "object",
+              "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1},
+                             "rationale": {"type": ["string", "null"]}},
+              "required": ["p_yes", "rationale"], "additionalProperties": False}
+    return {"type": "json_schema",
+            "json_schema": {"name": "event_forecast", "strict": True, "schema": schema}}
 
 
 def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnswer:
@@ -366,9 +379,8 @@ class OpenAIForecaster(Forecaster):
 
     def response_schema(self) -> dict:
         """The strict schema of the answer (a forecast, or three class probabilities)."""
-        if getattr(self.config, "format", "binary") == "multiclass":
-            return class_response_schema()
-        return response_schema()
+        schemas = {"multiclass": class_response_schema, "event": event_response_schema}
+        return schemas.get(getattr(self.config, "format", "binary"), response_schema)()
 
     def cache_key(self, sha: str) -> str:
         return request_key(base_url=self.base_url or "openai", model=self.config.model,

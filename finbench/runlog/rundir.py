@@ -23,7 +23,10 @@ FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 # the files of a run whose content hashes its manifest records ("files"), beside the journal
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
             "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl",
-            "scores3.parquet", "scores3.csv")
+            "scores3.parquet", "scores3.csv",
+            # the event track's
+            "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
+            "market_gap.csv")
 PARTS = "journal.parts"
 
 
@@ -65,8 +68,14 @@ def read_manifest(run_dir: Path) -> dict:
 
 
 def load_run_config(run_dir: Path) -> RunConfig:
-    """The config a run ran with, as its manifest records it."""
-    return RunConfig.model_validate(read_manifest(run_dir)["config"])
+    """The config a run ran with, as its manifest records it (an
+    :class:`~finbench.core.event_config.EventRunConfig` for the event track)."""
+    config = read_manifest(run_dir)["config"]
+    if config.get("track") == "events":
+        from finbench.core.event_config import EventRunConfig
+
+        return EventRunConfig.model_validate(config)
+    return RunConfig.model_validate(config)
 
 
 def file_hashes(run_dir: Path, names=None) -> dict[str, str]:

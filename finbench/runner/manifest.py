@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from finbench.core.config import RunConfig, baseline_names, interval_reference
@@ -52,6 +53,28 @@ def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) ->
             "probabilities from a declared fallback rule; Int. abstained: intervals left out "
             "for lack of history.")
     return "\n\n".join(parts) + "\n" + note
+
+
+def render_event_summary(run_dir: Path, scores: pd.DataFrame) -> str:
+    """What an event run prints when it ends: each model over every scored market, and its
+    Brier skill against each reference on the markets both answered."""
+    overall = scores[scores["slice_kind"] == "overall"]
+    lines = ["All scored markets (n, YES, Brier [95% CI by event group], log loss, validity):"]
+    for r in overall.itertuples(index=False):
+        ci = "" if np.isnan(r.brier_lo) else f" [{r.brier_lo:.4f}, {r.brier_hi:.4f}]"
+        lines.append(f"  {r.model:<24} n={r.n:<4} YES={r.positives:<4} Brier {r.brier:.4f}{ci}"
+                     f"  log loss {r.log_loss:.4f}  validity {r.validity:.3f}"
+                     + ("  (no positive cases)" if r.no_positive_cases else ""))
+    skill = pd.read_parquet(Path(run_dir) / "skill.parquet")
+    skill = skill[skill["slice_kind"] == "overall"]
+    if len(skill):
+        lines.append("Brier skill vs each reference (same markets; n, model and reference "
+                     "Brier):")
+        for r in skill.itertuples(index=False):
+            value = "undefined (" + r.bss_undefined + ")" if r.bss_undefined else f"{r.bss:+.4f}"
+            lines.append(f"  {r.model:<24} vs {r.reference:<20} n={r.n:<4} {value}  "
+                         f"({r.brier_model:.4f} vs {r.brier_reference:.4f})")
+    return "\n".join(lines)
 
 
 def _git_revision() -> str | None:

@@ -30,6 +30,7 @@ from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
     new_manifest,
     render_class_summary,
+    render_event_summary,
     render_summary,
     shard_field,
 )
@@ -177,6 +178,8 @@ class RunSteps:
              f"{facts['excluded'] or 'none'}, labels {facts['labels']}")
         write_atomic(self.out / "tasks.parquet", partial(track.tasks.to_parquet, index=False))
         write_atomic(self.out / "labels.parquet", partial(labels.to_parquet, index=False))
+        for name, frame in track.outputs().items():
+            write_atomic(self.out / name, partial(frame.to_parquet, index=False))
         self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
         self.manifest["shard"] = shard_field(self.shard)
         self.manifest["config_revisions"] = self.revisions or [
@@ -324,8 +327,9 @@ class RunSteps:
     def judge_stances(self) -> None:
         """With ``[analysis.stance] method = "judge"``: the judge reads the stance of every
         rationale it has not read yet (journalled in ``stances.jsonl``)."""
-        spec = self.config.analysis.stance
-        if spec.method != "judge":
+        spec = getattr(self.config, "analysis", None)
+        spec = spec.stance if spec is not None else None
+        if spec is None or spec.method != "judge":
             return
         reason = skip_reason(spec.judge)
         if reason:
@@ -349,6 +353,8 @@ class RunSteps:
         self.scores = rescore(self.out)
         path = self.out / "scores3.parquet"
         self.class_scores = pd.read_parquet(path) if path.is_file() else None
+        if self.config.track == "events":
+            self.class_scores = None
         self.lap("scores")
 
     def finish(self) -> None:
@@ -356,8 +362,11 @@ class RunSteps:
         manifest's receipt printed."""
         self.manifest.update(finished_at=now())
         record_files(self.out, self.manifest)
-        self.echo(render_summary(self.scores, self.config,
-                                 [n for n in self._names() if n in binary_names(self.config)]))
+        if self.config.track == "events":
+            self.echo(render_event_summary(self.out, self.scores))
+        else:
+            self.echo(render_summary(self.scores, self.config, [
+                n for n in self._names() if n in binary_names(self.config)]))
         if self.class_scores is not None:
             self.echo(render_class_summary(self.class_scores))
         self.echo(f"receipt: {MANIFEST} sha256 {sha256_file(self.manifest_path)} (keep it: "

@@ -133,6 +133,14 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
 def rescore(run_dir: Path) -> pd.DataFrame:
     """:func:`score_run` for a caller that holds the run directory's lock; the content hashes
     of the files written are recorded in the manifest."""
+    config = load_run_config(finished_run(run_dir))
+    if config.track == "events":
+        from finbench.scoring.event_run import EVENT_FILES, write_event_scores
+
+        skipped = read_manifest(run_dir).get("skipped_models", {})
+        tables = write_event_scores(Path(run_dir), config, skipped)
+        record_files(Path(run_dir), read_manifest(run_dir), list(EVENT_FILES))
+        return tables["scores"]
     scores = RunScores(run_dir)
     run_dir = scores.dir
     with RowWriter(run_dir, csv=scores.config.scores.rows_csv) as export:

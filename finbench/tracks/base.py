@@ -14,8 +14,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+import hashlib
+import json
+
 import numpy as np
 import pandas as pd
+
+
+def messages_sha256(messages: list[dict[str, str]], template: str) -> str:
+    """SHA-256 of the canonical JSON of the messages and the template version: a prompt's
+    receipt, the same in every track."""
+    payload = json.dumps({"template": template, "messages": messages}, sort_keys=True,
+                         ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class Prompt(Protocol):
@@ -94,6 +105,11 @@ class Track(ABC):
     def label(self, *, contexts: bool, echo=None) -> pd.DataFrame:
         """The label pass: every task's label (a frame in task order, ``task_id`` first);
         ``contexts``: some forecaster will read contexts (build what they need)."""
+
+    def outputs(self) -> dict[str, pd.DataFrame]:
+        """Files the run directory gets from the label pass beyond tasks and labels (name:
+        frame, written as Parquet); none by default."""
+        return {}
 
     @abstractmethod
     def warnings(self, labels: pd.DataFrame) -> list[str]:

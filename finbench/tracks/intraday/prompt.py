@@ -16,6 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 
+from finbench.tracks.base import messages_sha256
 from finbench.tracks.intraday.gate import ContextIndex
 
 TEMPLATE_VERSION = "finbench-prompt-v2"
@@ -177,10 +178,3 @@ def _question(settings: PromptSettings, t_clock: str, target_clock: str) -> str:
                 "interval [lower, upper] of the log return.")
     return (f"Question: will the mid price at {target_clock} {zone} be down, flat or up against "
             f"the mid price at {t_clock} {zone} ({settings.band})?")
-
-
-def messages_sha256(messages: list[dict[str, str]], template: str = TEMPLATE_VERSION) -> str:
-    """SHA-256 of the canonical JSON of the messages and the template version."""
-    payload = json.dumps({"template": template, "messages": messages}, sort_keys=True,
-                         ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(payload.encode()).hexdigest()

@@ -1,0 +1,148 @@
+"""The event track's run configuration (``track = "events"``, docs/spec.md §11): which
+resolved markets are asked, each market's cutoff ``t0``, what the gate lets through, the
+forecasters and references, and how scores are summarised."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict
+
+
+class EventTasksConfig(_Strict):
+    """Markets resolved in ``[resolved_from, resolved_to]`` (UTC dates), optionally of some
+    categories; one task per market at its cutoff ``t0``:
+
+    - ``cutoff = "open"``: ``t0 = opened_at + open_delay_hours``;
+    - ``cutoff = "lead"``: ``t0 = closes_at - lead_hours``;
+    - ``cutoff = "given"``: ``t0`` from ``cutoffs_file`` (``market_id``, ``t0`` columns).
+    """
+
+    resolved_from: dt.date
+    resolved_to: dt.date
+    categories: list[Annotated[str, Field(min_length=1)]] | None = None
+    cutoff: Literal["open", "lead", "given"] = "lead"
+    open_delay_hours: Annotated[float, Field(ge=0)] = 0.0
+    lead_hours: Annotated[float, Field(gt=0)] | None = None
+    cutoffs_file: Path | None = None
+    # the market's price at t0 is its last price at or before t0, no older than this
+    price_max_age_hours: Annotated[float, Field(gt=0)] = 24.0
+
+    @model_validator(mode="after")
+    def _rule(self) -> EventTasksConfig:
+        if self.resolved_to < self.resolved_from:
+            raise ValueError(f"resolved_to {self.resolved_to} is before resolved_from "
+                             f"{self.resolved_from}")
+        if (self.cutoff == "lead") != (self.lead_hours is not None):
+            raise ValueError("lead_hours goes with cutoff = 'lead' (and it needs it)")
+        if (self.cutoff == "given") != (self.cutoffs_file is not None):
+            raise ValueError("cutoffs_file goes with cutoff = 'given' (and it needs it)")
+        return self
+
+
+class EventContextConfig(_Strict):
+    """What the gate offers a forecaster of a market at ``t0``: posts made in
+    ``[t0 - lookback_days, t0)``, the ``top_k`` best by BM25 against the question; a task
+    found *relevant* discussion when a retrieved post scores at least ``relevant_min_score``."""
+
+    lookback_days: Annotated[float, Field(gt=0, le=3650)] = 30.0
+    top_k: Annotated[int, Field(ge=1, le=50)] = 5
+    relevant_min_score: Annotated[float, Field(gt=0)] = 3.0
+    max_post_chars: Annotated[int, Field(ge=50, le=20_000)] = 600
+
+
+class ConstantModel(_ModelBase):
+    kind: Literal["constant"]
+    p: Annotated[float, Field(ge=0, le=1)]  # declared before any label is read
+
+
+class FrozenFrequencyModel(_ModelBase):
+    """The YES frequency of the markets resolved in a training window (void ones left
+    out), frozen: every task it answers must come after the window's last resolution."""
+
+    kind: Literal["frozen_frequency"]
+    train_from: dt.date
+    train_to: dt.date
+    categories: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> FrozenFrequencyModel:
+        if self.train_to < self.train_from:
+            raise ValueError("train_to is before train_from")
+        return self
+
+
+class CategoryRateModel(_ModelBase):
+    """The time-valid YES rate of the task's category: markets resolved before ``t0`` (the
+    last ``window`` of them, or all); below ``min_count`` the rate of all categories, and
+    below that again ``prior`` (each fallback recorded on its row)."""
+
+    kind: Literal["category_rate"]
+    window: Annotated[int, Field(ge=1)] | None = None
+    min_count: Annotated[int, Field(ge=1)] = 5
+    prior: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+
+class MarketPriceModel(_ModelBase):
+    kind: Literal["market_price"]  # the crowd: the market's YES price at t0
+
+
+class EventLLMModel(OpenAIModel):
+    """A language model asked for the probability of YES (``p_yes``) with a rationale;
+    ``retrieval``: whether the retrieved posts are in its prompt."""
+
+    format: Literal["event"] = "event"
+    retrieval: Literal["none", "bm25"] = "bm25"
+    show_market_price: bool = False  # the market's price at t0 in the prompt
+
+    @model_validator(mode="after")
+    def _event(self) -> EventLLMModel:
+        if self.anonymize:
+            raise ValueError("anonymize belongs to the intraday track")
+        if self.head != "verbal":
+            raise ValueError("the event track asks for a stated probability (head 'verbal')")
+        return self
+
+
+EventModelConfig = Annotated[
+    ConstantModel | FrozenFrequencyModel | CategoryRateModel | MarketPriceModel | EventLLMModel,
+    Field(discriminator="kind")]
+REFERENCE_KINDS = ("constant", "frozen_frequency", "category_rate", "market_price")
+
+
+class EventScoresConfig(_Strict):
+    log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
+    bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
+    seed: int = 20240301
+    level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    min_group_cases: Annotated[int, Field(ge=1)] = 5  # per-group rows from this many cases
+
+
+class EventRunConfig(_Strict):
+    version: Literal[1] = 1
+    track: Literal["events"]
+    data: DataConfig
+    tasks: EventTasksConfig
+    context: EventContextConfig = Field(default_factory=EventContextConfig)
+    models: list[EventModelConfig] = Field(default_factory=list)
+    scores: EventScoresConfig = Field(default_factory=EventScoresConfig)
+
+    @model_validator(mode="after")
+    def _names(self) -> EventRunConfig:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        timed = [m.name for m in self.models if m.horizons is not None]
+        if timed:
+            raise ValueError(f"models.{timed[0]}.horizons: the event track has no horizons")
+        return self
+
+
+def reference_names(config: EventRunConfig) -> list[str]:
+    """The references of a config (skill is computed against each), in its order."""
+    return [m.name for m in config.models if m.kind in REFERENCE_KINDS]

@@ -1,0 +1,219 @@
+"""The event store (docs/spec.md §11.1): markets, their YES price histories and a frozen
+snapshot of posts, as Parquet with a manifest of SHA-256 hashes.
+
+    STORE/manifest.json
+    STORE/markets.parquet                      one row a market, by market_id
+    STORE/prices.parquet                       market_id, time, price (of YES), sorted
+    STORE/posts/date=YYYY-MM-DD/part.parquet   posts of that UTC date, by created_utc, post_id
+
+Every ingest checks all of its input before anything is written; then it writes the new
+files beside the old and commits them with the manifest last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from finbench.core.errors import DataError, StoreError
+from finbench.core.outputs import write_atomic, write_json
+from finbench.data.events.markets import read_markets, read_prices
+from finbench.data.events.posts import POSTS_SCHEMA, read_dump
+from finbench.data.store import sha256_file
+
+FORMAT = "finbench-event-store"
+MANIFEST = "manifest.json"
+
+
+def event_snapshot_hash(files: dict[str, str]) -> str:
+    """One hash over the store's files (sorted ``path sha`` lines)."""
+    text = "finbench-event-snapshot-v1\n" + "".join(
+        f"{path} {sha}\n" for path, sha in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class EventStore:
+    """An event store folder; ``manifest`` is its manifest."""
+
+    def __init__(self, path: str | Path, manifest: dict | None = None) -> None:
+        self.path = Path(path)
+        file = self.path / MANIFEST
+        if manifest is not None:
+            self.manifest = manifest
+            return
+        if not file.is_file():
+            raise StoreError(f"{self.path}: no {MANIFEST} (ingest markets and posts first: "
+                             "finbench data ingest --markets/--posts)")
+        self.manifest = json.loads(file.read_text())
+        if self.manifest.get("format") != FORMAT:
+            raise StoreError(f"{file}: not an event store (format "
+                             f"{self.manifest.get('format')!r}, expected {FORMAT!r})")
+
+    @classmethod
+    def open_or_create(cls, path: str | Path, *, synthetic: bool = False,
+                       description: str = "") -> EventStore:
+        """An existing store, or a new empty one (written by its first ingest)."""
+        path = Path(path)
+        if (path / MANIFEST).is_file():
+            return cls(path)
+        return cls(path, {"format": FORMAT, "version": 1, "files": {}, "dumps": [],
+                          "synthetic": synthetic, "description": description,
+                          "snapshot_sha256": event_snapshot_hash({})})
+
+    @property
+    def snapshot_sha256(self) -> str:
+        return self.manifest["snapshot_sha256"]
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.manifest.get("synthetic"))
+
+    # -- reading ---------------------------------------------------------------------------
+    def markets(self) -> pd.DataFrame:
+        return self._read("markets.parquet")
+
+    def prices(self) -> pd.DataFrame:
+        return self._read("prices.parquet")
+
+    def _read(self, name: str) -> pd.DataFrame:
+        file = self.path / name
+        if name not in self.manifest["files"] or not file.is_file():
+            raise StoreError(f"{self.path}: holds no {name} (ingest markets first)")
+        return pd.read_parquet(file)
+
+    def post_dates(self) -> list[dt.date]:
+        return sorted(dt.date.fromisoformat(rel.split("=")[1].split("/")[0])
+                      for rel in self.manifest["files"] if rel.startswith("posts/"))
+
+    def read_posts(self, start: pd.Timestamp, end: pd.Timestamp) -> pa.Table:
+        """Posts with ``start <= created_utc < end`` (UTC), from the date partitions that can
+        hold them, sorted by created_utc then post_id."""
+        days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
+        tables = [pq.read_table(self.path / _post_rel(d)) for d in days]
+        if not tables:
+            return POSTS_SCHEMA.empty_table()
+        table = pa.concat_tables(tables)
+        created = table.column("created_utc")
+        keep = pc.and_(pc.greater_equal(created, pa.scalar(start.as_unit("ns"),
+                                                             created.type)),
+                       pc.less(created, pa.scalar(end.as_unit("ns"), created.type)))
+        return table.filter(keep)
+
+    # -- ingest ----------------------------------------------------------------------------
+    def add_markets(self, markets_file, prices, *, default_category: str | None = None,
+                    dry_run: bool = False) -> dict:
+        """Markets (replacing stored ones of the same id) and their price histories (a
+        market's stored prices are replaced by the new file's when it has any)."""
+        new = read_markets(markets_file, default_category=default_category)
+        old = self.markets() if "markets.parquet" in self.manifest["files"] else None
+        replaced = 0 if old is None else int(old["market_id"].isin(new["market_id"]).sum())
+        merged = new if old is None else pd.concat(
+            [old[~old["market_id"].isin(new["market_id"])], new], ignore_index=True)
+        merged = merged.sort_values("market_id", kind="stable").reset_index(drop=True)
+        updates = {"markets.parquet": merged}
+        n_prices = 0
+        if prices is not None:
+            table = read_prices(prices, merged["market_id"])
+            n_prices = len(table)
+            stored = self.prices() if "prices.parquet" in self.manifest["files"] else None
+            if stored is not None:
+                table = pd.concat([stored[~stored["market_id"].isin(table["market_id"])],
+                                   table], ignore_index=True)
+            updates["prices.parquet"] = table.sort_values(["market_id", "time"],
+                                                          kind="stable").reset_index(drop=True)
+        if not dry_run:
+            self._commit({k: _writer(v) for k, v in updates.items()}, source={
+                "markets": str(markets_file), "prices": str(prices) if prices else None})
+        return {"markets": len(new), "replaced": replaced, "prices": n_prices,
+                "void": int((new["outcome"] == "void").sum())}
+
+    def add_posts(self, dump, *, dry_run: bool = False) -> dict:
+        """A dump's posts merged into the date partitions (a post id appears once in a
+        partition: the same id from two dumps is refused, naming both)."""
+        facts: dict = {}
+        spill = self.path if self.path.is_dir() else self.path.resolve().parent
+        with tempfile.TemporaryDirectory(dir=spill, prefix=".finbench-ingest-") as tmp:
+            chunks: dict[dt.date, list[Path]] = {}
+            for number, batch in enumerate(read_dump(dump, facts)):
+                days = pc.floor_temporal(batch.column("created_utc"), unit="day")
+                for day in pc.unique(days).to_pylist():
+                    part = batch.filter(pc.equal(days, pa.scalar(day, days.type)))
+                    file = Path(tmp) / f"{day.date()}-{number:06d}.parquet"
+                    pq.write_table(part, file)
+                    chunks.setdefault(day.date(), []).append(file)
+            updates, posts = {}, 0
+            for day, files in sorted(chunks.items()):
+                table = pa.concat_tables(pq.read_table(f) for f in files)
+                posts += table.num_rows
+                rel = _post_rel(day)
+                if rel in self.manifest["files"]:
+                    table = pa.concat_tables([pq.read_table(self.path / rel), table])
+                _refuse_duplicates(table, dump, day)
+                order = pc.sort_indices(table, [("created_utc", "ascending"),
+                                                ("post_id", "ascending")])
+                updates[rel] = _table_writer(table.take(order))
+            if not dry_run:
+                self._commit(updates, dump=facts)
+        return {"posts": posts, "dates": len(chunks), **facts}
+
+    def _commit(self, updates: dict, *, source: dict | None = None, dump: dict | None = None
+                ) -> None:
+        """Each update written atomically, then the manifest (its hashes) last."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        files = dict(self.manifest["files"])
+        for rel, write in updates.items():
+            target = self.path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, write)
+            files[rel] = sha256_file(target)
+        self.manifest["files"] = dict(sorted(files.items()))
+        if dump:
+            self.manifest["dumps"] = [*self.manifest["dumps"], dump]
+        if source:
+            self.manifest["markets_source"] = source
+        self.manifest["snapshot_sha256"] = event_snapshot_hash(files)
+        write_json(self.path / MANIFEST, self.manifest)
+
+    def verify(self) -> list[str]:
+        """Each file against its manifest hash; one line per file that is missing or
+        changed."""
+        problems = []
+        for rel, sha in self.manifest["files"].items():
+            file = self.path / rel
+            if not file.is_file():
+                problems.append(f"{file}: missing (the manifest lists it)")
+            elif sha256_file(file) != sha:
+                problems.append(f"{file}: SHA-256 differs from the manifest (changed after "
+                                "ingest)")
+        return problems
+
+
+def _post_rel(day: dt.date) -> str:
+    return f"posts/date={day.isoformat()}/part.parquet"
+
+
+def _writer(frame: pd.DataFrame):
+    return lambda tmp: frame.to_parquet(tmp, index=False)
+
+
+def _table_writer(table: pa.Table):
+    return lambda tmp: pq.write_table(table, tmp)
+
+
+def _refuse_duplicates(table: pa.Table, dump, day: dt.date) -> None:
+    ids = table.column("post_id").to_numpy(zero_copy_only=False)
+    unique, counts = np.unique(ids, return_counts=True)
+    twice = unique[counts > 1]
+    if len(twice):
+        raise DataError(f"{dump}: {len(twice)} post id(s) of {day} appear twice (in this "
+                        "dump or already in the store); nothing was written",
+                        [f"post_id {p}" for p in twice[:20]])

@@ -1,0 +1,103 @@
+"""The event track's scores (docs/spec.md §11.6), from a run's forecasts and labels alone.
+
+Per model and slice (all scored markets, each category, whether retrieval found relevant
+posts before ``t0``, each event group with enough cases): n, positives, Brier score and log
+loss, and the Brier penalty split into its YES and NO parts (which must sum to the total).
+Skill against each reference is computed on the rows both answered validly, shown with N,
+positives and both raw scores; it is undefined when the reference scores 0. Confidence
+intervals resample whole event groups. A frequency fitted on the evaluated labels appears
+only as a descriptive row, labelled in-sample, never as a reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+IN_SAMPLE = "in-sample frequency"  # the descriptive row's model name
+IN_SAMPLE_KIND = "in_sample (descriptive, fitted on the evaluated labels: not a forecast)"
+
+
+def brier_parts(p: np.ndarray, y: np.ndarray) -> dict:
+    """Brier score with its YES and NO penalty totals, each summed on its own; the two must
+    add up to the total penalty (else a RuntimeError: two counts of one set disagree).
+
+    >>> parts = brier_parts(np.full(100, 0.01), np.r_[1, np.zeros(99)])
+    >>> round(parts["brier"], 6), round(parts["yes_penalty"], 4), round(parts["no_penalty"], 4)
+    (0.0099, 0.9801, 0.0099)
+    """
+    penalty = (p - y) ** 2
+    yes, no = float(np.sum(penalty[y == 1])), float(np.sum(penalty[y == 0]))
+    total = float(np.sum(penalty))
+    if abs(yes + no - total) > 1e-9 * max(1.0, total):
+        raise RuntimeError(f"YES ({yes}) and NO ({no}) penalties do not sum to {total}")
+    n = len(p)
+    return {"n": n, "positives": int(np.sum(y == 1)), "brier": total / n if n else np.nan,
+            "yes_penalty": yes, "no_penalty": no, "penalty_total": total}
+
+
+def log_loss(p: np.ndarray, y: np.ndarray, clip: float) -> float:
+    """Mean negative log-likelihood, probabilities clipped to ``[clip, 1 - clip]``."""
+    q = np.clip(p, clip, 1 - clip)
+    return float(np.mean(-(y * np.log(q) + (1 - y) * np.log1p(-q)))) if len(p) else np.nan
+
+
+def skill(model: float, reference: float) -> float:
+    """``1 - model / reference``; NaN (undefined) when the reference scores 0."""
+    return np.nan if reference == 0 else 1.0 - model / reference
+
+
+def effective_events(groups: np.ndarray) -> float:
+    """Kish's effective number of independent events when rows of one group move together:
+    ``(sum n_g)^2 / sum n_g^2`` (the number of groups when they are equal in size)."""
+    _, n = np.unique(groups, return_counts=True)
+    return float(n.sum() ** 2 / np.sum(n.astype(float) ** 2)) if len(n) else 0.0
+
+
+def group_bootstrap(errors: list[np.ndarray], groups: np.ndarray, *, reps: int, seed: int,
+                    level: float, stat) -> tuple[float, float]:
+    """A percentile interval of ``stat(sums of each error array, count)`` over replicates
+    that draw whole groups with replacement."""
+    keys, where = np.unique(groups, return_inverse=True)
+    if len(keys) < 2:
+        return np.nan, np.nan
+    sums = [np.bincount(where, weights=e, minlength=len(keys)) for e in errors]
+    counts = np.bincount(where, minlength=len(keys)).astype(float)
+    draws = np.random.default_rng(seed).multinomial(len(keys), np.full(len(keys), 1 / len(keys)),
+                                                    size=reps).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = stat(*(draws @ s for s in sums), draws @ counts)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return np.nan, np.nan
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd.DataFrame:
+    """One row per forecast of a scored market (status ok): its label, slices and scores."""
+    scored = labels[labels["status"] == "ok"]
+    rows = forecasts.merge(scored[["task_id", "y", "category", "event_group",
+                                   "retrieval_relevant"]], on="task_id", how="inner")
+    p = rows["p_up"].to_numpy(float)
+    y = rows["y"].to_numpy(float)
+    q = np.clip(p, clip, 1 - clip)
+    ok = rows["valid"].to_numpy(bool) & (rows["answer_status"] == "answered").to_numpy(bool)
+    return rows.assign(
+        scored=ok, brier=np.where(ok, (p - y) ** 2, np.nan),
+        log_loss=np.where(ok, -(y * np.log(q) + (1 - y) * np.log1p(-q)), np.nan))
+
+
+def slices(rows: pd.DataFrame, min_group: int) -> list[tuple[str, str, np.ndarray]]:
+    """(slice kind, slice, rows mask) of the rows: all, each category, retrieval found
+    relevant posts or not, each event group of at least ``min_group`` scored markets."""
+    out = [("overall", "all", np.ones(len(rows), bool))]
+    for c in sorted(rows["category"].unique()):
+        out.append(("category", c, (rows["category"] == c).to_numpy(bool)))
+    relevant = rows["retrieval_relevant"].to_numpy(bool)
+    out += [("retrieval", "relevant posts before t0", relevant),
+            ("retrieval", "no relevant posts before t0", ~relevant)]
+    size = rows.drop_duplicates("task_id")["event_group"].value_counts()
+    for g in sorted(size.index[size >= min_group]):
+        out.append(("event_group", g, (rows["event_group"] == g).to_numpy(bool)))
+    return out
