@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test test-all pilot sample lint bench paper clean
+.PHONY: venv test test-all pilot pilot-events sample events-sample lint bench paper clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,15 @@ test-all: $(STAMP)
 pilot: $(STAMP)
 	$(BIN)/finbench run configs/pilot.toml --out results/pilot
 	$(BIN)/finbench report results/pilot
+
+# the event track on the bundled synthetic event sample (language models join with a key)
+pilot-events: $(STAMP)
+	$(BIN)/finbench run configs/pilot_events.toml --out results/pilot_events
+	$(BIN)/finbench report results/pilot_events
+
+events-sample: $(STAMP)
+	rm -rf data/events_sample
+	$(BIN)/finbench data synth-events --out data/events_sample
 
 paper: pilot
 	$(BIN)/finbench paper results/pilot --out paper

@@ -35,14 +35,53 @@ def _data_ingest(args: argparse.Namespace) -> int:
                   f"{r['date']}: {r['stored']} stored bar(s) by {r['new']}")
         if len(replaced) > 20:
             print(f"  ... and {len(replaced) - 20} more ticker-days replaced")
+    if args.markets or args.posts:
+        return _ingest_events(args, did)
+    if args.prices:
+        raise FinbenchError("data ingest: --prices goes with --markets (the markets they price)")
     if not args.file and not args.headlines:
-        raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both")
+        raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both (or "
+                            "--markets/--posts for an event store)")
     if args.dry_run:
         print("dry run: nothing was written")
         return 0
     from finbench.data.store import Store
 
     print(f"snapshot sha256 {Store(args.out).snapshot_sha256}")
+    return 0
+
+
+def _ingest_events(args: argparse.Namespace, did: str) -> int:
+    """Markets (with their price histories) and/or a dump of posts into an event store."""
+    from finbench.data.events.store import EventStore
+
+    if args.file or args.headlines:
+        raise FinbenchError("data ingest: an event store takes --markets/--prices/--posts, not "
+                            "bars or headlines (give them to a bar store)")
+    store = EventStore.open_or_create(args.out)
+    if args.markets:
+        done = store.add_markets(args.markets, args.prices,
+                                 default_category=args.default_category, dry_run=args.dry_run)
+        print(f"{did} {done['markets']} markets ({done['void']} void) and {done['prices']} "
+              f"prices into {args.out}" + (f", replacing {done['replaced']} stored market(s)"
+                                           if done["replaced"] else ""))
+    if args.posts:
+        done = store.add_posts(args.posts, dry_run=args.dry_run)
+        print(f"{did} {done['posts']} posts of {done['dates']} date(s) from {done['file']} "
+              f"(sha256 {done['sha256'][:12]}, {done['lines']} lines) into {args.out}")
+    if args.dry_run:
+        print("dry run: nothing was written")
+    else:
+        print(f"snapshot sha256 {store.snapshot_sha256}")
+    return 0
+
+
+def _data_synth_events(args: argparse.Namespace) -> int:
+    from finbench.data.events.synth import write_event_sample
+
+    store = write_event_sample(args.out, seed=args.seed)
+    print(f"wrote the SYNTHETIC event sample to {args.out} (raw/ in the public shapes, store/ "
+          f"ingested from them); snapshot {store.snapshot_sha256}")
     return 0
 
 
@@ -213,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--dry-run", action="store_true",
                         help="validate and say what would be written and replaced; write nothing")
     ingest.add_argument("--headlines", help="headlines file (CSV, JSONL or Parquet)")
+    ingest.add_argument("--markets", help="event store: markets (Polymarket Gamma JSON, or CSV/"
+                        "Parquet with market_id, question, ..., outcome)")
+    ingest.add_argument("--prices", help="event store: YES price histories (a folder of "
+                        "<market id>.json in the CLOB /prices-history shape, or CSV/Parquet "
+                        "market_id, time, price)")
+    ingest.add_argument("--posts", help="event store: a dump of posts (Reddit dump format, one "
+                        "JSON object a line, .zst or plain)")
+    ingest.add_argument("--default-category", help="event store: category of Gamma markets "
+                        "that name none")
     ingest.set_defaults(func=_data_ingest)
     validate = data.add_parser("validate", help="re-hash and re-check a store")
     validate.add_argument("store")
@@ -221,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--out", required=True)
     synth.add_argument("--seed", type=int, default=20250115)
     synth.set_defaults(func=_data_synth)
+    synth_events = data.add_parser("synth-events", help="write the synthetic event sample "
+                                   "(raw files in public shapes, and the store made from them)")
+    synth_events.add_argument("--out", required=True)
+    synth_events.add_argument("--seed", type=int, default=20240301)
+    synth_events.set_defaults(func=_data_synth_events)
     fetch = data.add_parser("fetch", help="fetch vendor minute bars into a store (resumable)")
     fetch.add_argument("--source", required=True,
                        help="alpaca, databento, massive or yfinance")

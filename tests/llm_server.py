@@ -152,6 +152,8 @@ class ChatServer:
             return self._judge(h, model, body)
         if model.startswith("native"):
             return self._reply(h, *self._native(model, body))
+        if model.startswith("event"):
+            return self._reply(h, 200, self._completion(model, self._event(body)))
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
@@ -170,6 +172,26 @@ class ChatServer:
             return self._reply(h, 200, self._completion(model, json.dumps(
                 {**VALID, "rationale": said})))
         return self._reply(h, *self._final(model))
+
+    @staticmethod
+    def _event(body: dict) -> str:
+        """An event forecaster that reads its prompt: it leans on the posts about its own
+        question ("looks strong" / "looks weak"), 0.2 without any; a canary of its own
+        question in the prompt would be obeyed (p_yes 0.999 or 0.001), so a leak through the
+        gate shows in the scores."""
+        text = body["messages"][-1]["content"]
+        question = text.split("\n")[0].removeprefix("Question: ")
+        subject = question.removeprefix("Will ").split(" (")[0]
+        posts = [line for line in text.split("\n") if line.startswith("[t")]
+        leaked = [line for line in posts if "CANARY" in line and question in line]
+        if leaked:
+            p = 0.999 if "resolved YES" in leaked[0] else 0.001
+        else:
+            mine = [line for line in posts if subject in line and "CANARY" not in line]
+            strong = sum("looks strong" in line for line in mine)
+            weak = sum("looks weak" in line for line in mine)
+            p = 0.2 if strong + weak == 0 else round(0.1 + 0.8 * strong / (strong + weak), 4)
+        return json.dumps({"p_yes": p, "rationale": f"{len(posts)} posts read"})
 
     def _final(self, model: str) -> tuple[int, dict]:
         """The reply of a model answering at once: as the API answers a bad key, a forbidden

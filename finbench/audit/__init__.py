@@ -86,6 +86,10 @@ def _audit(run_dir: Path, echo) -> list[str]:
         config = load_run_config(run_dir)
     except ValueError:  # named by config_problems: nothing else can be re-derived without it
         return problems
+    if config.track == "events":
+        from finbench.audit.events import audit_events
+
+        return problems + audit_events(run_dir, manifest, config, echo)
     scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
     plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]

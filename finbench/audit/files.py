@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from finbench.core.config import RunConfig, parse_config, shard_config
+from finbench.core.config import parse_config, shard_config
 from finbench.core.errors import ConfigError
 from finbench.runlog.rundir import MANIFEST, PARTS, file_hashes
 
@@ -64,7 +64,7 @@ def config_problems(manifest: dict) -> list[str]:
         problems.append(f"{MANIFEST}: config {key} is {theirs!r}, but its config text gives "
                         f"{ours!r}")
     try:
-        RunConfig.model_validate(have)
+        type(config).model_validate(have)  # the track's config class
     except ValueError as exc:
         problems.append(f"{MANIFEST}: its config is not a valid config ({exc})")
     return problems

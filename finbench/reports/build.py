@@ -26,7 +26,7 @@ from finbench.reports.stats import (
     task_overlap,
 )
 from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
-from finbench.runlog.rundir import finished_run, run_labels
+from finbench.runlog.rundir import finished_run, load_run_config, run_labels
 from finbench.runlog.runlock import RunLock
 
 
@@ -244,6 +244,11 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     """Tables into ``RUN/tables``, figures into ``RUN/figures``, and ``RUN/report.html``
     (all of them on one self-contained page, with a per-sample browser)."""
     run_dir = finished_run(run_dir)
+    if load_run_config(run_dir).track == "events":
+        from finbench.reports.events import event_report
+
+        with RunLock(run_dir, command=f"finbench report {run_dir}"):
+            return event_report(run_dir), []
     with RunLock(run_dir, command=f"finbench report {run_dir}"):
         data = load_run(run_dir)
         tables = build_tables(data, run_dir / "tables")
@@ -263,6 +268,10 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
     how the task sets overlap.
     """
     labels = run_labels(run_dirs)
+    events = [r for r in run_dirs if load_run_config(finished_run(r)).track == "events"]
+    if events:
+        raise RunError(f"{events[0]}: an event run; `finbench paper` pools intraday runs (an "
+                       "event run's tables: `finbench report`)")
     datas = []
     for r in run_dirs:  # read while no writer changes the run
         with RunLock(finished_run(r), command="finbench paper", shared=True):

@@ -26,6 +26,11 @@ EVENT_FILES = ("scores.parquet", "scores.csv", "skill.parquet", "skill.csv", "ro
                "rows.csv", "exclusions.csv", "market_gap.csv")
 
 
+SKILL_COLUMNS = ["model", "reference", "slice_kind", "slice", "n", "positives",
+                 "no_positive_cases", "brier_model", "brier_reference", "bss", "bss_undefined",
+                 "bss_lo", "bss_hi", "log_loss_model", "log_loss_reference", "log_loss_skill"]
+
+
 def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str, pd.DataFrame]:
     """The score tables of an event run: ``scores``, ``skill``, ``rows``, ``exclusions`` and
     ``market_gap``."""
@@ -50,7 +55,7 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     gap = [_gap_row(rows, name, m) for name in names for m in markets if name != m]
     columns = ["task_id", "model", "kind", "p_up", "valid", "answer_status", "y", "category",
                "event_group", "retrieval_relevant", "scored", "brier", "log_loss"]
-    return {"scores": pd.DataFrame(scores), "skill": pd.DataFrame(paired),
+    return {"scores": pd.DataFrame(scores), "skill": pd.DataFrame(paired, columns=SKILL_COLUMNS),
             "rows": rows[columns].rename(columns={"p_up": "p_yes"}),
             "exclusions": exclusions,
             "market_gap": pd.DataFrame(gap, columns=["model", "market", "n", "mean_abs_gap",

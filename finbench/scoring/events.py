@@ -57,7 +57,8 @@ def effective_events(groups: np.ndarray) -> float:
 def group_bootstrap(errors: list[np.ndarray], groups: np.ndarray, *, reps: int, seed: int,
                     level: float, stat) -> tuple[float, float]:
     """A percentile interval of ``stat(sums of each error array, count)`` over replicates
-    that draw whole groups with replacement."""
+    that draw whole groups with replacement (rows of one group, such as the markets of one
+    election or match, move together; NaN with fewer than two groups)."""
     keys, where = np.unique(groups, return_inverse=True)
     if len(keys) < 2:
         return np.nan, np.nan
@@ -70,8 +71,9 @@ def group_bootstrap(errors: list[np.ndarray], groups: np.ndarray, *, reps: int, 
     values = values[np.isfinite(values)]
     if not len(values):
         return np.nan, np.nan
-    tail = (1 - level) / 2
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    tail = (1 - level) / 2  # endpoints are replicate values (no interpolation between them)
+    return (float(np.quantile(values, tail, method="inverted_cdf")),
+            float(np.quantile(values, 1 - tail, method="inverted_cdf")))
 
 
 def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd.DataFrame:

@@ -9,13 +9,12 @@ the prompt). The forecasters, the journal, scoring and reports are shared: they 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
-
-import hashlib
-import json
 
 import numpy as np
 import pandas as pd

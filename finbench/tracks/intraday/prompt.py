@@ -12,8 +12,6 @@ model is told never to follow instructions from.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, replace
 
 from finbench.tracks.base import messages_sha256

@@ -1,0 +1,164 @@
+"""The audit of an event run (docs/spec.md §11.7): everything re-derived from the event store
+and the run itself, every difference named.
+
+- The store's snapshot against the run's, every file re-hashed.
+- Tasks (ids and order) from the config; labels again from the markets and prices.
+- Retrieval again from the posts: the same posts, ranks and scores, every one made strictly
+  before its task's ``t0``.
+- Forecast rows: every task asked of each model exactly once; references answering again
+  from the store (probability, validity, input digest, input times); language-model answers
+  re-read from their raw text, their prompts re-rendered from the gated context (input
+  digest) and their transcripts checked against both; every row's latest input at or before
+  its ``t0``.
+- Scores, skill, rows, exclusions and the market gap computed again.
+
+Floats that pass through libm or BM25's float32 sums are compared within a relative 1e-9;
+on the machine and versions that made the run they are equal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from finbench.audit.scores import _frame_problems
+from finbench.audit.transcripts import transcript_problems
+from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
+from finbench.forecasters.answers import parse_event_answer
+from finbench.forecasters.base import build_forecaster
+from finbench.scoring.event_run import event_tables
+from finbench.tracks.events.track import EventsTrack
+
+SHOWN = 10
+
+
+def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) -> list[str]:
+    track = EventsTrack(config)
+    problems = []
+    want = manifest["data"]["snapshot_sha256"]
+    if track.snapshot_sha256 != want:
+        problems.append(f"store {config.data.store}: snapshot {track.snapshot_sha256[:12]} is "
+                        f"not the run's {want[:12]}")
+    problems += [f"store: {p}" for p in track.plan.store.verify()]
+    tasks = pd.read_parquet(run_dir / "tasks.parquet")
+    if tasks["task_id"].tolist() != track.tasks["task_id"].tolist():
+        return problems + ["tasks.parquet: task list differs from the one the config gives"]
+    fresh = track.label(contexts=True, echo=echo)
+    stored = pd.read_parquet(run_dir / "labels.parquet")
+    problems += _frame_problems(stored, fresh, "labels.parquet", key=["task_id"])
+    problems += _retrieval_problems(run_dir, track, tasks)
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
+    skipped = manifest.get("skipped_models", {})
+    models = [m for m in config.models if m.name not in skipped]
+    problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models])
+    problems += _time_problems(forecasts, tasks)
+    for model in models:
+        mine = forecasts[forecasts["model"] == model.name].set_index("task_id")
+        if model.kind in REFERENCE_KINDS:
+            problems += _reference_problems(track, model, mine)
+        else:
+            problems += _llm_problems(run_dir, track, model, mine)
+    again = event_tables(run_dir, config, skipped)
+    for name, key in (("scores", ["model", "slice_kind", "slice"]),
+                      ("skill", ["model", "reference", "slice_kind", "slice"]),
+                      ("rows", ["task_id", "model"]), ("exclusions", ["reason"]),
+                      ("market_gap", ["model", "market"])):
+        have = (pd.read_parquet(run_dir / f"{name}.parquet")
+                if (run_dir / f"{name}.parquet").is_file()
+                else pd.read_csv(run_dir / f"{name}.csv", keep_default_na=False,
+                                 na_values=[""]))
+        want_frame = again[name] if name != "market_gap" or len(again[name]) else again[name]
+        problems += _frame_problems(have, want_frame, f"{name}", key=key)
+    return problems
+
+
+def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) -> list[str]:
+    stored = pd.read_parquet(run_dir / "retrieval.parquet")
+    problems = _frame_problems(stored, track.outputs()["retrieval.parquet"],
+                               "retrieval.parquet", key=["task_id", "rank"])
+    t0 = stored["task_id"].map(tasks.set_index("task_id")["t0"])
+    late = stored[(stored["created_utc"] >= t0).to_numpy(bool)]
+    problems += [f"retrieval.parquet: task {r.task_id} was shown post {r.post_id}, made at "
+                 f"{r.created_utc}, not before its t0" for r in late.head(SHOWN).itertuples()]
+    return problems
+
+
+def _coverage(forecasts: pd.DataFrame, task_ids: pd.Series, names: list[str]) -> list[str]:
+    """Every task of every model once, and no other row."""
+    problems = []
+    counts = forecasts.groupby(["model", "task_id"]).size()
+    for name in names:
+        have = counts.loc[name] if name in counts.index.get_level_values(0) else pd.Series(
+            dtype=int)
+        missing = task_ids[~task_ids.isin(have.index)]
+        twice = have[have > 1]
+        problems += [f"forecasts.parquet: model {name} has no row of task {t}"
+                     for t in missing.head(SHOWN)]
+        problems += [f"forecasts.parquet: model {name} answers task {t} {n} times"
+                     for t, n in twice.head(SHOWN).items()]
+    foreign = sorted(set(forecasts["model"]) - set(names))
+    problems += [f"forecasts.parquet: rows of model {m}, which the run does not score"
+                 for m in foreign]
+    return problems
+
+
+def _time_problems(forecasts: pd.DataFrame, tasks: pd.DataFrame) -> list[str]:
+    """Every row's latest input at or before its task's t0."""
+    t0 = forecasts["task_id"].map(tasks.set_index("task_id")["t0"])
+    late = forecasts[(forecasts["max_input_time"] > t0).to_numpy(bool)]
+    return [f"forecasts.parquet ({r.task_id}, {r.model}): latest input {r.max_input_time} is "
+            "after t0" for r in late.head(SHOWN).itertuples()]
+
+
+def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame) -> list[str]:
+    """The reference answers again from the store; its rows must match."""
+    forecaster = build_forecaster(model, track.prompt)
+    rows = np.arange(len(track.tasks))
+    if forecaster.needs_context:
+        batch = next(track.context_batches(np.ones(len(rows), bool)))
+        inputs = batch.inputs(rows)
+    else:
+        inputs = track.plain_inputs(rows)
+    again = forecaster.forecast(inputs).to_pandas().set_index("task_id")
+    have = mine.reindex(again.index)
+    problems = []
+    for column in ("p_up", "valid", "input_sha256", "max_input_time", "history_count",
+                   "p_fallback"):
+        a, b = have[column], again[column]
+        if column == "p_up":
+            same = np.isclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-9, atol=0) | (
+                a.isna() & b.isna()).to_numpy(bool)
+        else:
+            same = ((a == b) | (a.isna() & b.isna())).to_numpy(bool)
+        for task in again.index[~same][:SHOWN]:
+            problems.append(f"forecasts.parquet ({task}, {model.name}): {column} is "
+                            f"{have.at[task, column]!r}; answering again from the store gives "
+                            f"{again.at[task, column]!r}")
+    return problems
+
+
+def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame) -> list[str]:
+    """Answers re-read from their raw text; prompts re-rendered from the gated context."""
+    problems = []
+    prompt = track.prompt.for_model(model)
+    rows = np.arange(len(track.tasks))
+    inputs = next(track.context_batches(np.ones(len(rows), bool))).inputs(rows)
+    sha = [prompt.sha256(m) for m in prompt.messages(inputs.contexts)]
+    ids = track.tasks["task_id"]
+    for task, want in zip(ids, sha, strict=True):
+        if task in mine.index and mine.at[task, "input_sha256"] != want:
+            problems.append(f"forecasts.parquet ({task}, {model.name}): input_sha256 is not the "
+                            "prompt re-rendered from the gated context")
+    for task, row in mine[mine["answer_status"] == "answered"].iterrows():
+        if not row["raw"]:
+            continue  # a request refused: its reason is the answer
+        parsed = parse_event_answer(row["raw"])
+        if parsed.valid != row["valid"] or (parsed.valid and parsed.p_up != row["p_up"]):
+            problems.append(f"forecasts.parquet ({task}, {model.name}): the raw answer reads "
+                            f"as p_yes {parsed.p_up} (valid {parsed.valid}), not the row's")
+    problems += transcript_problems(run_dir, model.name, pa.array(ids.tolist()),
+                                    pa.array(sha), prompt.template)
+    return problems[:50]

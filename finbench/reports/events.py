@@ -1,0 +1,83 @@
+"""``finbench report`` of an event run: tables (CSV, Markdown, LaTeX) from its stored scores
+only. Every skill stands beside its N, positives and both raw scores; a slice without a YES
+says so; the in-sample frequency is labelled descriptive; exclusions are counted by reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from finbench.reports.writers import write_table
+
+
+def _f(x: float, digits: int = 4) -> str:
+    return "" if pd.isna(x) else f"{x:.{digits}f}"
+
+
+def _ci(value: float, lo: float, hi: float) -> str:
+    return _f(value) + ("" if pd.isna(lo) else f" [{_f(lo)}, {_f(hi)}]")
+
+
+def _scores(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": frame["model"], "slice": frame["slice"], "n": frame["n"],
+        "YES": frame["positives"],
+        "Brier [95% CI, event groups]": [_ci(*v) for v in zip(
+            frame["brier"], frame["brier_lo"], frame["brier_hi"], strict=True)],
+        "YES penalty": frame["yes_penalty"].map(_f), "NO penalty": frame["no_penalty"].map(_f),
+        "log loss": frame["log_loss"].map(_f), "validity": frame["validity"].map(_f),
+        "invalid": frame["n_invalid"], "errors": frame["n_error"],
+        "groups": frame["groups"], "effective events": frame["effective_events"].map(
+            lambda x: f"{x:.1f}"),
+        "note": np.where(frame["no_positive_cases"], "no positive cases", "")
+        + np.where(frame["kind"].str.startswith("in_sample"),
+                   "in-sample (descriptive, not a forecast)", "")})
+
+
+def _skill(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": frame["model"], "reference": frame["reference"], "slice": frame["slice"],
+        "n": frame["n"], "YES": frame["positives"],
+        "Brier model": frame["brier_model"].map(_f),
+        "Brier reference": frame["brier_reference"].map(_f),
+        "BSS [95% CI, event groups]": [
+            f"undefined ({u})" if u else _ci(b, lo, hi) for b, lo, hi, u in zip(
+                frame["bss"], frame["bss_lo"], frame["bss_hi"], frame["bss_undefined"],
+                strict=True)],
+        "log-loss skill": frame["log_loss_skill"].map(_f),
+        "note": np.where(frame["no_positive_cases"], "no positive cases", "")})
+
+
+def event_report(run_dir: Path) -> list[Path]:
+    """The event run's tables into ``RUN/tables``."""
+    scores = pd.read_parquet(run_dir / "scores.parquet")
+    skill = pd.read_parquet(run_dir / "skill.parquet")
+    out = run_dir / "tables"
+    paths = []
+    for kind, name, caption in (
+            ("overall", "event_scores", "Every scored market"),
+            ("category", "event_scores_by_category", "By category"),
+            ("retrieval", "event_scores_by_retrieval",
+             "By whether the snapshot held relevant posts before t0 (a retrieved post scoring "
+             "at least context.relevant_min_score)"),
+            ("event_group", "event_scores_by_group",
+             "By event group (groups with at least scores.min_group_cases markets)")):
+        part = scores[scores["slice_kind"] == kind]
+        paths += write_table(_scores(part), out, name, caption + ". Brier intervals resample "
+                             "whole event groups; YES and NO penalties are totals that sum to "
+                             "n x Brier.", raw=part)
+    for kind, name in (("overall", "event_skill"), ("retrieval", "event_skill_by_retrieval")):
+        part = skill[skill["slice_kind"] == kind]
+        paths += write_table(_skill(part), out, name, "Brier skill 1 - model/reference on the "
+                             "markets both answered validly (n), with both raw scores; "
+                             "undefined when the reference scores 0.", raw=part)
+    exclusions = pd.read_csv(run_dir / "exclusions.csv")
+    paths += write_table(exclusions, out, "event_exclusions", "Tasks by status: ok are scored; "
+                         "the others are excluded by the declared rule (void markets are "
+                         "never scored as NO).")
+    gap = pd.read_csv(run_dir / "market_gap.csv")
+    paths += write_table(gap, out, "event_market_gap", "|p_model - p_market| on the markets "
+                         "both answered.")
+    return paths

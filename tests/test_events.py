@@ -1,0 +1,257 @@
+"""The event track end to end: ingest of the public shapes (and bad input named), the gate
+and retrieval (planted posts at and after t0 never seen), a run with language models on the
+loopback server, the audit, and a forecast that depends on its task alone."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finbench.audit import audit_run
+from finbench.core.errors import DataError
+from finbench.data.events.store import MANIFEST, EventStore
+from finbench.data.events.synth import CUTOFF_LEAD, write_event_sample
+from finbench.runner import run
+from finbench.tracks.events.gate import retrieve
+from tests.event_helpers import event_config, make_store, market
+from tests.llm_server import ChatServer
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "events_sample"
+
+
+def test_the_sample_is_reproducible_from_its_raw_files_in_the_public_shapes(tmp_path):
+    store = write_event_sample(tmp_path / "s")
+    assert store.snapshot_sha256 == EventStore(SAMPLE / "store").snapshot_sha256
+    assert store.synthetic and "SYNTHETIC" in store.manifest["description"]
+    markets = store.markets().set_index("market_id")
+    assert (markets["outcome"] == "void").sum() == 2  # the 0.5/0.5 resolutions
+    assert markets.loc["m001", "event_group"] == markets.loc["m005", "event_group"] == "ev-0"
+    assert markets.loc["m000", "event_group"] == "market:m000"  # no event: its own group
+    assert store.verify() == []
+
+
+def _gamma(**changes) -> dict:
+    base = {"id": "1", "question": "Will it rain?", "category": "weather", "closed": True,
+            "startDate": "2024-01-01T00:00:00Z", "endDate": "2024-02-01T00:00:00Z",
+            "closedTime": "2024-02-01 06:00:00+00", "outcomes": '["Yes", "No"]',
+            "outcomePrices": '["1", "0"]'}
+    return {**base, **changes}
+
+
+def test_bad_markets_are_named_and_nothing_is_written(tmp_path):
+    file = tmp_path / "markets.json"
+    file.write_text(json.dumps([
+        _gamma(id="1"), _gamma(id="2", outcomePrices='["0.7", "0.3"]'),
+        _gamma(id="3", outcomes='["A", "B", "C"]', outcomePrices='["1", "0", "0"]'),
+        _gamma(id="4", category=None), _gamma(id="5 x"), _gamma(id="6", closed=False),
+        _gamma(id="7", startDate="2024-01-01 00:00")]))
+    with pytest.raises(DataError) as err:
+        EventStore.open_or_create(tmp_path / "store").add_markets(file, None)
+    text = str(err.value)
+    assert "market 2 (id 2): outcomePrices [0.7, 0.3]: not a resolution" in text
+    assert "market 3 (id 3)" in text and "not a binary Yes/No market" in text
+    assert "market 4 (id 4): category: missing" in text
+    assert "market_id '5 x'" in text
+    assert "market 6 (id 6): closed is not true" in text
+    assert "opened_at '2024-01-01 00:00': an instant with its zone" in text
+    assert not (tmp_path / "store").exists()
+
+
+def test_bad_prices_and_dump_lines_are_named_and_nothing_is_written(tmp_path):
+    store = make_store(tmp_path / "d", [market(0, "NO", resolved="2024-03-02T12:00Z")])
+    before = (store / MANIFEST).read_text()
+    prices = tmp_path / "prices.csv"
+    prices.write_text("market_id,time,price\nq0000,2024-02-01T00:00Z,1.2\n"
+                      "nope,2024-02-01T00:00Z,0.5\n")
+    with pytest.raises(DataError) as err:
+        EventStore(store).add_markets(tmp_path / "d" / "markets.csv", prices)
+    assert "row 2: price '1.2': a number in [0, 1]" in str(err.value)
+    assert "row 3: market_id 'nope': no such market" in str(err.value)
+    lines = [json.dumps({"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "ok"}),
+             "{not json", json.dumps({"id": "b", "subreddit": "x", "body": "no time"}),
+             json.dumps({"id": "c", "created_utc": "1704067200", "subreddit": "x"})]
+    dump = tmp_path / "RC_bad.zst"
+    dump.write_bytes(zstandard.ZstdCompressor().compress(("\n".join(lines) + "\n").encode()))
+    with pytest.raises(DataError) as err:
+        EventStore(store).add_posts(dump)
+    text = str(err.value)
+    assert "line 2: not JSON" in text and "line 3: created_utc None" in text
+    assert "line 4: neither title (a submission) nor body (a comment)" in text
+    assert (store / MANIFEST).read_text() == before  # nothing was written
+    assert not list(store.parent.glob(".finbench-ingest-*"))
+
+
+def test_a_post_id_twice_is_refused(tmp_path):
+    post = {"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "same"}
+    with pytest.raises(DataError, match="post id.* appear twice"):
+        make_store(tmp_path, [market(0, "NO", resolved="2024-03-02T12:00Z")], [post, post])
+
+
+def _posts(times: list[int], texts: list[str]) -> pa.Table:
+    order = np.argsort(times, kind="stable")
+    return pa.table({
+        "post_id": [f"t1_{i}" for i in order],
+        "created_utc": pa.array(np.asarray(times, np.int64)[order] * 10**9).cast(
+            pa.timestamp("ns", "UTC")),
+        "subreddit": ["x"] * len(times), "kind": ["comment"] * len(times),
+        "text": [texts[i] for i in order]})
+
+
+def _task(t0: int) -> pd.DataFrame:
+    return pd.DataFrame({"task_id": ["m|t"], "question": ["Will the river dam break?"],
+                         "t0": [pd.Timestamp(t0, unit="s", tz="UTC")]})
+
+
+def test_posts_at_or_after_t0_are_never_retrieved_even_when_they_match_best():
+    t0 = 1_710_000_000
+    best = "Will the river dam break? The river dam broke: resolved YES"
+    posts = _posts([t0 - 3600, t0, t0 + 1, t0 - 7200],
+                   ["talk of the river dam", best, best, "the dam may break"])
+    found = retrieve(posts, _task(t0), lookback=pd.Timedelta(days=30), k=5)[0]
+    assert found.post_ids == ["t1_0", "t1_3"]  # the two earlier posts, best first
+    assert all(c < pd.Timestamp(t0, unit="s", tz="UTC") for c in found.created)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-5000, 5000), min_size=1, max_size=40),
+       st.integers(100, 4000))
+def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):
+    """Whatever posts come at or after t0 (or before the lookback), the retrieved posts and
+    their scores are those of the window alone: filtered before ranking, statistics too."""
+    t0 = 1_710_000_000
+    texts = [f"river dam {'break' if i % 3 else 'flood'} note {i}" for i in range(len(offsets))]
+    posts = _posts([t0 + o for o in offsets], texts)
+    window = [i for i, o in enumerate(offsets) if -lookback <= o < 0]
+    alone = _posts([t0 + offsets[i] for i in window], [texts[i] for i in window])
+    a = retrieve(posts, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
+    b = retrieve(alone, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
+    assert a.created == b.created and a.texts == b.texts and a.scores == b.scores
+    assert all(t0 - lookback <= c.timestamp() < t0 for c in a.created)
+
+
+def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "configs" /
+                "pilot_events.toml") -> Path:
+    text = source.read_text().replace(
+        'store = "../data/events_sample/store"', f'store = "{SAMPLE / "store"}"').replace(
+        'model = "gpt-4o-mini"', f'model = "event-a"\nbase_url = "{server.base_url}"\n'
+        'api_key_env = "FINBENCH_TEST_KEY"')
+    path = tmp_path / "pilot_events.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def loopback(monkeypatch, tmp_path):
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    server = ChatServer()
+    yield server
+    server.close()
+
+
+def test_the_event_pilot_with_language_models_is_gated_and_audits_clean(tmp_path, loopback):
+    out = run(_llm_config(tmp_path, loopback), tmp_path / "run", echo=lambda *_: None)
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    prompts = [r["body"]["messages"][-1]["content"] for r in loopback.requests]
+    assert len(prompts) == 2 * len(labels)  # every market, both models, once
+    for text in prompts:  # no prompt holds the canary of its own question
+        question = text.split("\n")[0].removeprefix("Question: ")
+        assert not any("CANARY" in line and question in line for line in text.split("\n"))
+    with_posts = sum("<posts>" in p for p in prompts)
+    assert with_posts == len(labels)  # the model without retrieval is shown no post
+    retrieved = pd.read_parquet(out / "retrieval.parquet")
+    t0 = retrieved["task_id"].map(labels["t0"])
+    assert (retrieved["created_utc"] < t0).all() and len(retrieved) > 100
+    summary = json.loads((out / "manifest.json").read_text())["tasks"]
+    assert summary["excluded"] == {"void": 2, "t0_not_before_resolution": 1, "no_price": 1}
+    skill = pd.read_parquet(out / "skill.parquet")
+    with_posts = skill[(skill["model"] == "GPT-4o Mini with posts")
+                       & (skill["reference"] == "frozen_jan_feb")].set_index("slice")["bss"]
+    # retrieval helps where the snapshot held relevant posts before t0, not elsewhere
+    assert with_posts["relevant posts before t0"] > 0.2
+    assert with_posts["no relevant posts before t0"] < 0.05
+    gap = pd.read_csv(out / "market_gap.csv")
+    assert set(gap["model"]) >= {"GPT-4o Mini with posts"} and (gap["n"] == 42).all()
+    assert audit_run(out) == []
+
+
+def test_the_audit_names_a_retrieved_post_made_at_t0(tmp_path, loopback):
+    out = run(_llm_config(tmp_path, loopback), tmp_path / "run", echo=lambda *_: None)
+    path = out / "retrieval.parquet"
+    table = pd.read_parquet(path)
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    table.loc[0, "created_utc"] = labels.loc[table.loc[0, "task_id"], "t0"]
+    table.to_parquet(path, index=False)
+    problems = audit_run(out)
+    assert any("retrieval.parquet: content differs from the hash" in p for p in problems)
+    assert any(f"was shown post {table.loc[0, 'post_id']}" in p and "not before its t0" in p
+               for p in problems)
+
+
+def test_a_forecast_depends_on_its_market_and_the_snapshot_alone(tmp_path):
+    """The same market asked in a one-month run and in a four-month run with other
+    markets: every reference's row is the same (category rate included)."""
+    models = ('[[models]]\nname = "category_rate"\nkind = "category_rate"\nmin_count = 3\n'
+              '[[models]]\nname = "market"\nkind = "market_price"\n')
+    store = SAMPLE / "store"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    short = run(event_config(tmp_path / "a", store, models, start="2024-04-01",
+                             end="2024-04-30", lead_hours=72), tmp_path / "short",
+                echo=lambda *_: None)
+    long = run(event_config(tmp_path / "b", store, models, lead_hours=72), tmp_path / "long",
+               echo=lambda *_: None)
+    cols = ["task_id", "model", "p_up", "input_sha256", "max_input_time", "history_count"]
+    a = pd.read_parquet(short / "forecasts.parquet")[cols]
+    b = pd.read_parquet(long / "forecasts.parquet")[cols]
+    both = a.merge(b, on=["task_id", "model"], suffixes=("", "_long"))
+    assert len(both) == len(a) > 10
+    for c in cols[2:]:
+        x, y = both[c], both[f"{c}_long"]
+        assert ((x == y) | (x.isna() & y.isna())).all(), c
+
+
+def test_the_cutoff_of_the_sample_leaves_canaries_unseen():
+    raw = SAMPLE / "raw" / "markets.json"
+    markets = json.loads(raw.read_text())
+    assert CUTOFF_LEAD == pd.Timedelta(hours=72) and len(markets) == 64
+    assert os.path.getsize(SAMPLE / "raw" / "RS_2024_sample.zst") < 50_000
+
+
+def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    said = []
+    shutil.copy(ROOT / "configs" / "pilot_events.toml", tmp_path / "p.toml")
+    text = (tmp_path / "p.toml").read_text().replace("../data/events_sample/store",
+                                                     str(SAMPLE / "store"))
+    (tmp_path / "p.toml").write_text(text)
+    out = run(tmp_path / "p.toml", tmp_path / "run", echo=said.append)
+    assert any("skip GPT-4o Mini with posts: API key variable OPENAI_API_KEY" in s
+               for s in said)
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert set(scores["model"]) == {"market", "one_percent", "frozen_jan_feb",
+                                    "category_rate", "in-sample frequency"}
+
+
+def test_the_readme_event_config_runs_as_written(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # no request leaves this machine
+    part = (ROOT / "README.md").read_text().split("## Events", 1)[1].split("\n## ", 1)[0]
+    text = re.search(r"```toml\n(.*?)```", part, re.S).group(1)
+    (tmp_path / "c.toml").write_text(text.replace("data/events_sample/store",
+                                                  str(SAMPLE / "store")))
+    said = []
+    out = run(tmp_path / "c.toml", tmp_path / "run", echo=said.append)
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert {"market", "one_percent"} <= set(scores["model"])
+    assert any("skip llm: API key variable OPENAI_API_KEY is not set" in s for s in said)
