@@ -135,17 +135,26 @@ def _tasks(args: argparse.Namespace) -> int:
     from finbench.tracks.intraday.plan import plan_run
 
     config = load_config(args.config)
-    plan = plan_run(config)
-    labels = resolve(plan, daily=False, echo=_progress).labels_of(plan.tasks)  # stdout: JSON
+    if config.track != "intraday":
+        from finbench.tracks import open_track
+
+        track = open_track(config)
+        tasks, labels = track.tasks, track.label(contexts=False, echo=_progress)
+        facts = track.summary(labels)
+    else:
+        plan = plan_run(config)
+        tasks = plan.tasks
+        labels = resolve(plan, daily=False, echo=_progress).labels_of(tasks)  # stdout: JSON
+        facts = summary(plan, labels)
     out = Path(args.out) if args.out else None
     if out:
         from finbench.core.outputs import write_atomic
         from finbench.runlog.runlock import RunLock
 
         with RunLock(out, command="finbench tasks"):
-            write_atomic(out / "tasks.parquet", partial(plan.tasks.to_parquet, index=False))
+            write_atomic(out / "tasks.parquet", partial(tasks.to_parquet, index=False))
             write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
-    print(json.dumps(summary(plan, labels), indent=2))
+    print(json.dumps(facts, indent=2))
     return 0
 
 

@@ -255,3 +255,20 @@ def test_the_readme_event_config_runs_as_written(tmp_path, monkeypatch):
     scores = pd.read_parquet(out / "scores.parquet")
     assert {"market", "one_percent"} <= set(scores["model"])
     assert any("skip llm: API key variable OPENAI_API_KEY is not set" in s for s in said)
+
+
+def test_tasks_verb_and_show_on_an_event_run(tmp_path, capsys):
+    from finbench.cli import main
+    from finbench.core.errors import RunError
+    from finbench.reports.show import show
+
+    cfg = tmp_path / "p.toml"
+    cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(SAMPLE / "store")))
+    assert main(["tasks", str(cfg), "--out", str(tmp_path / "t")]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["tasks"] == 46 and facts["labels"] == {"YES": 11, "NO": 31}
+    assert len(pd.read_parquet(tmp_path / "t" / "labels.parquet")) == 46
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    with pytest.raises(RunError, match="an event run"):
+        show(out, "m019|2024-03-01T18:00:00Z")
