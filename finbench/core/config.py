@@ -354,10 +354,7 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:
-        names = [m.name for m in self.models]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        unique_names(self.models)
         policy = self.invalid_policy
         if policy != "exclude":
             if not policy.startswith("fallback:"):
@@ -393,6 +390,14 @@ class RunConfig(_Strict):
             raise ValueError(f"scores.composite.{unknown[0]}: not a score of this run; a "
                              f"composite weighs these: {', '.join(columns)}")
         return self
+
+
+def unique_names(models) -> None:
+    """A ValueError naming the model names a config repeats."""
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
 
 
 SCORE_COLUMNS = ("accuracy", "brier", "log_loss", "kelly", "coverage", "width", "winkler")

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict
+from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict, unique_names
 
 
 class EventTasksConfig(_Strict):
@@ -133,10 +133,7 @@ class EventRunConfig(_Strict):
 
     @model_validator(mode="after")
     def _names(self) -> EventRunConfig:
-        names = [m.name for m in self.models]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        unique_names(self.models)
         timed = [m.name for m in self.models if m.horizons is not None]
         if timed:
             raise ValueError(f"models.{timed[0]}.horizons: the event track has no horizons")

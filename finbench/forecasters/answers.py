@@ -126,18 +126,9 @@ def parse_event_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
     >>> parse_event_answer('{"p_up": 0.25}').error
     'schema: p_yes: missing; p_up: extra field not allowed'
     """
-    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
-    try:
-        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
-    except ValueError as exc:
-        return ParsedAnswer(False, f"not_json: {exc}", text)
-    if not isinstance(payload, dict):
-        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
-                            text)
-    try:
-        answer = EventAnswer.model_validate(payload)
-    except ValidationError as exc:
-        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    text, answer = _validated(raw, EventAnswer)
+    if isinstance(answer, ParsedAnswer):
+        return answer
     return ParsedAnswer(True, None, text, float(answer.p_yes), rationale=answer.rationale,
                         interval_note=NOT_APPLICABLE)
 
@@ -151,18 +142,9 @@ def parse_class_answer(raw: str | dict[str, Any], *, tolerance: float) -> Parsed
     >>> parse_class_answer('{"p_down": 0.2, "p_flat": 0.3, "p_up": 0.4}', tolerance=1e-3).error
     'schema: p_down + p_flat + p_up = 0.9, not 1 within 0.001'
     """
-    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
-    try:
-        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
-    except ValueError as exc:
-        return ParsedAnswer(False, f"not_json: {exc}", text)
-    if not isinstance(payload, dict):
-        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
-                            text)
-    try:
-        answer = ClassAnswer.model_validate(payload)
-    except ValidationError as exc:
-        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    text, answer = _validated(raw, ClassAnswer)
+    if isinstance(answer, ParsedAnswer):
+        return answer
     q = (float(answer.p_down), float(answer.p_flat), float(answer.p_up))
     total = math.fsum(q)
     if abs(total - 1) > tolerance:
@@ -171,6 +153,24 @@ def parse_class_answer(raw: str | dict[str, Any], *, tolerance: float) -> Parsed
                             q_down=q[0], q_flat=q[1], q_up=q[2])
     return ParsedAnswer(True, None, text, rationale=answer.rationale,
                         interval_note=NOT_APPLICABLE, q_down=q[0], q_flat=q[1], q_up=q[2])
+
+
+def _validated(raw: str | dict[str, Any], schema: type[BaseModel]
+               ) -> tuple[str, BaseModel | ParsedAnswer]:
+    """(the answer's text, the answer validated by ``schema``, or the invalid answer that
+    says why not: not JSON, not an object, or the schema's reasons)."""
+    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
+    try:
+        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        return text, ParsedAnswer(False, f"not_json: {exc}", text)
+    if not isinstance(payload, dict):
+        return text, ParsedAnswer(False, "schema: expected a JSON object, got "
+                                         f"{type(payload).__name__}", text)
+    try:
+        return text, schema.model_validate(payload)
+    except ValidationError as exc:
+        return text, ParsedAnswer(False, "schema: " + _reasons(exc), text)
 
 
 def _constant(name: str) -> float:
