@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.calendar import get_calendar
-from finbench.core.config import RunConfig, load_config
+from finbench.core.config import RunConfig, load_config, sessions_only
 from finbench.core.errors import RunError
 from finbench.runner import run
 from finbench.shards import merge_shards
@@ -61,6 +61,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     from distributed import Client, LocalCluster, as_completed
 
     config = load_config(config_path)
+    sessions_only(config, "--executor dask")
     ranges = shard_ranges(config)
     out = Path(out)
     (out / SHARDS).mkdir(parents=True, exist_ok=True)

@@ -33,3 +33,11 @@ def utc(text: str) -> pd.Timestamp:
 def baselines_toml(*kinds: str) -> str:
     """``[[models]]`` blocks of baselines with default settings, each named after its kind."""
     return "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n' for k in kinds)
+
+
+def aapl_config(path: Path, store, body: str = "", *, start: str = "2025-01-15",
+                end: str = "2025-01-15") -> Path:
+    """A config of the sample's AAPL from ``start`` to ``end``; ``body`` follows the
+    ``[tasks]`` keys (more task keys, ``[tasks.classes]``, models...)."""
+    return write(path, f'[data]\nstore = "{store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                       f'start = "{start}"\nend = "{end}"\n{body}')

@@ -3,7 +3,6 @@ and retrieval (planted posts at and after t0 never seen), a run with language mo
 loopback server, the audit, and a forecast that depends on its task alone."""
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -220,11 +219,19 @@ def test_a_forecast_depends_on_its_market_and_the_snapshot_alone(tmp_path):
         assert ((x == y) | (x.isna() & y.isna())).all(), c
 
 
-def test_the_cutoff_of_the_sample_leaves_canaries_unseen():
-    raw = SAMPLE / "raw" / "markets.json"
-    markets = json.loads(raw.read_text())
-    assert CUTOFF_LEAD == pd.Timedelta(hours=72) and len(markets) == 64
-    assert os.path.getsize(SAMPLE / "raw" / "RS_2024_sample.zst") < 50_000
+def test_the_sample_plants_a_canary_at_and_after_every_cutoff():
+    """Each market's canaries are made exactly at its cutoff (the strict boundary) and an
+    hour after; none before it."""
+    from finbench.data.events.posts import read_dump
+
+    markets = json.loads((SAMPLE / "raw" / "markets.json").read_text())
+    cutoff = {m["id"]: pd.Timestamp(m["endDate"]) - CUTOFF_LEAD for m in markets}
+    posts = pa.concat_tables(read_dump(SAMPLE / "raw" / "RS_2024_sample.zst", {})).to_pandas()
+    canaries = posts[posts["subreddit"] == "canary"]
+    offset = canaries["created_utc"] - canaries["text"].str.split().str[1].map(cutoff)
+    assert len(canaries) == 2 * len(markets)
+    assert sorted(offset.value_counts().to_dict().items()) == [
+        (pd.Timedelta(0), len(markets)), (pd.Timedelta(hours=1), len(markets))]
 
 
 def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeypatch):
@@ -272,3 +279,17 @@ def test_tasks_verb_and_show_on_an_event_run(tmp_path, capsys):
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     with pytest.raises(RunError, match="an event run"):
         show(out, "m019|2024-03-01T18:00:00Z")
+
+
+def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "p.toml"
+    cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(SAMPLE / "store")))
+    for extra in (["--shard", "2024-03-01:2024-03-31"], ["--executor", "dask"]):
+        done = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                               str(tmp_path / "r"), *extra], capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "a run of track 'events' runs whole" in done.stderr

@@ -15,7 +15,7 @@ from finbench.core.errors import ConfigError, DataError, RunError, StoreError
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.runner import run
-from tests.helpers import HEADER, bar_rows, store_files, write
+from tests.helpers import HEADER, aapl_config, bar_rows, store_files, write
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,9 +45,7 @@ def test_an_unknown_time_zone_is_a_message_naming_it(tmp_path, sample_store):
                          capture_output=True, text=True)
     assert cli.returncode == 2 and "Traceback" not in cli.stderr
     assert "--timezone: 'Mars/Olympus' is not a time zone name" in cli.stderr
-    cfg = write(tmp_path / "cfg.toml", f'[data]\nstore = "{sample_store}"\n[tasks]\n'
-                'tickers = ["AAPL"]\nstart = "2025-01-15"\nend = "2025-01-15"\n'
-                'timezone = "Mars/Olympus"\n')
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, 'timezone = "Mars/Olympus"\n')
     with pytest.raises(ConfigError, match=r"key 'tasks.timezone': Value error, 'Mars/Olympus' "
                        r"is not a time zone name"):
         load_config(cfg)
@@ -55,9 +53,8 @@ def test_an_unknown_time_zone_is_a_message_naming_it(tmp_path, sample_store):
 
 @pytest.fixture
 def pilot_run(tmp_path, sample_copy):
-    cfg = write(tmp_path / "cfg.toml", f'[data]\nstore = "{sample_copy}"\n[tasks]\n'
-                'tickers = ["AAPL"]\nstart = "2025-01-15"\nend = "2025-01-15"\n'
-                '[[models]]\nname = "momentum"\nkind = "momentum"\n')
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_copy,
+                      '[[models]]\nname = "momentum"\nkind = "momentum"\n')
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     return cfg, out, sample_copy
 

@@ -22,13 +22,6 @@ KEY = "sk-finbench-test-DISTINCTIVE-8c1f"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def server():
-    s = ChatServer()
-    yield s
-    s.close()
-
-
 @pytest.fixture(autouse=True)
 def env(monkeypatch, tmp_path):
     monkeypatch.setenv("FINBENCH_TEST_KEY", KEY)

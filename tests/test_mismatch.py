@@ -10,6 +10,7 @@ import pytest
 from finbench.reports.build import report
 from finbench.runner import run
 from finbench.scoring.stance import mismatched, stance
+from tests.helpers import aapl_config
 
 CASES = [  # (rationale, stance a reader gives it)
     ("Strong momentum and upbeat headlines point to further gains.", "up"),
@@ -154,9 +155,6 @@ def test_a_judge_method_without_a_judge_is_refused(tmp_path, sample_store):
     from finbench.core.config import load_config
     from finbench.core.errors import ConfigError
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2025-01-15"\nend = "2025-01-15"\n[analysis.stance]\n'
-                   'method = "judge"\n')
+    cfg = aapl_config(tmp_path / "c.toml", sample_store, '[analysis.stance]\nmethod = "judge"\n')
     with pytest.raises(ConfigError, match=r"analysis.stance.*method 'judge' needs"):
         load_config(cfg)

@@ -9,6 +9,7 @@ import pytest
 from finbench.core.errors import ConfigError
 from finbench.forecasters.logprobs import read_native
 from finbench.scoring import multiclass as mc
+from tests.helpers import aapl_config
 
 LABELS = {"D": "down", "F": "flat", "U": "up"}
 
@@ -139,10 +140,8 @@ def test_labels_gain_the_declared_class_beside_r_and_y(tmp_path, sample_store, c
 def test_a_partition_needs_one_band(tmp_path, sample_store):
     from finbench.core.config import load_config
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2025-01-06"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.001\n'
-                   'band_ticks = 1\n')
+    cfg = aapl_config(tmp_path / "c.toml", sample_store,
+                      "[tasks.classes]\nband = 0.001\nband_ticks = 1\n", start="2025-01-06")
     with pytest.raises(ConfigError, match="give band .* or band_ticks .*, one of them"):
         load_config(cfg)
 
@@ -213,10 +212,8 @@ def test_three_class_baselines_are_time_valid_and_scored_against_a_naive_count(t
 def test_a_three_class_baseline_needs_the_partition(tmp_path, sample_store):
     from finbench.core.config import load_config
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2025-01-06"\nend = "2025-01-15"\n'
-                   '[[models]]\nname = "u"\nkind = "class_uniform"\n')
+    cfg = aapl_config(tmp_path / "c.toml", sample_store,
+                      '[[models]]\nname = "u"\nkind = "class_uniform"\n', start="2025-01-06")
     with pytest.raises(ConfigError, match=r"models.u: a three-class model needs the partition"):
         load_config(cfg)
 
@@ -226,10 +223,10 @@ def test_class_frequency_falls_back_to_thirds_without_history(tmp_path, sample_s
 
     from finbench.runner import run
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2024-09-20"\nend = "2024-09-24"\n[tasks.classes]\nband_ticks = 20\n'
-                   '[[models]]\nname = "freq"\nkind = "class_frequency"\nmin_count = 2\n')
+    cfg = aapl_config(tmp_path / "c.toml", sample_store,
+                      '[tasks.classes]\nband_ticks = 20\n[[models]]\nname = "freq"\n'
+                      'kind = "class_frequency"\nmin_count = 2\n',
+                      start="2024-09-20", end="2024-09-24")
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)
     f = pd.read_parquet(out / "forecasts.parquet").set_index("task_id")
     first = f.loc["AAPL|2024-09-20|MORNING"]  # the store's first day: no label known before
@@ -273,10 +270,9 @@ def test_reports_show_the_three_class_table_beside_or_without_binary_ones(tmp_pa
     assert (out / "figures" / "reliability_three_class.png").is_file()
     assert (out / "tables" / "scores_aggregate.csv").is_file()  # the coin's binary tables
     assert 'id="table-scores_three_class"' in (out / "report.html").read_text()
-    cfg = tmp_path / "only.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2025-01-06"\nend = "2025-01-15"\n[tasks.classes]\nband = 0.004\n'
-                   '[[models]]\nname = "u"\nkind = "class_uniform"\n')
+    cfg = aapl_config(tmp_path / "only.toml", sample_store,
+                      '[tasks.classes]\nband = 0.004\n[[models]]\nname = "u"\n'
+                      'kind = "class_uniform"\n', start="2025-01-06")
     only = run(cfg, tmp_path / "only", echo=lambda *_: None)
     tables, figures = report(only)
     assert {p.name for p in tables} == {"scores_three_class.csv", "scores_three_class.md",

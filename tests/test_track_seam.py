@@ -12,6 +12,7 @@ from finbench.runlog.journal import Journal
 from finbench.runner.forecasting import forecast_pass
 from finbench.tracks import open_track
 from finbench.tracks.base import ContextBatch, Inputs, Track
+from tests.helpers import aapl_config
 
 SEEN = pd.Timestamp("2025-01-15 14:00", tz="UTC")
 
@@ -101,10 +102,8 @@ def test_the_forecast_pass_drives_a_track_it_was_not_written_for(tmp_path):
 def test_a_config_opens_the_intraday_track(sample_store, tmp_path):
     from finbench.core.config import load_config
 
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   'start = "2025-01-15"\nend = "2025-01-15"\n'
-                   '[[models]]\nname = "coin"\nkind = "coin"\n')
+    cfg = aapl_config(tmp_path / "c.toml", sample_store,
+                      '[[models]]\nname = "coin"\nkind = "coin"\n')
     track = open_track(load_config(cfg))
     assert track.name == "intraday" and len(track.tasks) == 3
     labels = track.label(contexts=False)

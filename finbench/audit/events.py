@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.audit.rows import capped
 from finbench.audit.scores import _frame_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
@@ -55,12 +56,14 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     models = [m for m in config.models if m.name not in skipped]
     problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models])
     problems += _time_problems(forecasts, tasks)
+    rows = np.arange(len(track.tasks))
+    gated = next(track.context_batches(np.ones(len(rows), bool))).inputs(rows)
     for model in models:
         mine = forecasts[forecasts["model"] == model.name].set_index("task_id")
         if model.kind in REFERENCE_KINDS:
-            problems += _reference_problems(track, model, mine)
+            problems += _reference_problems(track, model, mine, gated)
         else:
-            problems += _llm_problems(run_dir, track, model, mine)
+            problems += _llm_problems(run_dir, track, model, mine, gated)
     again = event_tables(run_dir, config, skipped)
     for name, key in (("scores", ["model", "slice_kind", "slice"]),
                       ("skill", ["model", "reference", "slice_kind", "slice"]),
@@ -70,8 +73,7 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
                 if (run_dir / f"{name}.parquet").is_file()
                 else pd.read_csv(run_dir / f"{name}.csv", keep_default_na=False,
                                  na_values=[""]))
-        want_frame = again[name] if name != "market_gap" or len(again[name]) else again[name]
-        problems += _frame_problems(have, want_frame, f"{name}", key=key)
+        problems += _frame_problems(have, again[name], name, key=key)
     return problems
 
 
@@ -113,15 +115,12 @@ def _time_problems(forecasts: pd.DataFrame, tasks: pd.DataFrame) -> list[str]:
             "after t0" for r in late.head(SHOWN).itertuples()]
 
 
-def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame) -> list[str]:
-    """The reference answers again from the store; its rows must match."""
+def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame, gated) -> list[str]:
+    """The reference answers again from the store (``gated``: every task's gated inputs);
+    its rows must match."""
     forecaster = build_forecaster(model, track.prompt)
-    rows = np.arange(len(track.tasks))
-    if forecaster.needs_context:
-        batch = next(track.context_batches(np.ones(len(rows), bool)))
-        inputs = batch.inputs(rows)
-    else:
-        inputs = track.plain_inputs(rows)
+    inputs = gated if forecaster.needs_context else track.plain_inputs(
+        np.arange(len(track.tasks)))
     again = forecaster.forecast(inputs).to_pandas().set_index("task_id")
     have = mine.reindex(again.index)
     problems = []
@@ -140,13 +139,12 @@ def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame) -> list[s
     return problems
 
 
-def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame) -> list[str]:
+def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame, gated
+                  ) -> list[str]:
     """Answers re-read from their raw text; prompts re-rendered from the gated context."""
     problems = []
     prompt = track.prompt.for_model(model)
-    rows = np.arange(len(track.tasks))
-    inputs = next(track.context_batches(np.ones(len(rows), bool))).inputs(rows)
-    sha = [prompt.sha256(m) for m in prompt.messages(inputs.contexts)]
+    sha = [prompt.sha256(m) for m in prompt.messages(gated.contexts)]
     ids = track.tasks["task_id"]
     for task, want in zip(ids, sha, strict=True):
         if task in mine.index and mine.at[task, "input_sha256"] != want:
@@ -161,4 +159,4 @@ def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame) 
                             f"as p_yes {parsed.p_up} (valid {parsed.valid}), not the row's")
     problems += transcript_problems(run_dir, model.name, pa.array(ids.tolist()),
                                     pa.array(sha), prompt.template)
-    return problems[:50]
+    return capped(problems, f"rows of model {model.name}")

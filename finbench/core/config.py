@@ -452,8 +452,17 @@ def momentum_minutes(config: RunConfig) -> set[int]:
     return {m.lookback_minutes for m in config.models if m.kind == "momentum"}
 
 
+def sessions_only(config, what: str) -> None:
+    """A ConfigError unless ``config`` is of the intraday track: ``what`` (shards, a Dask
+    executor) splits a run's sessions."""
+    if config.track != "intraday":
+        raise ConfigError(f"{what}: shards split an intraday run's sessions; a run of track "
+                          f"{config.track!r} runs whole (give no --shard or --executor dask)")
+
+
 def shard_config(config: RunConfig, start, end) -> RunConfig:
     """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
+    sessions_only(config, "--shard")
     try:
         first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
     except ValueError:

@@ -40,6 +40,21 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
     raise DataError(f"{path}: unknown file type {suffix!r} (use .csv, .parquet or .jsonl)")
 
 
+def json_object(line: str) -> dict | str:
+    """One line of a JSON-lines file as its object, or what is wrong with it.
+
+    >>> json_object('{"a": 1}'), json_object("[1]"), json_object("{x")[:8]
+    ({'a': 1}, 'a JSON object per line (got list)', 'not JSON')
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg})"
+    if not isinstance(value, dict):
+        return f"a JSON object per line (got {type(value).__name__})"
+    return value
+
+
 def _read_json_lines(path: Path) -> pd.DataFrame:
     """One JSON object per line (blank lines skipped); a line that is not an object is an
     error naming the line."""
@@ -49,13 +64,9 @@ def _read_json_lines(path: Path) -> pd.DataFrame:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                bad.append(f"line {number}: not JSON ({exc.msg})")
-                continue
-            if not isinstance(value, dict):
-                bad.append(f"line {number}: a JSON object per line (got {type(value).__name__})")
+            value = json_object(line)
+            if isinstance(value, str):
+                bad.append(f"line {number}: {value}")
                 continue
             records.append(value)
     if bad:

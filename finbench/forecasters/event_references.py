@@ -92,24 +92,26 @@ class CategoryRate(_Reference):
     def _answer(self, inputs: Inputs):
         c, h, tasks = self.config, inputs.history, inputs.tasks
         t0 = to_ns(tasks["t0"])
-        resolved = to_ns(h["resolved_at"])  # sorted by resolved_at
-        y = h["y"].to_numpy(np.int64)
+        resolved = to_ns(h["resolved_at"])  # the history is sorted by resolved_at
+        y, ids = h["y"].to_numpy(np.int64), h["market_id"].to_numpy(object)
+        category = h["category"].to_numpy(object)
         n = len(tasks)
         p, count, last = np.full(n, c.prior), np.zeros(n, np.int64), np.full(n, NO_TIME)
-        fallback = np.full(n, None, dtype=object)
-        used = [""] * n
         source = np.full(n, "prior", dtype=object)
-        for scope in ("pooled", "category"):  # the category wins where it has enough
-            for i in range(n):
-                rows = (np.flatnonzero(h["category"].to_numpy(object) == tasks["category"].iat[i])
-                        if scope == "category" else np.arange(len(h)))
-                rows = rows[resolved[rows] < t0[i]]
+        used = [""] * n
+        everything = np.arange(len(h))
+        mine = {k: np.flatnonzero(category == k) for k in set(tasks["category"])}
+        for i, kind in enumerate(tasks["category"]):
+            # the category wins where it has enough markets, else all of them
+            for scope, rows in (("category", mine[kind]), ("pooled", everything)):
+                known = rows[:np.searchsorted(resolved[rows], t0[i], side="left")]  # < t0
                 if c.window is not None:
-                    rows = rows[-c.window:]
-                if len(rows) >= c.min_count:
-                    p[i], count[i] = y[rows].mean(), len(rows)
-                    last[i] = resolved[rows].max()
-                    used[i], source[i] = ",".join(h["market_id"].to_numpy(object)[rows]), scope
+                    known = known[-c.window:]
+                if len(known) >= c.min_count:
+                    p[i], count[i], last[i] = y[known].mean(), len(known), resolved[known[-1]]
+                    used[i], source[i] = ",".join(ids[known]), scope
+                    break
+        fallback = np.full(n, None, dtype=object)
         fallback[source == "pooled"] = (f"all categories: fewer than {c.min_count} markets of "
                                         "the category resolved before t0")
         fallback[source == "prior"] = (f"prior {c.prior:g}: fewer than {c.min_count} markets "

@@ -353,8 +353,6 @@ class RunSteps:
         self.scores = rescore(self.out)
         path = self.out / "scores3.parquet"
         self.class_scores = pd.read_parquet(path) if path.is_file() else None
-        if self.config.track == "events":
-            self.class_scores = None
         self.lap("scores")
 
     def finish(self) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.event_config import EventRunConfig, reference_names
+from finbench.core.outputs import write_atomic
 from finbench.scoring.events import (
     IN_SAMPLE,
     IN_SAMPLE_KIND,
@@ -44,8 +45,7 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     cuts = slices(rows, s.min_group_cases)
     truth = labels[labels["status"] == "ok"]
     scores = [_score_row(rows, name, kinds[name], cut, s) for name in names for cut in cuts]
-    scores += [_in_sample_row(truth, kind, value, s) for kind, value, _ in cuts
-               if kind != "event_group" or value in set(truth["event_group"])]
+    scores += [_in_sample_row(truth, cut, s) for cut in slices(truth, s.min_group_cases)]
     paired = [_skill_row(rows, name, ref, cut, s) for name in names for ref in refs
               if ref != name for cut in cuts]
     counts = labels["status"].value_counts()
@@ -82,13 +82,9 @@ def _score_row(rows: pd.DataFrame, name: str, kind: str, cut, s) -> dict:
             "effective_events": effective_events(scored["event_group"].to_numpy())}
 
 
-def _in_sample_row(truth: pd.DataFrame, slice_kind: str, value: str, s) -> dict:
+def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
     """The frequency of YES among the slice's scored markets, scored on them: descriptive."""
-    column = {"overall": None, "category": "category", "retrieval": "retrieval_relevant",
-              "event_group": "event_group"}[slice_kind]
-    mask = np.ones(len(truth), bool) if column is None else (
-        truth[column].to_numpy(bool) == (value == "relevant posts before t0")
-        if column == "retrieval_relevant" else (truth[column] == value).to_numpy(bool))
+    slice_kind, value, mask = cut
     y = truth.loc[mask, "y"].to_numpy(float)
     p = np.full(len(y), y.mean() if len(y) else np.nan)
     parts = brier_parts(p, y)
@@ -143,8 +139,6 @@ def _gap_row(rows: pd.DataFrame, name: str, market: str) -> dict:
 def write_event_scores(run_dir: Path, config: EventRunConfig, skipped=()) -> dict:
     """Write every table (Parquet and CSV where both are kept); returns them."""
     tables = event_tables(run_dir, config, skipped)
-    from finbench.core.outputs import write_atomic
-
     for name, frame in tables.items():
         if name in ("scores", "skill", "rows"):
             write_atomic(run_dir / f"{name}.parquet",

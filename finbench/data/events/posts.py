@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from finbench.core.errors import DataError
+from finbench.data.ingest import json_object
 
 POSTS_SCHEMA = pa.schema([("post_id", pa.string()), ("created_utc", pa.timestamp("ns", "UTC")),
                           ("subreddit", pa.string()), ("kind", pa.string()),
@@ -105,13 +105,9 @@ def read_dump(path: str | Path, facts: dict) -> Iterator[pa.Table]:
 
 def _post(line: str, number: int, columns: dict[str, list], problems: list[str]) -> None:
     """One dump line checked and added to ``columns`` (or its problems to ``problems``)."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        problems.append(f"line {number}: not JSON ({exc.msg})")
-        return
-    if not isinstance(obj, dict):
-        problems.append(f"line {number}: not a JSON object")
+    obj = json_object(line)
+    if isinstance(obj, str):
+        problems.append(f"line {number}: {obj}")
         return
     why = []
     ident = obj.get("id")

@@ -31,10 +31,11 @@ class Retrieved:
     scores: list[float]
 
 
-def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k: int,
-             query=lambda row: row.question) -> list[Retrieved]:
+def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k: int
+             ) -> list[Retrieved]:
     """For each task, the best ``k`` posts of ``posts`` (sorted by created_utc) made in
-    ``[t0 - lookback, t0)``; the index of each is built from that window alone."""
+    ``[t0 - lookback, t0)`` against its question; the index of each is built from that
+    window alone."""
     created = posts.column("created_utc").cast(pa.int64()).to_numpy()
     ids = np.asarray(posts.column("post_id").to_pylist(), dtype=object)
     texts = posts.column("text").to_pylist()
@@ -45,7 +46,7 @@ def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k:
         lo = int(np.searchsorted(created, t0 - lookback.value, side="left"))
         hi = int(np.searchsorted(created, t0, side="left"))  # strictly before t0
         window = texts[lo:hi]
-        scores = bm25_scores(window, query(row))
+        scores = bm25_scores(window, row.question)
         best = top_k(scores, created[lo:hi], ids[lo:hi], k) + lo
         if (created[best] >= t0).any():  # cannot happen: the window ends before t0
             raise LookaheadError(f"{row.task_id}: a post made at or after t0 was retrieved")

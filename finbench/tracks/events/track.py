@@ -31,6 +31,7 @@ class EventsTrack(Track):
         self.tasks = self.plan.tasks
         self.labels: pd.DataFrame | None = None
         self.retrieved: list[Retrieved] = []
+        self._history: pd.DataFrame | None = None
 
     @property
     def snapshot_sha256(self) -> str:
@@ -123,6 +124,11 @@ class EventsTrack(Track):
     def history(self) -> pd.DataFrame:
         """Every market of the store that resolved YES or NO, as references may read it:
         its outcome is known from ``resolved_at`` on."""
+        if self._history is None:
+            self._history = self._known_markets()
+        return self._history
+
+    def _known_markets(self) -> pd.DataFrame:
         m = self.plan.markets
         known = m[m["outcome"] != "void"]
         return pd.DataFrame({"market_id": known["market_id"], "category": known["category"],
