@@ -107,6 +107,22 @@ def _data_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_copy(args: argparse.Namespace) -> int:
+    from finbench.core.location import copy_tree, filesystem, is_file, join, read_file
+    from finbench.data.store import MANIFEST, Store
+    from finbench.runlog.runlock import LOCK_FILE
+
+    names = copy_tree(args.source, args.target,
+                      skip=lambda rel: rel == LOCK_FILE or rel.endswith(".tmp"))
+    said = f"copied {len(names)} files from {args.source} to {args.target}"
+    fs, root = filesystem(args.target)
+    if is_file(fs, join(root, MANIFEST)) and "partitions" in json.loads(read_file(args.target,
+                                                                                  MANIFEST)):
+        said += f"; store snapshot {Store(args.target).snapshot_sha256}"
+    print(said)
+    return 0
+
+
 def _data_synth(args: argparse.Namespace) -> int:
     from finbench.data.synth import write_sample
 
@@ -159,6 +175,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from finbench.core.location import read_file
     from finbench.runner import run
 
     shard = None
@@ -179,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch)
     print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
-    stopped = json.loads((Path(out) / "manifest.json").read_text()).get("stopped_models") or {}
+    stopped = json.loads(read_file(out, "manifest.json")).get("stopped_models") or {}
     for why in stopped.values():
         print(f"ModelStopped: {why}", file=sys.stderr)
     return 1 if stopped else 0
@@ -274,6 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate = data.add_parser("validate", help="re-hash and re-check a store")
     validate.add_argument("store")
     validate.set_defaults(func=_data_validate)
+    copy = data.add_parser("copy", help="copy a store or a run directory between a local "
+                           "folder and object storage (s3://bucket/prefix)")
+    copy.add_argument("source")
+    copy.add_argument("target")
+    copy.set_defaults(func=_data_copy)
     synth = data.add_parser("synth", help="write the synthetic sample store")
     synth.add_argument("--out", required=True)
     synth.add_argument("--seed", type=int, default=20250115)
@@ -300,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="forecasts, labels and scores for a config (resumable)")
     run.add_argument("config")
-    run.add_argument("--out", help="run directory (default results/<config name>)")
+    run.add_argument("--out", help="run directory (default results/<config name>); a URI "
+                     "(s3://bucket/runs/x) keeps it on object storage")
     run.add_argument("--shard", help="only sessions START:END of the config (merge shards with "
                                      "finbench merge)")
     run.add_argument("--batch", action="store_true",

@@ -13,8 +13,15 @@ spaces its requests and tokens to ``1/k`` of the configured ``requests_per_minut
 ``tokens_per_minute``, ``k`` being how many shards can run at once (the workers, at most the
 shards).
 
-Workers run FinBench from their own installation and read the store and write the run
-directory at the same paths: on more than one machine these must be a shared file system.
+Workers run FinBench from their own installation. The config's text travels with each task,
+so workers need not see the client's disk. The store and ``OUT`` may be folders on object
+storage (``s3://bucket/store``, ``s3://bucket/runs/x``; credentials from each process's
+environment, :mod:`finbench.core.location`): then no worker needs a shared disk. A shard runs
+in a scratch folder of its worker, mirrored to ``OUT/shards/A_B`` as it goes
+(:mod:`finbench.runlog.mirror`), so a retried shard resumes from what its dead worker had
+sent; the merge copies the shards down to the client, merges and scores them there, and
+uploads the merged run to ``OUT``. With a local store path, every worker must see it at that
+path.
 """
 
 from __future__ import annotations
@@ -27,8 +34,11 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.calendar import get_calendar
-from finbench.core.config import RunConfig, load_config, sessions_only
+from finbench.core.config import ConfigText, RunConfig, load_config_file, sessions_only
 from finbench.core.errors import RunError
+from finbench.core.location import copy_tree, is_uri, join
+from finbench.runlog.mirror import scratch_folder
+from finbench.runlog.runlock import LOCK_FILE
 from finbench.runner import run
 from finbench.shards import merge_shards
 
@@ -47,24 +57,30 @@ def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:
     return [(g.iloc[0].date(), g.iloc[-1].date()) for _, g in months]
 
 
-def run_shard(config_path: str, out: str, start: str, end: str, rate_share: float) -> str:
+def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float) -> str:
     """One shard's run (what a worker executes); returns its directory."""
-    return str(run(config_path, out, shard=(start, end), rate_share=rate_share,
+    return str(run(config, out, shard=(start, end), rate_share=rate_share,
                    echo=lambda *_: None))
 
 
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
-                workers: int | None = None, echo=print) -> Path:
+                workers: int | None = None, echo=print) -> Path | str:
     """Run ``config_path`` into ``out`` as month shards on a Dask cluster (``scheduler``: its
     address; none: a LocalCluster of ``workers`` processes, by default one per core), then
     merge them into ``out``. Returns ``out``."""
     from distributed import Client, LocalCluster, as_completed
 
-    config = load_config(config_path)
+    text = ConfigText.read(config_path)
+    config = load_config_file(text)[0]
     sessions_only(config, "--executor dask")
     ranges = shard_ranges(config)
-    out = Path(out)
-    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    remote = is_uri(out)
+    if remote and not isinstance(config.data.store, str):
+        echo(f"note: the store is the local folder {config.data.store}; workers on other "
+             "machines need it at that path (or give an object-storage store)")
+    if not remote:
+        out = Path(out)
+        (out / SHARDS).mkdir(parents=True, exist_ok=True)
     cluster = None if scheduler else LocalCluster(
         n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
         dashboard_address=None, silence_logs=logging.ERROR)
@@ -74,8 +90,9 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
             share = 1.0 / min(slots, len(ranges))
             echo(f"{len(ranges)} shards on {slots} workers ({scheduler or 'a LocalCluster'}); "
                  f"LLM rate limits split {min(slots, len(ranges))} ways")
-            dirs = {a: out / SHARDS / f"{a}_{b}" for a, b in ranges}
-            futures = [client.submit(run_shard, str(Path(config_path).resolve()),
+            dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote else out / SHARDS / f"{a}_{b}"
+                    for a, b in ranges}
+            futures = [client.submit(run_shard, text,
                                      str(dirs[a]), str(a), str(b), share, pure=False,
                                      retries=2, key=f"finbench-shard-{a}_{b}")
                        for a, b in ranges]
@@ -84,6 +101,20 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     finally:
         if cluster is not None:
             cluster.close()
-    merged = merge_shards([dirs[a] for a, _ in ranges], out)
+    shards = [dirs[a] for a, _ in ranges]
+    merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def merge_remote(shards: list[str], out: str) -> str:
+    """Merge shard runs on object storage into ``out`` there: copied down to a scratch
+    folder, merged and scored in it, and the merged run uploaded (its lock and temporary
+    files left out). ``merged_from`` names the shards' URIs."""
+    with scratch_folder("merge") as tmp:
+        local = [Path(tmp) / SHARDS / Path(s).name for s in shards]
+        for uri, folder in zip(shards, local, strict=True):
+            copy_tree(uri, folder)
+        merged = merge_shards(local, Path(tmp) / "merged", merged_from=shards)
+        copy_tree(merged, out, skip=lambda rel: rel == LOCK_FILE or rel.endswith(".tmp"))
+    return out

@@ -66,8 +66,10 @@ def _stream_forecasts(dirs: list[Path], path: Path, task_ids, models: list[str])
     return written
 
 
-def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
-    """Merge finished shard runs into ``out`` and score it."""
+def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
+                 merged_from: list[str] | None = None) -> Path:
+    """Merge finished shard runs into ``out`` and score it (``merged_from``: how the manifest
+    names the shards, when they were copied from elsewhere; default their folders)."""
     dirs = [Path(d) for d in shard_dirs]
     if not dirs:
         raise RunError("merge: give at least one shard directory")
@@ -99,7 +101,8 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path) -> Path:
     labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
     out = Path(out)
     with RunLock(out, command="finbench merge"):
-        _write_merged(dirs, manifests, config, tasks, labels, out)
+        _write_merged(dirs, manifests, config, tasks, labels, out,
+                      merged_from or [str(d) for d in dirs])
     return out
 
 
@@ -126,7 +129,8 @@ def _merge_calls(dirs: list[Path], out: Path) -> None:
 
 
 def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
-                  tasks: pd.DataFrame, labels: pd.DataFrame, out: Path) -> None:
+                  tasks: pd.DataFrame, labels: pd.DataFrame, out: Path,
+                  merged_from: list[str]) -> None:
     """Write the merged run into ``out`` (locked by the caller) and score it."""
     first = manifests[0]
     names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
@@ -158,7 +162,7 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
                 merged[k] = merged.get(k, 0) + v
         summary[key] = merged
     manifest = {**first, "config": json.loads(config.model_dump_json()), "tasks": summary,
-                "shard": None, "merged_from": [str(d) for d in dirs], "finished_at": now(),
+                "shard": None, "merged_from": merged_from, "finished_at": now(),
                 "files": {}}
     write_json(out / MANIFEST, manifest)
     rescore(out)

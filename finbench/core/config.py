@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -14,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finbench.core.errors import ConfigError
+from finbench.core.location import is_uri
 from finbench.core.names import is_timezone, ticker_problem
 
 CONFIG_VERSION = 1
@@ -27,7 +29,17 @@ class _Strict(BaseModel):
 
 
 class DataConfig(_Strict):
-    store: Path
+    """``store``: a local folder (relative to the config's folder) or a folder on object
+    storage (``s3://bucket/store``, :mod:`finbench.core.location`)."""
+
+    store: Path | str
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _path_or_uri(cls, value):
+        if isinstance(value, str | Path):
+            return str(value).rstrip("/") if is_uri(value) else Path(value)
+        return value
 
 
 class ClassesConfig(_Strict):
@@ -482,14 +494,43 @@ def load_config(path: str | Path) -> RunConfig:
     return load_config_file(path)[0]
 
 
-def load_config_file(path: str | Path) -> tuple[RunConfig, str, str]:
+@dataclass(frozen=True)
+class ConfigText:
+    """A config file's text, read where the file lies, to be run where it does not (a worker
+    with no shared disk): it stands for the file (``os.fspath`` gives its path), so its hash,
+    its recorded folder and its relative paths are the file's."""
+
+    path: str
+    text: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> ConfigText:
+        path = Path(path).resolve()
+        try:
+            return cls(str(path), path.read_bytes().decode())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def load_config_file(path: str | Path | ConfigText) -> tuple[RunConfig, str, str]:
     """:func:`load_config`, the SHA-256 of the file's bytes and its text (a run keeps both,
     so the config can be checked against its hash)."""
-    path = Path(path)
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+    if isinstance(path, ConfigText):
+        raw_bytes, path = path.text.encode(), Path(path.path)
+    else:
+        path = Path(path)
+        try:
+            raw_bytes = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
     try:
         text = raw_bytes.decode()
     except UnicodeDecodeError as exc:
@@ -516,8 +557,8 @@ def parse_config(text: str, folder: Path, *, name: str) -> RunConfig:
 
 def resolve_paths(config: RunConfig, base: Path) -> RunConfig:
     """Return ``config`` with the store and replay paths made absolute against ``base``."""
-    def absolute(p: Path) -> Path:
-        return p if p.is_absolute() else (base / p).resolve()
+    def absolute(p: Path | str) -> Path | str:
+        return p if isinstance(p, str) or p.is_absolute() else (base / p).resolve()
 
     models = [
         m.model_copy(update={"path": absolute(m.path)}) if isinstance(m, ReplayModel) else m

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import StoreError
+from finbench.core.location import files_under, filesystem, is_file, is_uri, join, read_bytes
 from finbench.core.names import bar_length_problem, is_timezone
 from finbench.core.outputs import write_json, writing
 from finbench.core.progress import Countdown
@@ -33,10 +35,11 @@ NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit
 CHECKERS = min(4, os.cpu_count() or 1)  # partitions hashed and checked at once by verify
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
+def sha256_file(path: Path, filesystem=None) -> str:
+    """SHA-256 of a file's bytes (``filesystem``: a pyarrow filesystem it is on; default the
+    local disk)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with (open(path, "rb") if filesystem is None else filesystem.open_input_stream(path)) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -61,15 +64,22 @@ class Store:
     Layout: ``bars/date=YYYY-MM-DD/part.parquet`` (sorted by ticker then ts; the date is the
     local date of the bar start in the store's zone) and ``headlines/date=YYYY-MM-DD/part.parquet``
     (by local date of availability), plus ``manifest.json``.
+
+    ``path`` may be a folder on object storage (``s3://bucket/store``,
+    :mod:`finbench.core.location`): such a store is read in place, through pyarrow's
+    filesystem, by runs, audits and ``verify``; stores are written (ingest, fetch, synth) on a
+    local disk and uploaded whole (``finbench data copy``).
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        manifest_path = self.path / MANIFEST
-        if not manifest_path.is_file():
+        self.remote = is_uri(path)
+        self.path = str(path).rstrip("/") if self.remote else Path(path)
+        self.fs, self.root = filesystem(path)
+        manifest_path = f"{self.path}/{MANIFEST}"
+        if not is_file(self.fs, join(self.root, MANIFEST)):
             raise StoreError(f"{self.path}: not a FinBench store (no {MANIFEST})")
         try:
-            self.manifest = json.loads(manifest_path.read_text())
+            self.manifest = json.loads(read_bytes(self.fs, join(self.root, MANIFEST)))
         except json.JSONDecodeError as exc:
             raise StoreError(f"{manifest_path}: not valid JSON ({exc})") from exc
         if self.manifest.get("format") != STORE_FORMAT:
@@ -100,6 +110,9 @@ class Store:
         description: str = "",
     ) -> Store:
         """Open the store at ``path``, creating an empty one with these settings if absent."""
+        if is_uri(path):
+            raise StoreError(f"{path}: stores are written on a local disk; write it there, then "
+                             "upload it with `finbench data copy LOCAL_STORE URI`")
         path = Path(path)
         problem = bar_length_problem(bar_seconds)
         if problem:
@@ -219,6 +232,7 @@ class Store:
 
     def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
         """Write every partition to a temporary file, then rename all, then the manifest."""
+        self._writable()
         schema = TABLES[table]
         staged: list[tuple[Path, Path]] = []
         try:
@@ -252,15 +266,25 @@ class Store:
             self.manifest["sources"].append({"table": table, **source})
         write_json(self.path / MANIFEST, self.manifest)
 
+    def _writable(self) -> None:
+        if self.remote:
+            raise StoreError(f"{self.path}: a store on object storage is read in place, never "
+                             "changed there; change a local copy and upload it again")
+
+    def _file(self, rel: str) -> str:
+        """``rel``'s path in the store's filesystem."""
+        return join(self.root, rel)
+
     def save_manifest(self) -> None:
         """Write the manifest as it is in memory (atomically)."""
+        self._writable()
         write_json(self.path / MANIFEST, self.manifest)
 
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
-        path = self.path / rel
-        if not path.is_file():
+        if not is_file(self.fs, self._file(rel)):
             return None
-        return pq.read_table(path, schema=TABLES[table]).to_pandas()
+        return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
+                             ).to_pandas()
 
     # -- reading --------------------------------------------------------------------------------
     def _bar_tables(self, tickers, start, end, *, columns) -> list[pa.Table]:
@@ -271,9 +295,9 @@ class Store:
         for day in self.dates("bars"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
+            path = self._file(f"bars/date={day.isoformat()}/part.parquet")
             parts.append(pq.read_table(path, columns=columns, filters=filters,
-                                       schema=BARS_SCHEMA))
+                                       schema=BARS_SCHEMA, filesystem=self.fs))
         return parts
 
     def read_bars(
@@ -322,8 +346,9 @@ class Store:
         for day in self.dates("bars"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            path = self.path / f"bars/date={day.isoformat()}/part.parquet"
-            parts.append(pq.read_table(path, read_dictionary=["ticker"]).combine_chunks())
+            path = self._file(f"bars/date={day.isoformat()}/part.parquet")
+            parts.append(pq.read_table(path, read_dictionary=["ticker"], filesystem=self.fs
+                                       ).combine_chunks())
         names = sorted({name for t in parts for name in t.column("ticker").chunk(0)
                         .dictionary.to_pylist()} if parts else set())
         if wanted is not None:
@@ -368,12 +393,12 @@ class Store:
         store has no bars that day."""
         from finbench.data.bars import BarArrays
 
-        path = self.path / f"bars/date={day.isoformat()}/part.parquet"
-        if not path.is_file():
+        rel = f"bars/date={day.isoformat()}/part.parquet"
+        if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
         columns = list(columns)
-        table = pq.read_table(path, columns=["ticker", "ts", *columns],
-                              read_dictionary=["ticker"])
+        table = pq.read_table(self._file(rel), columns=["ticker", "ts", *columns],
+                              read_dictionary=["ticker"], filesystem=self.fs)
         if table.num_rows == 0:
             return None
         # each row group has its own dictionary: codes are ranks among all names (text order)
@@ -407,7 +432,8 @@ class Store:
         for day in self.dates("headlines"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            parts.append(pq.read_table(self.path / f"headlines/date={day.isoformat()}/part.parquet"))
+            parts.append(pq.read_table(self._file(f"headlines/date={day.isoformat()}/part.parquet"),
+                                       filesystem=self.fs))
         if not parts:
             return HEADLINES_SCHEMA.empty_table().to_pandas()
         frame = pa.concat_tables(parts).to_pandas()
@@ -419,11 +445,8 @@ class Store:
         partition order. :data:`CHECKERS` partitions are worked on at once (hashing, Parquet
         decoding and most array work release the GIL). ``echo``: where progress goes."""
         problems: list[str] = []
-        on_disk = {
-            p.relative_to(self.path).as_posix()
-            for p in self.path.glob("*/date=*/*.parquet")
-            if not p.relative_to(self.path).as_posix().startswith(".")
-        }
+        on_disk = {rel for rel in files_under(self.fs, self.root)
+                   if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
         listed = set(self.manifest["partitions"])
         for rel in sorted(on_disk - listed):
             problems.append(f"{rel}: file is not listed in the manifest")
@@ -437,7 +460,7 @@ class Store:
         checked = Countdown("store", len(bars), echo, unit="bar partitions checked")
         pool = ThreadPoolExecutor(max_workers=CHECKERS)
         try:
-            for rel, sha in zip(both, pool.map(lambda r: sha256_file(self.path / r), both),
+            for rel, sha in zip(both, pool.map(lambda r: sha256_file(self._file(r), self.fs), both),
                                 strict=True):
                 hashed.add()
                 if sha != self.manifest["partitions"][rel]:
@@ -461,7 +484,7 @@ class Store:
         from finbench.data.schema import validate_bars
 
         try:
-            frame = pq.read_table(self.path / rel).to_pandas()
+            frame = pq.read_table(self._file(rel), filesystem=self.fs).to_pandas()
         except (pa.ArrowInvalid, OSError) as exc:
             return [] if damaged else [f"{rel}: not a readable Parquet file ({exc})"]
         _, problems = validate_bars(

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
+from finbench.core.location import is_uri
 from finbench.core.outputs import write_json
 from finbench.data.store import sha256_file
 from finbench.forecasters.rows import FORECAST_COLUMNS
@@ -33,6 +34,9 @@ PARTS = "journal.parts"
 def finished_run(run_dir: str | Path) -> Path:
     """``run_dir`` as a Path, once it holds every file a finished run writes; else a RunError
     naming the folder and what it lacks."""
+    if is_uri(run_dir):
+        raise RunError(f"{run_dir}: a run on object storage is read from a local copy: "
+                       f"finbench data copy {run_dir} LOCAL_FOLDER")
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")

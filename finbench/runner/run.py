@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from finbench.core.location import is_uri
+from finbench.runlog.mirror import Mirror, scratch_folder
 from finbench.runlog.runlock import RunLock, describe
 from finbench.runner.steps import Laps, RunSteps, load_run_config
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
-        timings: dict[str, float] | None = None, rate_share: float = 1.0) -> Path:
+        timings: dict[str, float] | None = None, rate_share: float = 1.0) -> Path | str:
     """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
     the run directory.
 
@@ -21,11 +23,19 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     through the Batch API; a later run of the same directory collects them and scores once
     every batch is in. ``timings``, when given, receives the seconds each step took.
     ``rate_share``: the part of each LLM model's rate limits this run may use (a shard among
-    others running at once, :mod:`finbench.cluster`).
+    others running at once, :mod:`finbench.cluster`). ``out`` may be a folder on object
+    storage (``s3://bucket/runs/x``): the run works in a local scratch folder that is kept
+    mirrored there (:mod:`finbench.runlog.mirror`), and the URI is returned.
     Market data are read a date partition at a time and forecasts are journalled as they
     come, so memory grows with the number of tasks, not of forecast rows, and a killed run
     loses nothing it wrote.
     """
+    if out is not None and is_uri(out):  # object storage: run in scratch, mirrored there
+        with scratch_folder(str(out).rstrip("/").rsplit("/", 1)[-1]) as tmp:
+            with Mirror(Path(tmp) / "run", str(out)) as mirror:
+                run(config_path, mirror.local, echo=echo, dry_run=dry_run, shard=shard,
+                    batch=batch, timings=timings, rate_share=rate_share)
+        return out
     config, source = load_run_config(config_path, shard)
     out = Path(out) if out else Path("results") / Path(config_path).stem
     with RunLock(out, command=f"finbench run {config_path}") as lock:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import DataError, StoreError
+from finbench.core.location import is_uri
 from finbench.core.outputs import write_atomic, write_json
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
@@ -45,6 +46,9 @@ class EventStore:
     """An event store folder; ``manifest`` is its manifest."""
 
     def __init__(self, path: str | Path, manifest: dict | None = None) -> None:
+        if is_uri(path):
+            raise StoreError(f"{path}: the event track reads its store from a local folder, "
+                             "not from object storage (copy it down: finbench data copy)")
         self.path = Path(path)
         file = self.path / MANIFEST
         if manifest is not None:

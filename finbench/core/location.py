@@ -1,0 +1,103 @@
+"""Where a store or a run directory lives: a local path, or a folder on object storage given as
+a URI (``s3://bucket/prefix``, or any scheme pyarrow's filesystems know: ``gs://``, ``hdfs://``).
+
+Object storage is reached through pyarrow's filesystems, and credentials come from the
+environment only (for S3: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+and ``AWS_ENDPOINT_URL`` for an S3-compatible service other than AWS), never from a config file
+or a command line, so none of them lands in a run's manifest. A URI here is a folder: its
+files are keys under the prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from finbench.core.errors import FinbenchError
+
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+BLOCK = 1 << 23  # bytes copied at a time between filesystems
+
+
+class LocationError(FinbenchError):
+    """A location that cannot be reached or is not what was asked for."""
+
+
+def is_uri(where: str | Path) -> bool:
+    """Whether ``where`` names object storage (a URI with a scheme other than ``file``)."""
+    text = str(where)
+    return bool(_SCHEME.match(text)) and not text.lower().startswith("file://")
+
+
+def local_path(where: str | Path) -> Path:
+    """``where`` as a local Path (``file://`` stripped)."""
+    text = str(where)
+    return Path(text[len("file://"):] if text.lower().startswith("file://") else text)
+
+
+def filesystem(where: str | Path) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path in it of ``where`` (a local path or a URI)."""
+    if not is_uri(where):
+        return pafs.LocalFileSystem(), str(local_path(where).absolute())
+    try:
+        fs, path = pafs.FileSystem.from_uri(str(where))
+    except (OSError, ValueError) as exc:
+        raise LocationError(f"{where}: cannot open this location ({exc}); credentials and an "
+                            "endpoint come from the environment (for S3: AWS_ACCESS_KEY_ID, "
+                            "AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL)") from None
+    return fs, path.rstrip("/")
+
+
+def join(root: str, rel: str) -> str:
+    return f"{root}/{rel}" if rel else root
+
+
+def is_file(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.File
+
+
+def files_under(fs: pafs.FileSystem, root: str) -> dict[str, int]:
+    """Every file below ``root`` (relative path -> size); empty when ``root`` is absent."""
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    return {i.path[len(root) + 1:]: i.size for i in infos if i.type == pafs.FileType.File}
+
+
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_stream(path) as fh:
+        return fh.read()
+
+
+def read_file(where: str | Path, rel: str) -> bytes:
+    """The bytes of the file ``rel`` in the folder ``where`` (a local path or a URI)."""
+    fs, root = filesystem(where)
+    return read_bytes(fs, join(root, rel))
+
+
+def copy_file(src_fs: pafs.FileSystem, src: str, dst_fs: pafs.FileSystem, dst: str) -> None:
+    """One file's bytes from ``src`` to ``dst`` (on object storage the new object appears
+    whole, when the stream closes; a local target is written under a temporary name and renamed
+    so a reader never sees half of it)."""
+    local = isinstance(dst_fs, pafs.LocalFileSystem)
+    target = dst + ".tmp" if local else dst
+    if local:
+        Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    with src_fs.open_input_stream(src) as inp, dst_fs.open_output_stream(target) as out:
+        while block := inp.read(BLOCK):
+            out.write(block)
+    if local:
+        Path(target).replace(dst)
+
+
+def copy_tree(src: str | Path, dst: str | Path, *, skip=lambda rel: False) -> list[str]:
+    """Copy every file below ``src`` to the same relative path below ``dst`` (either may be a
+    URI); returns the relative paths copied. Files at ``dst`` that ``src`` lacks are left."""
+    src_fs, src_root = filesystem(src)
+    dst_fs, dst_root = filesystem(dst)
+    names = sorted(r for r in files_under(src_fs, src_root) if not skip(r))
+    if not names and not src_fs.get_file_info(src_root).type == pafs.FileType.Directory:
+        raise LocationError(f"{src}: nothing there to copy")
+    for rel in names:
+        copy_file(src_fs, join(src_root, rel), dst_fs, join(dst_root, rel))
+    return names

@@ -1,0 +1,145 @@
+"""A run directory on object storage (``--out s3://bucket/runs/x``).
+
+Object stores have no append, no rename and no locks, and a run needs all three (its journal
+grows line by line, its files are renamed into place, its folder is locked). So a run whose
+directory is a URI works in a local scratch folder and :class:`Mirror` keeps the URI a copy of
+it: what the URI already holds is pulled first (a resumed run, or a shard retried on another
+worker, carries on from its journal), every :data:`EVERY` seconds the files that changed are
+uploaded, and at the end the URI is made equal to the folder. Each object is replaced whole.
+
+A copy taken while the run writes is one the run itself can resume from, as from a kill:
+``journal.jsonl`` is copied before the transcripts and sent after them (a call's transcript is
+written before its journal line, so every journalled answer has its transcript in the copy);
+its torn last line, if any, is dropped on resume. A worker that dies loses what its run did
+since the last upload: those calls are made again by the retry. ``transcripts.sqlite`` is sent
+as an SQLite backup (a consistent snapshot, its write-ahead log folded in); temporary files and
+the lock are never sent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from pathlib import Path
+
+from finbench.core.location import copy_file, files_under, filesystem, join
+from finbench.runlog.journal import JOURNAL
+from finbench.runlog.runlock import LOCK_FILE
+
+EVERY = 2.0  # seconds between uploads of what changed
+SCRATCH_ENV = "FINBENCH_SCRATCH"  # where scratch folders go (default: the system's temp dir)
+_NEVER = (".tmp", "-wal", "-shm", "-journal")
+
+
+def _sent(rel: str) -> bool:
+    return rel != LOCK_FILE and not rel.endswith(_NEVER)
+
+
+class Mirror:
+    """Keeps ``remote`` (a URI, or any folder) a copy of the local folder ``local``."""
+
+    def __init__(self, local: Path, remote: str, *, every: float = EVERY) -> None:
+        self.local, self.remote, self.every = Path(local), remote, every
+        self.fs, self.root = filesystem(remote)
+        self._local_fs = filesystem(self.local)[0]
+        self._seen: dict[str, tuple] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def pull(self) -> int:
+        """Copy what ``remote`` holds into ``local``; returns how many files."""
+        local_fs, local_root = filesystem(self.local)
+        names = [r for r in files_under(self.fs, self.root) if _sent(r)]
+        for rel in names:
+            copy_file(self.fs, join(self.root, rel), local_fs, join(local_root, rel))
+            self._seen[rel] = self._signature(rel)
+        return len(names)
+
+    def _signature(self, rel: str) -> tuple:
+        path = self.local / rel
+        files = [path] + ([Path(f"{path}-wal")] if rel.endswith(".sqlite") else [])
+        return tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files if f.exists()))
+
+    def sync(self, *, final: bool = False) -> list[str]:
+        """Upload the files changed since the last sync (``final``: and remove from ``remote``
+        what the folder no longer has). Returns the relative paths uploaded.
+
+        The journal is copied first and sent last: the transcripts, copied after it, hold the
+        call of every answer it names, and whatever fails midway, ``remote`` never holds a
+        journal newer than its transcripts."""
+        local = sorted(p.relative_to(self.local).as_posix()
+                       for p in self.local.rglob("*") if p.is_file())
+        sent = []
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = None
+            if JOURNAL in local and self._changed(JOURNAL):
+                journal = (Path(tmp) / JOURNAL, self._signature(JOURNAL))
+                shutil.copyfile(self.local / JOURNAL, journal[0])
+            for rel in (r for r in local if _sent(r) and r != JOURNAL):
+                try:
+                    signature = self._signature(rel)
+                    if self._seen.get(rel) == signature:
+                        continue
+                    self._upload(rel, tmp)
+                except FileNotFoundError:  # renamed away or deleted by the run meanwhile
+                    continue
+                self._seen[rel], _ = signature, sent.append(rel)
+            if journal is not None:
+                copy_file(self._local_fs, str(journal[0]), self.fs, join(self.root, JOURNAL))
+                self._seen[JOURNAL], _ = journal[1], sent.append(JOURNAL)
+        if final:
+            for rel in set(files_under(self.fs, self.root)) - set(local):
+                self.fs.delete_file(join(self.root, rel))
+        return sent
+
+    def _changed(self, rel: str) -> bool:
+        return self._seen.get(rel) != self._signature(rel)
+
+    def _upload(self, rel: str, tmp: str) -> None:
+        if not rel.endswith(".sqlite"):
+            copy_file(self._local_fs, str((self.local / rel).absolute()), self.fs,
+                      join(self.root, rel))
+            return
+        snapshot = os.path.join(tmp, "copy.sqlite")  # a consistent copy of the database
+        source = sqlite3.connect(f"file:{self.local / rel}?mode=ro", uri=True, timeout=60)
+        target = sqlite3.connect(snapshot)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        copy_file(self._local_fs, snapshot, self.fs, join(self.root, rel))
+        os.remove(snapshot)
+
+    # -- in the background, while a run writes --------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.sync()
+            except Exception:  # noqa: BLE001, S110 - tried again next time; the final sync
+                continue        # (in the run's own thread) raises what stays broken
+
+    def __enter__(self) -> Mirror:
+        """Pull what ``remote`` holds, then upload what changes every ``every`` seconds."""
+        self.pull()
+        self._thread = threading.Thread(target=self._loop, name="finbench-mirror", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sync(final=True)  # also after a failure: what was written is kept for a resume
+
+
+def scratch_folder(name: str = "run") -> tempfile.TemporaryDirectory:
+    """A new local folder ``finbench-NAME-XXXX`` for one run's files (under
+    ``$FINBENCH_SCRATCH`` when set, else the system's temporary folder); removed when done."""
+    root = os.environ.get(SCRATCH_ENV)
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=f"finbench-{name}-", dir=root or None)

@@ -1,0 +1,191 @@
+"""Stores and run directories on object storage, against a loopback S3-compatible server
+(moto in server mode on 127.0.0.1, started by the test), credentials from the environment
+only: the store is read in place, a run's folder is kept mirrored there, a shard retried on
+another worker resumes from what reached the bucket, and the results equal the local run's."""
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from finbench.audit import audit_run
+from finbench.cli import main
+from finbench.core.errors import RunError, StoreError
+from finbench.core.location import files_under, filesystem, read_file
+from finbench.data.store import Store
+from finbench.runner import run
+
+pytest.importorskip("moto")
+pafs = pytest.importorskip("pyarrow.fs")
+BUCKET = "finbench-test"
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """A fresh bucket; the credentials and endpoint only in the environment (which worker
+    processes started by the test inherit)."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "finbench", "AWS_SECRET_ACCESS_KEY": "test-only",
+                       "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+                       "AWS_ENDPOINT_URL": s3_server, "AWS_EC2_METADATA_DISABLED": "true"
+                       }.items():
+        monkeypatch.setenv(key, value)
+    admin = pafs.S3FileSystem(endpoint_override=s3_server, scheme="http",
+                              allow_bucket_creation=True, allow_bucket_deletion=True)
+    if admin.get_file_info(BUCKET).type != pafs.FileType.NotFound:
+        admin.delete_dir(BUCKET)
+    admin.create_dir(BUCKET)
+    return f"s3://{BUCKET}"
+
+
+@pytest.fixture
+def s3_store(s3, sample_store, capsys):
+    """The sample store uploaded with `finbench data copy`."""
+    assert main(["data", "copy", str(sample_store), f"{s3}/store"]) == 0
+    said = capsys.readouterr().out
+    assert f"store snapshot {Store(sample_store).snapshot_sha256}" in said
+    return f"{s3}/store"
+
+
+def config(tmp_path, store, extra="", name="cfg.toml"):
+    cfg = tmp_path / name
+    cfg.write_text(f'[data]\nstore = "{store}"\n[tasks]\n'
+                   'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
+                   'end = "2025-01-08"\n'
+                   + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
+                             for k in ("coin", "base_rate", "momentum", "climatology"))
+                   + extra)
+    return cfg
+
+
+def test_a_store_on_object_storage_reads_as_its_local_copy(s3_store, sample_store):
+    remote, local = Store(s3_store), Store(sample_store)
+    assert remote.remote and remote.snapshot_sha256 == local.snapshot_sha256
+    day = local.dates("bars")[3]
+    a, b = remote.read_day_arrays(day), local.read_day_arrays(day)
+    assert np.array_equal(a.ts, b.ts) and np.array_equal(a.high, b.high)
+    assert a.bounds == b.bounds
+    pd.testing.assert_frame_equal(remote.read_headlines(), local.read_headlines())
+    assert remote.verify() == []
+    with pytest.raises(StoreError, match="read in place, never changed there"):
+        remote.save_manifest()
+    with pytest.raises(StoreError, match="written on a local disk"):
+        Store.open_or_create(f"{s3_store}-new")
+
+
+def test_verify_finds_a_partition_changed_in_the_bucket(s3_store, sample_store):
+    fs, root = filesystem(s3_store)
+    rel = f"bars/date={Store(sample_store).dates('bars')[0].isoformat()}/part.parquet"
+    with fs.open_output_stream(f"{root}/{rel}") as out:
+        out.write(b"not parquet")
+    problems = Store(s3_store).verify()
+    assert problems[0].startswith(f"{rel}: content hash") and len(problems) == 1
+
+
+def test_a_run_into_a_bucket_equals_the_local_run(tmp_path, s3, s3_store, sample_store,
+                                                  monkeypatch):
+    monkeypatch.setenv("FINBENCH_SCRATCH", str(tmp_path / "scratch"))
+    out = f"{s3}/runs/one"
+    assert main(["run", str(config(tmp_path, s3_store)), "--out", out]) == 0
+    single = run(config(tmp_path, sample_store, name="local.toml"), tmp_path / "local",
+                 echo=lambda *_: None)
+    for name in ("scores.csv", "labels.parquet", "tasks.parquet"):
+        assert read_file(out, name) == (single / name).read_bytes(), name
+    fs, root = filesystem(out)
+    assert ".finbench.lock" not in files_under(fs, root)
+    assert list((tmp_path / "scratch").iterdir()) == []  # scratch folders are removed
+    with pytest.raises(RunError, match="read from a local copy: finbench data copy"):
+        audit_run(out)
+    assert main(["data", "copy", out, str(tmp_path / "copy")]) == 0
+    assert audit_run(tmp_path / "copy") == []  # reads the store from the bucket too
+    manifest = json.loads(read_file(out, "manifest.json"))
+    assert manifest["data"]["store"] == s3_store
+    assert "AWS" not in json.dumps(manifest) and "test-only" not in json.dumps(manifest)
+    # the same command again finds the run finished in the bucket and changes nothing
+    before = read_file(out, "forecasts.parquet")
+    run(config(tmp_path, s3_store), out, echo=lambda *_: None)
+    assert read_file(out, "forecasts.parquet") == before
+
+
+def test_the_event_track_names_what_it_cannot_read_from_a_bucket(s3):
+    from finbench.data.events.store import EventStore
+
+    with pytest.raises(StoreError, match="local folder, not from object storage"):
+        EventStore(f"{s3}/events")
+
+
+@pytest.mark.slow
+def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sample_store,
+                                                      server, llm_env, monkeypatch):
+    """A LocalCluster of 2 workers, store and run directory in the bucket, no path shared
+    but the config's (sent as text): a worker is killed as soon as its shard's journal has
+    reached the bucket with 5 answers; the retried shard carries on from there, and the merged
+    run equals the single-process run."""
+    from finbench.cluster import run_on_dask
+
+    pytest.importorskip("distributed")
+    scratch = tmp_path / "scratch"
+    monkeypatch.setenv("FINBENCH_SCRATCH", str(scratch))
+    server.delay = 0.05
+    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
+           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+           'concurrency = 1\nrequests_per_minute = 6000\n')
+    out = f"{s3}/runs/sharded"
+    fs, root = filesystem(out)
+    killed = []
+
+    def kill_once_answers_reach_the_bucket():
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for rel in [r for r in files_under(fs, root) if r.endswith("/journal.jsonl")]:
+                shard = rel.split("/")[1]
+                if read_file(out, rel).count(b"\n") >= 5:
+                    for lock in scratch.glob(f"finbench-{shard}-*/run/.finbench.lock"):
+                        pid = json.loads(lock.read_text() or "{}").get("pid")
+                        if pid:
+                            killed.append((shard, server.total))
+                            os.kill(pid, signal.SIGKILL)
+                            return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_once_answers_reach_the_bucket, daemon=True)
+    killer.start()
+    merged = run_on_dask(config(tmp_path, s3_store, llm), out, workers=2, echo=lambda *_: None)
+    killer.join()
+    assert merged == out and killed, "no worker was killed before the shards finished"
+    copy = tmp_path / "merged"
+    assert main(["data", "copy", out, str(copy)]) == 0
+    rows = pd.read_parquet(copy / "forecasts.parquet")
+    assert rows.groupby(["task_id", "model"]).size().eq(1).all()
+    assert len(rows[rows["model"] == "m"]) == 252 and rows["valid"].all()
+    # answers that had reached the bucket are never asked again; only those made in the
+    # moment between that upload and the kill (and one in flight) may be
+    repeats = sum(v - 1 for v in server.counts.values())
+    assert repeats <= 3, (repeats, killed)
+    problems = audit_run(copy)
+    assert problems == [], (problems, killed)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert all(m.startswith(f"{out}/shards/") for m in manifest["merged_from"])
+    single = run(config(tmp_path, sample_store, llm, name="local.toml"), tmp_path / "single",
+                 echo=lambda *_: None)
+    for name in ("scores.csv", "labels.parquet", "tasks.parquet", "rows.parquet"):
+        assert (copy / name).read_bytes() == (single / name).read_bytes(), name
+    assert not any(Path(p).exists() for p in scratch.glob("finbench-merge-*"))
