@@ -219,3 +219,19 @@ def test_rows_csv_can_be_left_out_at_scale(tmp_path, sample_store):
     out = run(cfg, tmp_path / "run", echo=quiet)
     assert (out / "rows.parquet").is_file() and not (out / "rows.csv").exists()
     assert len(pd.read_parquet(out / "rows.parquet")) == 9
+
+
+def test_rows_csv_by_default_only_when_the_rows_fit_a_spreadsheet(tmp_path, sample_store,
+                                                                  monkeypatch):
+    import finbench.scoring.run as scoring_run
+
+    cfg = config(tmp_path, sample_store, "")
+    out = run(cfg, tmp_path / "fits", echo=quiet)  # 9 rows: the CSV is written
+    assert len(pd.read_csv(out / "rows.csv")) == 9
+    monkeypatch.setattr(scoring_run, "SPREADSHEET_ROWS", 9)  # as if a sheet held 9 rows
+    said = []
+    out = run(cfg, tmp_path / "too_many", echo=said.append)
+    assert (out / "rows.parquet").is_file() and not (out / "rows.csv").exists()
+    assert any(line.startswith("rows.csv left out: the run's rows would not fit a "
+                               "spreadsheet (9 rows)") for line in said)
+    assert "rows.csv" not in json.loads((out / "manifest.json").read_text())["files"]

@@ -312,8 +312,10 @@ class ScoresConfig(_Strict):
     log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.2
     composite: dict[str, float] | None = None
-    rows_csv: bool = True  # rows.csv beside rows.parquet (the same rows; 424 MB for a year of
-    # 500 tickers, about 2 s of a run's time on a writer thread)
+    # rows.csv beside rows.parquet (the same rows): always, never, or ("auto") when its rows fit
+    # a spreadsheet (finbench.scoring.run.SPREADSHEET_ROWS); a year of 500 tickers would be
+    # 424 MB of CSV, about 2 s of the run's time, and open in no spreadsheet
+    rows_csv: bool | Literal["auto"] = "auto"
 
 
 class StanceConfig(_Strict):

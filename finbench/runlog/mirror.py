@@ -13,7 +13,9 @@ written before its journal line, so every journalled answer has its transcript i
 its torn last line, if any, is dropped on resume. A worker that dies loses what its run did
 since the last upload: those calls are made again by the retry. ``transcripts.sqlite`` is sent
 as an SQLite backup (a consistent snapshot, its write-ahead log folded in); temporary files and
-the lock are never sent.
+the lock are never sent. Object storage has no lock: two processes given the same URI at once
+would each upload their own folder, so one process per URI is the caller's to keep (the Dask
+executor runs each shard as one task at a time).
 """
 
 from __future__ import annotations

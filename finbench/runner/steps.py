@@ -35,6 +35,7 @@ from finbench.runner.manifest import (
     shard_field,
 )
 from finbench.runner.revision import Revision, revision
+from finbench.scoring import run as scoring_run
 from finbench.scoring.run import rescore
 from finbench.tracks import open_track
 
@@ -351,6 +352,12 @@ class RunSteps:
 
     def score(self) -> None:
         self.scores = rescore(self.out)
+        scores_config = getattr(self.config, "scores", None)
+        if (scores_config is not None and scores_config.rows_csv == "auto"
+                and not (self.out / "rows.csv").is_file()):
+            self.echo(f"rows.csv left out: the run's rows would not fit a spreadsheet "
+                      f"({scoring_run.SPREADSHEET_ROWS:,} rows); rows.parquet holds them ([scores] "
+                      "rows_csv = true writes the CSV too)")
         path = self.out / "scores3.parquet"
         self.class_scores = pd.read_parquet(path) if path.is_file() else None
         self.lap("scores")

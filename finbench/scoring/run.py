@@ -143,7 +143,7 @@ def rescore(run_dir: Path) -> pd.DataFrame:
         return tables["scores"]
     scores = RunScores(run_dir)
     run_dir = scores.dir
-    with RowWriter(run_dir, csv=scores.config.scores.rows_csv) as export:
+    with RowWriter(run_dir, csv=rows_csv_wanted(scores.config, len(scores.tasks))) as export:
         for _, _, table in scores.models():
             export.add(table)
     table = scores.table()
@@ -160,6 +160,19 @@ def rescore(run_dir: Path) -> pd.DataFrame:
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table
+
+
+SPREADSHEET_ROWS = 1_048_576  # the most rows a sheet of Excel or LibreOffice Calc holds
+
+
+def rows_csv_wanted(config, tasks: int) -> bool:
+    """Whether ``rows.csv`` is written: ``[scores] rows_csv`` when true or false; with "auto",
+    when the run's rows (tasks x binary models, an upper bound) and a header line fit a
+    spreadsheet (a CSV is for opening in one; ``rows.parquet`` holds the same rows)."""
+    wanted = config.scores.rows_csv
+    if wanted != "auto":
+        return bool(wanted)
+    return tasks * len(binary_names(config)) < SPREADSHEET_ROWS
 
 
 class RowWriter:
