@@ -41,3 +41,12 @@ def aapl_config(path: Path, store, body: str = "", *, start: str = "2025-01-15",
     ``[tasks]`` keys (more task keys, ``[tasks.classes]``, models...)."""
     return write(path, f'[data]\nstore = "{store}"\n[tasks]\ntickers = ["AAPL"]\n'
                        f'start = "{start}"\nend = "{end}"\n{body}')
+
+
+def month_shards_config(path: Path, store, extra: str = "") -> Path:
+    """Three tickers of the sample from 2024-11-25 to 2025-01-08 (three calendar months, so
+    three month shards) with the four binary baselines; ``extra``: more models."""
+    return write(path, f'[data]\nstore = "{store}"\n[tasks]\n'
+                       'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
+                       'end = "2025-01-08"\n'
+                       + baselines_toml("coin", "base_rate", "momentum", "climatology") + extra)

@@ -16,19 +16,13 @@ from finbench.audit import audit_run
 from finbench.cluster import run_on_dask, shard_ranges
 from finbench.core.config import load_config
 from finbench.runner import run
+from tests.helpers import month_shards_config
 
 pytest.importorskip("distributed")
 
 
 def baseline_config(tmp_path, sample_store, extra=""):
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\n'
-                   'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
-                   'end = "2025-01-08"\n'
-                   + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
-                             for k in ("coin", "base_rate", "momentum", "climatology"))
-                   + extra)
-    return cfg
+    return month_shards_config(tmp_path / "cfg.toml", sample_store, extra)
 
 
 def test_months_with_sessions_make_the_shards(tmp_path, sample_store):

@@ -21,6 +21,7 @@ from finbench.core.errors import RunError, StoreError
 from finbench.core.location import files_under, filesystem, read_file
 from finbench.data.store import Store
 from finbench.runner import run
+from tests.helpers import month_shards_config
 
 pytest.importorskip("moto")
 pafs = pytest.importorskip("pyarrow.fs")
@@ -66,14 +67,7 @@ def s3_store(s3, sample_store, capsys):
 
 
 def config(tmp_path, store, extra="", name="cfg.toml"):
-    cfg = tmp_path / name
-    cfg.write_text(f'[data]\nstore = "{store}"\n[tasks]\n'
-                   'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
-                   'end = "2025-01-08"\n'
-                   + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
-                             for k in ("coin", "base_rate", "momentum", "climatology"))
-                   + extra)
-    return cfg
+    return month_shards_config(tmp_path / name, store, extra)
 
 
 def test_a_store_on_object_storage_reads_as_its_local_copy(s3_store, sample_store):
@@ -189,3 +183,42 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
     for name in ("scores.csv", "labels.parquet", "tasks.parquet", "rows.parquet"):
         assert (copy / name).read_bytes() == (single / name).read_bytes(), name
     assert not any(Path(p).exists() for p in scratch.glob("finbench-merge-*"))
+
+
+def test_the_mirror_sends_what_changed_the_journal_last_and_never_the_lock(tmp_path):
+    """What a mirror sends, in which order, and what a pull brings back (a local folder stands
+    in for the bucket: the mirror takes any location)."""
+    import sqlite3
+
+    from finbench.runlog.mirror import Mirror
+
+    local, remote = tmp_path / "run", tmp_path / "bucket"
+    (local / "journal.parts").mkdir(parents=True)
+    (local / "journal.jsonl").write_text('{"a": 1}\n')
+    (local / "journal.parts" / "000000.parquet").write_bytes(b"part")
+    (local / ".finbench.lock").write_text('{"pid": 1}')
+    (local / "scores.csv.tmp").write_text("half")
+    db = sqlite3.connect(local / "transcripts.sqlite", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("INSERT INTO t VALUES (1)")  # in the write-ahead log, not yet in the file
+    mirror = Mirror(local, str(remote))
+    sent = mirror.sync()
+    assert sorted(sent) == ["journal.jsonl", "journal.parts/000000.parquet",
+                            "transcripts.sqlite"]
+    assert sent[-1] == "journal.jsonl"  # after the transcripts it was copied before
+    copy = sqlite3.connect(remote / "transcripts.sqlite")
+    assert copy.execute("SELECT x FROM t").fetchall() == [(1,)]
+    copy.close()
+    assert mirror.sync() == []  # nothing changed
+    with open(local / "journal.jsonl", "a") as fh:
+        fh.write('{"a": 2}\n')
+    assert mirror.sync() == ["journal.jsonl"]
+    db.close()
+    (local / "journal.parts" / "000000.parquet").unlink()
+    mirror.sync(final=True)
+    assert sorted(p.relative_to(remote).as_posix() for p in remote.rglob("*") if p.is_file()
+                  ) == ["journal.jsonl", "transcripts.sqlite"]
+    again = Mirror(tmp_path / "again", str(remote))
+    assert again.pull() == 2
+    assert (tmp_path / "again" / "journal.jsonl").read_text() == '{"a": 1}\n{"a": 2}\n'

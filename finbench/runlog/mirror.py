@@ -4,8 +4,9 @@ Object stores have no append, no rename and no locks, and a run needs all three 
 grows line by line, its files are renamed into place, its folder is locked). So a run whose
 directory is a URI works in a local scratch folder and :class:`Mirror` keeps the URI a copy of
 it: what the URI already holds is pulled first (a resumed run, or a shard retried on another
-worker, carries on from its journal), every :data:`EVERY` seconds the files that changed are
-uploaded, and at the end the URI is made equal to the folder. Each object is replaced whole.
+worker, carries on from its journal), every :data:`EVERY` seconds (or nine times as long as
+the last upload took, when that is longer) the files that changed are uploaded, and at the
+end the URI is made equal to the folder. Each object is replaced whole.
 
 A copy taken while the run writes is one the run itself can resume from, as from a kill:
 ``journal.jsonl`` is copied before the transcripts and sent after them (a call's transcript is
@@ -25,13 +26,16 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from finbench.core.location import copy_file, files_under, filesystem, join
 from finbench.runlog.journal import JOURNAL
 from finbench.runlog.runlock import LOCK_FILE
 
-EVERY = 2.0  # seconds between uploads of what changed
+EVERY = 2.0  # seconds between uploads of what changed, at least
+BUSY = 9  # ... and at least 9 times the last upload's duration: uploading takes at most a
+# tenth of a run's time, however large its journal and transcripts grow
 SCRATCH_ENV = "FINBENCH_SCRATCH"  # where scratch folders go (default: the system's temp dir)
 _NEVER = (".tmp", "-wal", "-shm", "-journal")
 
@@ -118,11 +122,14 @@ class Mirror:
 
     # -- in the background, while a run writes --------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        wait = self.every
+        while not self._stop.wait(wait):
+            started = time.monotonic()
             try:
                 self.sync()
             except Exception:  # noqa: BLE001, S110 - tried again next time; the final sync
-                continue        # (in the run's own thread) raises what stays broken
+                pass            # (in the run's own thread) raises what stays broken
+            wait = max(self.every, BUSY * (time.monotonic() - started))
 
     def __enter__(self) -> Mirror:
         """Pull what ``remote`` holds, then upload what changes every ``every`` seconds."""

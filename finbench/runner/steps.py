@@ -352,9 +352,8 @@ class RunSteps:
 
     def score(self) -> None:
         self.scores = rescore(self.out)
-        scores_config = getattr(self.config, "scores", None)
-        if (scores_config is not None and scores_config.rows_csv == "auto"
-                and not (self.out / "rows.csv").is_file()):
+        rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
+        if rows_csv == "auto" and not (self.out / "rows.csv").is_file():
             self.echo(f"rows.csv left out: the run's rows would not fit a spreadsheet "
                       f"({scoring_run.SPREADSHEET_ROWS:,} rows); rows.parquet holds them ([scores] "
                       "rows_csv = true writes the CSV too)")
