@@ -3,6 +3,7 @@ byte for byte where the single-process promise holds; a worker killed mid-shard 
 and its shard resumes from its journal."""
 
 import datetime as dt
+import json
 import os
 import signal
 import threading
@@ -85,6 +86,10 @@ def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, s
     assert len(llm_rows) == len(tasks) == 252 and llm_rows["valid"].all()
     # a call in flight when the worker died may be made again; answered ones never
     assert max(server.counts.values()) <= 2 and sum(v > 1 for v in server.counts.values()) <= 1
+    # nor served again from the response cache the killed worker filled (a shard started over
+    # would take every answer it had made from there)
+    cached = sum(json.loads(d)["cached"] for d in llm_rows["detail"])
+    assert cached <= 1, cached
     assert audit_run(merged) == []
 
 

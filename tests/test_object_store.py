@@ -26,6 +26,7 @@ from tests.helpers import month_shards_config
 pytest.importorskip("moto")
 pafs = pytest.importorskip("pyarrow.fs")
 BUCKET = "finbench-test"
+IN_BUCKET = 20  # answers a shard's journal holds in the bucket when its worker is killed
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +132,8 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
                                                       server, llm_env, monkeypatch):
     """A LocalCluster of 2 workers, store and run directory in the bucket, no path shared
     but the config's (sent as text): a worker is killed as soon as its shard's journal has
-    reached the bucket with 5 answers; the retried shard carries on from there, and the merged
-    run equals the single-process run."""
+    reached the bucket with IN_BUCKET answers; the retried shard carries on from there, and
+    the merged run equals the single-process run."""
     from finbench.cluster import run_on_dask
 
     pytest.importorskip("distributed")
@@ -151,7 +152,7 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
         while time.monotonic() < deadline:
             for rel in [r for r in files_under(fs, root) if r.endswith("/journal.jsonl")]:
                 shard = rel.split("/")[1]
-                if read_file(out, rel).count(b"\n") >= 5:
+                if read_file(out, rel).count(b"\n") >= IN_BUCKET:
                     for lock in scratch.glob(f"finbench-{shard}-*/run/.finbench.lock"):
                         pid = json.loads(lock.read_text() or "{}").get("pid")
                         if pid:
@@ -170,10 +171,14 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
     rows = pd.read_parquet(copy / "forecasts.parquet")
     assert rows.groupby(["task_id", "model"]).size().eq(1).all()
     assert len(rows[rows["model"] == "m"]) == 252 and rows["valid"].all()
-    # answers that had reached the bucket are never asked again; only those made in the
-    # moment between that upload and the kill (and one in flight) may be
+    # answers that had reached the bucket (IN_BUCKET or more) are never asked again; only
+    # those made in the moment between that upload and the kill (and one in flight) may be:
+    # a shard started over would repeat at least IN_BUCKET
+    # (asked again of the server, or answered from the response cache the killed worker
+    # filled, which the row's detail says)
     repeats = sum(v - 1 for v in server.counts.values())
-    assert repeats <= 3, (repeats, killed)
+    cached = sum(json.loads(d)["cached"] for d in rows.loc[rows["model"] == "m", "detail"])
+    assert repeats + cached < IN_BUCKET // 2, (repeats, cached, killed)
     problems = audit_run(copy)
     assert problems == [], (problems, killed)
     manifest = json.loads((copy / "manifest.json").read_text())
