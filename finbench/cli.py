@@ -203,9 +203,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from finbench.runlog.mirror import local_copy
     from finbench.scoring.run import score_run
 
-    scores = score_run(args.run)
+    with local_copy(args.run, write_back=True) as run_dir:
+        scores = score_run(run_dir)
     print(f"{args.run}: {len(scores)} score rows written to scores.parquet and scores.csv")
     return 0
 
@@ -213,18 +215,20 @@ def _score(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from finbench.audit import audit_run
     from finbench.data.store import sha256_file
+    from finbench.runlog.mirror import local_copy
 
-    problems = audit_run(args.run, echo=_progress)
+    with local_copy(args.run) as run_dir:
+        problems = audit_run(run_dir, echo=_progress)
+        manifest_sha = sha256_file(run_dir / "manifest.json") if not problems else None
     for line in problems:
         print(line, file=sys.stderr)
     if problems:
         print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
         return 1
-    manifest = Path(args.run) / "manifest.json"
     print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "
           "task x model once, journal, answers re-derived, time gate and receipts, LLM "
           "transcripts, scores); "
-          f"manifest.json sha256 {sha256_file(manifest)}")
+          f"manifest.json sha256 {manifest_sha}")
     return 0
 
 
@@ -238,8 +242,10 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from finbench.reports.build import report
+    from finbench.runlog.mirror import local_copy
 
-    tables, figures = report(args.run)
+    with local_copy(args.run, write_back=True) as run_dir:
+        tables, figures = report(run_dir)
     print(f"{args.run}: {len(tables)} table files in tables/, {len(figures)} figure files in "
           f"figures/")
     return 0
@@ -247,8 +253,10 @@ def _report(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from finbench.reports.show import render_show, show
+    from finbench.runlog.mirror import local_copy
 
-    found = show(args.run, args.task_id, args.model)
+    with local_copy(args.run) as run_dir:
+        found = show(run_dir, args.task_id, args.model)
     print(json.dumps(found, indent=2, sort_keys=True, default=str) if args.json
           else render_show(found))
     return 0

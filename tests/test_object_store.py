@@ -20,6 +20,7 @@ from finbench.cli import main
 from finbench.core.errors import RunError, StoreError
 from finbench.core.location import files_under, filesystem, read_file
 from finbench.data.store import Store
+from finbench.runlog.mirror import local_copy
 from finbench.runner import run
 from tests.helpers import month_shards_config
 
@@ -108,9 +109,16 @@ def test_a_run_into_a_bucket_equals_the_local_run(tmp_path, s3, s3_store, sample
     assert ".finbench.lock" not in files_under(fs, root)
     assert list((tmp_path / "scratch").iterdir()) == []  # scratch folders are removed
     with pytest.raises(RunError, match="read from a local copy: finbench data copy"):
-        audit_run(out)
+        audit_run(out)  # the library reads local folders; the command line copies
+    assert main(["audit", out]) == 0  # on a scratch copy; reads the store from the bucket too
+    assert main(["report", out]) == 0  # ... and uploads what it wrote
+    fs, root = filesystem(out)
+    uploaded = files_under(fs, root)
+    assert "report.html" in uploaded and "tables/scores_aggregate.csv" in uploaded
     assert main(["data", "copy", out, str(tmp_path / "copy")]) == 0
-    assert audit_run(tmp_path / "copy") == []  # reads the store from the bucket too
+    assert audit_run(tmp_path / "copy") == []
+    with pytest.raises(RunError, match="no run directory there"), local_copy(f"{s3}/runs/none"):
+        pass
     manifest = json.loads(read_file(out, "manifest.json"))
     assert manifest["data"]["store"] == s3_store
     assert "AWS" not in json.dumps(manifest) and "test-only" not in json.dumps(manifest)

@@ -21,6 +21,7 @@ executor runs each shard as one task at a time).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -29,7 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from finbench.core.location import copy_file, files_under, filesystem, join
+from finbench.core.errors import RunError
+from finbench.core.location import copy_file, files_under, filesystem, is_uri, join
 from finbench.runlog.journal import JOURNAL
 from finbench.runlog.runlock import LOCK_FILE
 
@@ -152,3 +154,21 @@ def scratch_folder(name: str = "run") -> tempfile.TemporaryDirectory:
     if root:
         Path(root).mkdir(parents=True, exist_ok=True)
     return tempfile.TemporaryDirectory(prefix=f"finbench-{name}-", dir=root or None)
+
+
+@contextlib.contextmanager
+def local_copy(where, *, write_back: bool = False):
+    """A local folder holding the run directory ``where``: the folder itself, or for a URI a
+    scratch copy pulled from it (with ``write_back``, the files added or changed in it are
+    uploaded when the block ends without an error). For the verbs that read a finished run."""
+    if not is_uri(where):
+        yield Path(where)
+        return
+    name = str(where).rstrip("/").rsplit("/", 1)[-1]
+    with scratch_folder(name) as tmp:
+        mirror = Mirror(Path(tmp) / name, str(where))
+        if mirror.pull() == 0:
+            raise RunError(f"{where}: no run directory there (nothing under that prefix)")
+        yield mirror.local
+        if write_back:
+            mirror.sync()
