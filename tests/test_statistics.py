@@ -211,3 +211,20 @@ def test_a_session_of_certain_wrong_answers_is_ruin_reported_not_averaged():
     assert rec["ruin"] == "2025-01-03" and rec["max_drawdown"] == 1.0
     assert math.isnan(rec["growth_rate"]) and math.isnan(rec["final_log_wealth"])
     assert np.isneginf(paths["m"][1][1:]).all()
+
+
+def test_cluster_codes_number_clusters_in_the_order_of_their_texts():
+    """Bootstrap clusters from the columns' codes equal those numbered from the joined texts
+    (``session`` and ``session|ticker`` sorted), with text and object columns alike."""
+    from finbench.reports.stats import cluster_codes_of
+
+    rng = np.random.default_rng(0)
+    sessions = pd.date_range("2020-01-01", periods=40).strftime("%Y-%m-%d").to_numpy()
+    tickers = np.array(["A", "AA", "AAPL", "B", "BRK.B", "Z", "MSFT"])
+    rows = pd.DataFrame({"session": pd.array(rng.choice(sessions, 5000), dtype="str"),
+                         "ticker": pd.array(rng.choice(tickers, 5000), dtype="str")})
+    for kind, text in (("session", rows["session"]),
+                       ("session_ticker", rows["session"] + "|" + rows["ticker"])):
+        by_text = pd.factorize(text.to_numpy(object), sort=True)[0]
+        assert (cluster_codes_of(rows, kind) == by_text).all(), kind
+        assert (cluster_codes_of(rows.astype(object), kind) == by_text).all(), kind

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.config import CLASS_BASELINE_KINDS, CLASSES, class_names
-from finbench.reports.stats import RunData, clusters_of
+from finbench.reports.stats import RunData, cluster_codes_of
 from finbench.scoring.bootstrap import mean_ci, skill_ci
 from finbench.scoring.calibration import reliability_table
 from finbench.scoring.classes import READ, class_rows
@@ -36,7 +36,7 @@ def with_intervals(table: pd.DataFrame, rows: pd.DataFrame, data: RunData) -> pd
     boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
             "draws": data.draws}
     refs = [m.name for m in data.config.models if m.kind in CLASS_BASELINE_KINDS]
-    clusters = pd.factorize(pd.Series(clusters_of(rows, rep.cluster)).astype(str), sort=True)[0]
+    clusters = cluster_codes_of(rows, rep.cluster)
     out = table.copy()
     for i, r in table.iterrows():
         if r["slice_kind"] == "ticker":

@@ -32,7 +32,7 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
     out = []
     for name in data.models:
         mine = (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)
-        stances = rows["stance"].to_numpy(object)[mine]
+        stances = _texts(rows["stance"], mine)
         if not (stances != "none").any():
             continue
         stated = np.isin(stances, ["up", "down"])
@@ -55,3 +55,12 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
             "brier_matched_hi": good.upper, "n_matched": good.n,
             "flag": DESCRIPTIVE if n_stated < rep.min_n else ""})
     return pd.DataFrame(out)
+
+
+def _texts(column: pd.Series, where: np.ndarray) -> np.ndarray:
+    """The texts of ``column`` at ``where``; a categorical one (``stance``) read through its
+    codes, each category one shared object (as ``to_numpy`` would make a new text per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        words = np.asarray(list(column.cat.categories), dtype=object)
+        return words[column.cat.codes.to_numpy()[where]]
+    return column.to_numpy(object)[where]

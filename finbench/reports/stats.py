@@ -68,7 +68,7 @@ class RunData:
         texts would; computed once per kind."""
         key = ("clusters", kind)
         if key not in self._memo:
-            self._memo[key] = pd.factorize(clusters_of(self.rows, kind), sort=True)[0]
+            self._memo[key] = cluster_codes_of(self.rows, kind)
         return self._memo[key]
 
     def model_codes(self) -> np.ndarray:
@@ -109,15 +109,18 @@ def load_run(run_dir: str | Path) -> RunData:
                               read_dictionary=["interval_note"]).to_pandas()
     rows = row_scores(forecasts, labels, tasks, invalid_policy=config.invalid_policy,
                       clip=config.scores.log_loss_clip, alpha=config.scores.alpha)
+    # two columns of a few texts each, as categories (as text: 285 MB in a five-year run)
     rows["cutoff"] = cutoff_column(rows, knowledge_cutoffs(config))
     rationale = pq.read_table(run_dir / "forecasts.parquet", columns=["rationale"])
-    rows["stance"] = stance_column(rationale.column("rationale"))
+    judge = None
     if config.analysis.stance.method == "judge":  # the judge's reading where it gave one
         judged = judged_stances(run_dir)
-        has = rows["stance"].to_numpy(object) != "none"
-        keys = zip(rows["model"].to_numpy(object)[has], rows["task_id"].to_numpy(object)[has],
-                   strict=True)
-        rows.loc[has, "stance"] = [judged.get(key, "unjudged") for key in keys]
+
+        def judge(has: np.ndarray) -> list[str]:
+            keys = zip(rows["model"].to_numpy(object)[has],
+                       rows["task_id"].to_numpy(object)[has], strict=True)
+            return [judged.get(key, "unjudged") for key in keys]
+    rows["stance"] = stance_column(rationale.column("rationale"), judge)
     skipped = manifest.get("skipped_models", {})
     models = [n for n in binary_names(config) if n not in skipped]  # the binary question's
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
@@ -129,34 +132,54 @@ def load_run(run_dir: str | Path) -> RunData:
                    run_dir=run_dir)
 
 
-def stance_column(rationales) -> np.ndarray:
+def stance_column(rationales, judged=None) -> pd.Categorical:
     """Per row, the stance of its rationale (:func:`~finbench.scoring.stance.stance`), or
-    ``none`` without one; each distinct text read once."""
-    out = np.full(len(rationales), "none", dtype=object)
+    ``none`` without one; each distinct text read once. ``judged``: per row with a rationale,
+    a judge's reading to use instead (``with_judge(rows with a rationale) -> texts``).
+    Categories laid out by code: no text per row is made (7.5M rows in five years)."""
     text = rationales.to_numpy(zero_copy_only=False) if len(rationales) else np.empty(0, object)
     has = np.flatnonzero(pd.notna(text))
+    found = [stance(t) for t in dict.fromkeys(text[has])] if len(has) else []
+    words = list(dict.fromkeys(["none", *found]))
+    codes = np.zeros(len(text), np.int32)
     if len(has):
-        found = {t: stance(t) for t in set(text[has])}
-        out[has] = [found[t] for t in text[has]]
-    return out
+        code_of = {t: words.index(s) for t, s in zip(dict.fromkeys(text[has]), found,
+                                                      strict=True)}
+        codes[has] = [code_of[t] for t in text[has]]
+    if judged is not None and len(has):
+        given = judged(has)
+        words = list(dict.fromkeys([*words, *given]))
+        codes[has] = [words.index(s) for s in given]
+    return pd.Categorical.from_codes(codes, categories=words)
 
 
-def cutoff_column(rows: pd.DataFrame, cutoffs: dict) -> np.ndarray:
+def cutoff_column(rows: pd.DataFrame, cutoffs: dict) -> pd.Categorical:
     """Per row, which side of its model's knowledge cutoff its session lies on
-    (:func:`~finbench.core.config.cutoff_slice`)."""
-    out = np.full(len(rows), CUTOFF_SLICES[2], dtype=object)
-    model = rows["model"].to_numpy(object)
-    session = rows["session"].astype(str).to_numpy(object)
-    for name, cutoff in cutoffs.items():
-        mine = model == name
-        out[mine] = cutoff_slice(session[mine], cutoff)
-    return out
+    (:func:`~finbench.core.config.cutoff_slice`); each distinct session's side found once
+    and laid out by code."""
+    codes = np.full(len(rows), CUTOFF_SLICES.index(CUTOFF_SLICES[2]), np.int8)
+    if cutoffs:
+        at, sessions = pd.factorize(rows["session"])
+        sessions = np.asarray(sessions.astype(str), dtype=object)
+        for name, cutoff in cutoffs.items():
+            mine = (rows["model"] == name).to_numpy(bool)
+            sides = np.array([CUTOFF_SLICES.index(s) for s in cutoff_slice(sessions, cutoff)],
+                             np.int8)
+            codes[mine] = sides[at[mine]]
+    return pd.Categorical.from_codes(codes, categories=list(CUTOFF_SLICES))
 
 
-def clusters_of(rows: pd.DataFrame, cluster: str) -> np.ndarray:
+def cluster_codes_of(rows: pd.DataFrame, cluster: str) -> np.ndarray:
+    """Each row's bootstrap cluster (``"session"`` or ``"session_ticker"``) as an integer,
+    numbered in the sorted order of its text (``session`` or ``session|ticker``), from the
+    columns' own codes: no text per row is made (7.5M rows in five years). Sessions are
+    ISO dates of one length, so (session, ticker) pairs sort as their joined texts do."""
+    session = pd.factorize(rows["session"], sort=True)[0]
     if cluster == "session":
-        return rows["session"].to_numpy()
-    return (rows["session"] + "|" + rows["ticker"]).to_numpy()
+        return session
+    ticker = pd.factorize(rows["ticker"], sort=True)[0]
+    return pd.factorize(session.astype(np.int64) * (int(ticker.max(initial=0)) + 1) + ticker,
+                        sort=True)[0]
 
 
 def pooled(datas: list[RunData], labels: list[str]) -> RunData:
@@ -225,8 +248,9 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
     if slice_kind == "overall":
         slice_code, values = np.zeros(len(rows), np.int64), ["all"]
     else:
-        slice_code, values = pd.factorize(rows[slice_kind].to_numpy(), sort=False)
-        values = list(values)
+        # the column itself, not .to_numpy(): no Python text per row (7.5M in five years)
+        slice_code, values = pd.factorize(rows[slice_kind], sort=False)
+        values = [str(v) for v in values]
     order = list(range(len(values)))
     if slice_kind == "horizon":
         rank = {h: i for i, h in enumerate(data.config.tasks.horizons)}
@@ -379,8 +403,7 @@ def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, n
     """Kelly growth per model (session by session, see :mod:`finbench.scoring.decision`), with
     the descriptive flag, and the wealth paths (session dates, log wealth)."""
     rep = data.config.report
-    table, paths = decision_table(data.rows[["model", "scored", "session", "task_id", "y",
-                                             "p_up"]], data.models)
+    table, paths = decision_table(data.rows, data.models)  # reads the columns it needs
     table["flag"] = np.where((table["bets"] < rep.min_n) | (table["sessions"] < rep.min_sessions),
                              DESCRIPTIVE, "")
     return table, paths

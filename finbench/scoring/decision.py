@@ -54,8 +54,9 @@ def session_growth(session: pd.Series, task_id: pd.Series, obs, prob, scored
     order = pc.sort_indices(pa.table({"s": arrow_text(session), "t": arrow_text(task_id)}),
                             sort_keys=[("s", "ascending"), ("t", "ascending")])
     at = order.to_numpy(zero_copy_only=False)
-    sessions, code = np.unique(np.asarray(session, dtype=object)[at].astype(str),
-                               return_inverse=True)
+    # sessions as codes in date order (ISO dates sort as text), no text made per row
+    codes, sessions = pd.factorize(pd.Series(session), sort=True)
+    code, sessions = codes[at], np.asarray(sessions, dtype=str)
     y, p = np.asarray(obs, float)[at], np.asarray(prob, float)[at]
     bet = np.where(np.asarray(scored, bool)[at], (2 * p - 1) * (2 * y - 1), 0.0)
     asked = np.bincount(code, minlength=len(sessions))
@@ -70,12 +71,12 @@ def decision_table(rows: pd.DataFrame, models: list[str]
     maximum drawdown and the session of ruin (empty: none); and each model's path (session
     dates, log wealth after each session)."""
     out, paths = [], {}
-    for model in models:
-        part = rows[(rows["model"] == model).to_numpy(bool)]
-        scored = part["scored"].to_numpy(bool)
-        sessions, growth = session_growth(part["session"], part["task_id"],
-                                          part["y"].astype("float64").to_numpy(),
-                                          part["p_up"].to_numpy(float), scored)
+    y, p = rows["y"].astype("float64").to_numpy(), rows["p_up"].to_numpy(float)
+    for model in models:  # one model's columns at a time, taken by position
+        mine = np.flatnonzero((rows["model"] == model).to_numpy(bool))
+        scored = rows["scored"].to_numpy(bool)[mine]
+        sessions, growth = session_growth(rows["session"].iloc[mine],
+                                          rows["task_id"].iloc[mine], y[mine], p[mine], scored)
         lw = np.cumsum(growth)
         ruined = np.flatnonzero(np.isneginf(growth))
         paths[model] = (pd.to_datetime(sessions).to_numpy(), lw)
