@@ -134,8 +134,8 @@ def load_run(run_dir: str | Path) -> RunData:
 
 def stance_column(rationales, judged=None) -> pd.Categorical:
     """Per row, the stance of its rationale (:func:`~finbench.scoring.stance.stance`), or
-    ``none`` without one; each distinct text read once. ``judged``: per row with a rationale,
-    a judge's reading to use instead (``with_judge(rows with a rationale) -> texts``).
+    ``none`` without one; each distinct text read once. ``judged``: a judge's readings to
+    use instead, ``judged(positions of the rows with a rationale) -> their stances``.
     Categories laid out by code: no text per row is made (7.5M rows in five years)."""
     text = rationales.to_numpy(zero_copy_only=False) if len(rationales) else np.empty(0, object)
     has = np.flatnonzero(pd.notna(text))
@@ -157,7 +157,7 @@ def cutoff_column(rows: pd.DataFrame, cutoffs: dict) -> pd.Categorical:
     """Per row, which side of its model's knowledge cutoff its session lies on
     (:func:`~finbench.core.config.cutoff_slice`); each distinct session's side found once
     and laid out by code."""
-    codes = np.full(len(rows), CUTOFF_SLICES.index(CUTOFF_SLICES[2]), np.int8)
+    codes = np.full(len(rows), 2, np.int8)  # CUTOFF_SLICES[2]: no cutoff declared
     if cutoffs:
         at, sessions = pd.factorize(rows["session"])
         sessions = np.asarray(sessions.astype(str), dtype=object)
