@@ -108,17 +108,18 @@ def _data_validate(args: argparse.Namespace) -> int:
 
 
 def _data_copy(args: argparse.Namespace) -> int:
-    from finbench.core.location import copy_tree, filesystem, is_file, join, read_file
-    from finbench.data.store import MANIFEST, Store
+    from finbench.core.errors import StoreError
+    from finbench.core.location import copy_tree
+    from finbench.data.store import Store
     from finbench.runlog.runlock import LOCK_FILE
 
     names = copy_tree(args.source, args.target,
                       skip=lambda rel: rel == LOCK_FILE or rel.endswith(".tmp"))
     said = f"copied {len(names)} files from {args.source} to {args.target}"
-    fs, root = filesystem(args.target)
-    if is_file(fs, join(root, MANIFEST)) and "partitions" in json.loads(read_file(args.target,
-                                                                                  MANIFEST)):
+    try:
         said += f"; store snapshot {Store(args.target).snapshot_sha256}"
+    except StoreError:  # a run directory or an event store: copied, nothing more to say
+        pass
     print(said)
     return 0
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.fs as pafs
 import pytest
 
 from finbench.audit import audit_run
@@ -25,7 +26,6 @@ from finbench.runner import run
 from tests.helpers import month_shards_config
 
 pytest.importorskip("moto")
-pafs = pytest.importorskip("pyarrow.fs")
 BUCKET = "finbench-test"
 IN_BUCKET = 20  # answers a shard's journal holds in the bucket when its worker is killed
 
@@ -235,3 +235,22 @@ def test_the_mirror_sends_what_changed_the_journal_last_and_never_the_lock(tmp_p
     again = Mirror(tmp_path / "again", str(remote))
     assert again.pull() == 2
     assert (tmp_path / "again" / "journal.jsonl").read_text() == '{"a": 1}\n{"a": 2}\n'
+
+
+def test_a_run_that_fails_keeps_its_error_when_its_last_upload_fails_too(tmp_path):
+    """The run's own error is the one raised; the failed upload is a note on it."""
+    from finbench.runlog.mirror import Mirror
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the bucket's folder would be")
+    mirror = Mirror(tmp_path / "run", str(tmp_path / "bucket"))
+    with pytest.raises(RuntimeError, match="the run failed") as caught, mirror:
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "journal.jsonl").write_text("{}\n")
+        mirror.fs, mirror.root = filesystem(blocker / "inside")  # uploads cannot succeed
+        raise RuntimeError("the run failed")
+    assert any(note.startswith(f"and the last upload to {tmp_path / 'bucket'} failed too")
+               for note in caught.value.__notes__)
+    with pytest.raises(OSError), Mirror(tmp_path / "run2", str(blocker / "inside")) as other:
+        (other.local).mkdir()
+        (other.local / "journal.jsonl").write_text("{}\n")  # no error of its own: raised

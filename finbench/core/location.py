@@ -96,7 +96,7 @@ def copy_tree(src: str | Path, dst: str | Path, *, skip=lambda rel: False) -> li
     src_fs, src_root = filesystem(src)
     dst_fs, dst_root = filesystem(dst)
     names = sorted(r for r in files_under(src_fs, src_root) if not skip(r))
-    if not names and not src_fs.get_file_info(src_root).type == pafs.FileType.Directory:
+    if not names and src_fs.get_file_info(src_root).type != pafs.FileType.Directory:
         raise LocationError(f"{src}: nothing there to copy")
     for rel in names:
         copy_file(src_fs, join(src_root, rel), dst_fs, join(dst_root, rel))

@@ -139,12 +139,12 @@ def stance_column(rationales, judged=None) -> pd.Categorical:
     Categories laid out by code: no text per row is made (7.5M rows in five years)."""
     text = rationales.to_numpy(zero_copy_only=False) if len(rationales) else np.empty(0, object)
     has = np.flatnonzero(pd.notna(text))
-    found = [stance(t) for t in dict.fromkeys(text[has])] if len(has) else []
+    distinct = list(dict.fromkeys(text[has]))
+    found = [stance(t) for t in distinct]
     words = list(dict.fromkeys(["none", *found]))
     codes = np.zeros(len(text), np.int32)
     if len(has):
-        code_of = {t: words.index(s) for t, s in zip(dict.fromkeys(text[has]), found,
-                                                      strict=True)}
+        code_of = {t: words.index(s) for t, s in zip(distinct, found, strict=True)}
         codes[has] = [code_of[t] for t in text[has]]
     if judged is not None and len(has):
         given = judged(has)

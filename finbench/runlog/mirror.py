@@ -59,10 +59,10 @@ class Mirror:
 
     def pull(self) -> int:
         """Copy what ``remote`` holds into ``local``; returns how many files."""
-        local_fs, local_root = filesystem(self.local)
+        local_root = str(self.local.absolute())
         names = [r for r in files_under(self.fs, self.root) if _sent(r)]
         for rel in names:
-            copy_file(self.fs, join(self.root, rel), local_fs, join(local_root, rel))
+            copy_file(self.fs, join(self.root, rel), self._local_fs, join(local_root, rel))
             self._seen[rel] = self._signature(rel)
         return len(names)
 
@@ -140,11 +140,16 @@ class Mirror:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.sync(final=True)  # also after a failure: what was written is kept for a resume
+        try:  # also after a failure: what was written is kept for a resume
+            self.sync(final=True)
+        except Exception as failed:
+            if exc is None:
+                raise
+            exc.add_note(f"and the last upload to {self.remote} failed too: {failed}")
 
 
 def scratch_folder(name: str = "run") -> tempfile.TemporaryDirectory:
