@@ -1,6 +1,7 @@
 """The packed-key as-of search equals a per-ticker ``searchsorted``, whatever the keys."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,3 +49,37 @@ def test_wide_keys_fall_back_to_per_ticker_search():
 def test_lows_of_unknown_ticker_is_zero():
     np.testing.assert_array_equal(lows_of({"A": (0, 2), "B": (2, 5)},
                                           np.array(["B", "X", "A"], object)), [2, 0, 0])
+
+
+def _runs(names, ts):
+    from finbench.data.bars import BarArrays
+
+    ts = np.asarray(ts, np.int64)
+    starts = np.flatnonzero(np.r_[True, np.asarray(names[1:]) != np.asarray(names[:-1])])
+    run_names = [names[i] for i in starts]
+    return BarArrays.from_runs(starts=starts, names=run_names, ts=ts, bar_seconds=60,
+                               **{c: np.ones(len(ts)) for c in ("open", "high", "low", "close",
+                                                                 "volume")})
+
+
+def test_runs_build_the_slices_and_keys_the_search_uses():
+    bars = _runs(["A", "A", "B", "C", "C", "C"], [5, 9, 1, 2, 3, 70])
+    assert bars.bounds == {"A": (0, 2), "B": (2, 3), "C": (3, 6)}
+    np.testing.assert_array_equal(bars.avail, bars.ts + 60 * 10**9)
+    _, shift, base, keys, _ = bars._packed["ts"]
+    number = np.repeat([0, 1, 2], [2, 1, 3])
+    np.testing.assert_array_equal(keys, (number << shift) + bars.ts - base)
+    np.testing.assert_array_equal(
+        bars.search(np.array(["C", "A", "B", "Z"], object), np.array([3, 9, 0, 4]),
+                    on="ts", side="left"), [4, 1, 2, 0])
+
+
+@pytest.mark.parametrize("names, ts", [
+    (["B", "B", "A"], [1, 2, 3]),        # tickers out of text order
+    (["A", "B", "A"], [1, 2, 3]),        # a ticker in two runs
+    (["A", "A", "B"], [2, 1, 3]),        # time going back within a ticker
+    (["A", "A", "B"], [2, 2, 3]),        # two bars at one instant
+])
+def test_runs_out_of_order_are_refused(names, ts):
+    with pytest.raises(ValueError, match="sorted by ticker then ts"):
+        _runs(names, ts)

@@ -54,7 +54,19 @@ def _column_text(values, n: int) -> pa.Array:
             array = pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type))
         text = array.cast(pa.string())
     else:
+        text = _texts(series)
+    return pc.fill_null(text, "null")
+
+
+def _texts(series: pd.Series) -> pa.Array:
+    """JSON of a column of texts (or other values), written once per distinct value: by
+    Arrow's dictionary when the column holds texts and missing values only."""
+    try:
+        array = pa.array(series, pa.string(), from_pandas=True)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):  # not all text: pandas finds the distinct
         codes, uniques = pd.factorize(series, use_na_sentinel=True)
         words = np.array([json.dumps(u) for u in uniques] + ["null"], dtype=object)
-        text = pa.array(words[codes], pa.string())
-    return pc.fill_null(text, "null")
+        return pa.array(words[codes], pa.string())
+    encoded = pc.dictionary_encode(array)
+    words = pa.array([json.dumps(u) for u in encoded.dictionary.to_pylist()], pa.string())
+    return pc.take(words, encoded.indices)

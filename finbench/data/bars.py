@@ -108,19 +108,20 @@ def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
 
 def _pack_slices(starts: np.ndarray, ts: np.ndarray):
     """(shift, base, keys) with ``keys = slice number << shift | (ts - base)`` per row, or
-    None when they do not fit in 63 bits (or there are no rows)."""
+    None when they do not fit in 63 bits (or there are no rows). The slices start at
+    ``starts`` (the first at 0) and tile ``ts``."""
     if len(ts) == 0:
         return None
     base = int(ts.min())
     shift = (int(ts.max()) - base + 1).bit_length()
     if shift + len(starts).bit_length() > 62:
         return None
-    number = np.zeros(len(ts), dtype=np.int64)
-    number[starts[1:]] = 1
-    np.cumsum(number, out=number)
-    number <<= shift
-    number += ts - base
-    return shift, base, number
+    keys = np.zeros(len(ts), dtype=np.int64)  # slice number << shift, built in place
+    keys[starts[1:]] = 1 << shift
+    np.cumsum(keys, out=keys)
+    keys -= base
+    keys += ts
+    return shift, base, keys
 
 
 def _search_per_ticker(bounds, keys, tickers, instants, *, side, out):
@@ -177,22 +178,33 @@ class BarArrays:
     def from_columns(cls, *, codes: np.ndarray, names: np.ndarray, ts: np.ndarray,
                      bar_seconds: int, **columns: np.ndarray) -> BarArrays:
         """Build from numpy columns already sorted by (code, ts); ``names[code]`` is the ticker
-        and codes follow the tickers' text order. The packed search keys are built here, and
-        their being strictly increasing is the sort check."""
-        codes, ts = np.asarray(codes, dtype=np.int64), np.asarray(ts, dtype=np.int64)
-        n = len(ts)
-        starts = (np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n
+        and codes follow the tickers' text order."""
+        codes = np.asarray(codes, dtype=np.int64)
+        starts = (np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes)
                   else np.empty(0, np.int64))
+        return cls.from_runs(starts=starts, names=np.asarray(names, dtype=object)[codes[starts]],
+                             ts=ts, bar_seconds=bar_seconds, **columns)
+
+    @classmethod
+    def from_runs(cls, *, starts: np.ndarray, names, ts: np.ndarray, bar_seconds: int,
+                  **columns: np.ndarray) -> BarArrays:
+        """Build from numpy columns already sorted by (ticker, ts), given as runs: the ticker
+        ``names[k]`` holds the rows from ``starts[k]`` to the next start. The packed search
+        keys are built here; the names' being strictly increasing as text and the keys'
+        being strictly increasing are the sort check."""
+        ts = np.asarray(ts, dtype=np.int64)
+        n = len(ts)
+        starts = np.asarray(starts, dtype=np.int64)
         ends = np.r_[starts[1:], n].astype(np.int64)[:len(starts)]
-        first_codes = codes[starts]
+        slice_names = np.asarray(names, dtype=object).astype(str)
         packed = _pack_slices(starts, ts)
         if packed is None:
-            unsorted = n > 1 and bool((np.diff(ts)[codes[1:] == codes[:-1]] <= 0).any())
+            run = np.repeat(np.arange(len(starts)), ends - starts)
+            unsorted = n > 1 and bool((np.diff(ts)[run[1:] == run[:-1]] <= 0).any())
         else:
             unsorted = n > 1 and not bool((packed[2][1:] > packed[2][:-1]).all())
-        if unsorted or (first_codes[1:] <= first_codes[:-1]).any():
+        if unsorted or (slice_names[1:] <= slice_names[:-1]).any():
             raise ValueError("bars must be sorted by ticker then ts, one bar per (ticker, ts)")
-        slice_names = np.asarray(names, dtype=object)[first_codes].astype(str)
         bounds = dict(zip(slice_names.tolist(), zip(starts.tolist(), ends.tolist(),
                                                     strict=True), strict=True))
         bar_ns = int(bar_seconds) * NS

@@ -397,29 +397,27 @@ class Store:
         if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
         columns = list(columns)
+        # one thread per partition: callers read several at once (Arrow's own threads,
+        # shared by concurrent reads of small files, slow them several times over)
         table = pq.read_table(self._file(rel), columns=["ticker", "ts", *columns],
-                              read_dictionary=["ticker"], filesystem=self.fs)
+                              read_dictionary=["ticker"], filesystem=self.fs,
+                              use_threads=False)
         if table.num_rows == 0:
             return None
-        # each row group has its own dictionary: codes are ranks among all names (text order)
-        chunks = [c for c in table.column("ticker").chunks if len(c)]
-        words = [np.array(c.dictionary.to_pylist(), dtype=str) for c in chunks]
-        names = np.unique(np.concatenate(words))
-        row_codes = np.concatenate([
-            np.searchsorted(names, w)[c.indices.to_numpy(zero_copy_only=False)]
-            for c, w in zip(chunks, words, strict=True)]).astype(np.int64)
-        sorted_names = names.astype(object)
+        starts, names = _ticker_runs(table.column("ticker"))
         if tickers is not None:
-            rows = np.isin(names, list(tickers))[row_codes]
-            if not rows.all():
-                table = table.filter(pa.array(rows))
-                row_codes = row_codes[rows]
-        n = table.num_rows
-        nan = np.broadcast_to(np.float64(np.nan), (n,))
+            wanted = set(tickers)
+            keep = np.fromiter((name in wanted for name in names), bool, len(names))
+            if not keep.all():
+                lengths = np.diff(np.r_[starts, table.num_rows])
+                table = table.filter(pa.array(np.repeat(keep, lengths)))
+                starts = np.r_[0, np.cumsum(lengths[keep])[:-1]].astype(np.int64)
+                names = [name for name, k in zip(names, keep, strict=True) if k]
+        nan = np.broadcast_to(np.float64(np.nan), (table.num_rows,))
         values = {c: table.column(c).to_numpy() if c in columns else nan
                   for c in ("open", "high", "low", "close", "volume")}
-        return BarArrays.from_columns(
-            codes=row_codes, names=sorted_names,
+        return BarArrays.from_runs(
+            starts=starts, names=names,
             ts=table.column("ts").cast(NS_UTC).cast(pa.int64()).to_numpy(),
             bar_seconds=self.bar_seconds,
             **values)
@@ -516,3 +514,20 @@ def _sorted_by_ticker_ts(frame: pd.DataFrame) -> bool:
     return bool((after | (same & (ts[1:] >= ts[:-1]))).all())
 
 
+def _ticker_runs(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """(first row, ticker) of each run of equal tickers in a dictionary-encoded column (each
+    row group has a dictionary of its own; a ticker whose rows span two row groups is one
+    run). Found on the integer codes, so no text is made per row."""
+    starts, names, offset = [], [], 0
+    for chunk in column.chunks:
+        if len(chunk):
+            codes = chunk.indices.to_numpy(zero_copy_only=False)
+            first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            words = chunk.dictionary.take(pa.array(codes[first])).to_pylist()
+            if names and words[0] == names[-1]:  # the run goes on from the last row group
+                first, words = first[1:], words[1:]
+            starts.append(first + offset)
+            names += words
+            offset += len(chunk)
+    return (np.concatenate(starts).astype(np.int64) if starts else np.empty(0, np.int64),
+            names)

@@ -111,8 +111,7 @@ class _Baseline(Forecaster):
         history = self._shared(inputs)
         p, details, fallback, last = self._probability(history, inputs)
         lower, upper, note, interval_last = self._interval(history, inputs.tasks)
-        answers = pd.DataFrame({"p_up": p, "lower": lower, "upper": upper,
-                                "interval_note": note})
+        answers = _frame({"p_up": p, "lower": lower, "upper": upper, "interval_note": note})
         count = details["rate_count"].to_numpy(np.int64) if "rate_count" in details else (
             np.zeros(len(p), np.int64))
         extra = {
@@ -142,7 +141,7 @@ class _Baseline(Forecaster):
         key = ("window_details", window)
         if key not in inputs.shared:  # the rolling baselines given the same tasks share them
             inputs.shared[key] = window_details(history, inputs.tasks, window)
-        details = pd.DataFrame({"p": p, "rate_count": count, **inputs.shared[key]})
+        details = _frame({"p": p, "rate_count": count, **inputs.shared[key]})
         fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
                           f"{min_count}", count)
         return p, details, fallback, last
@@ -264,11 +263,31 @@ def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:
     out = np.full(len(mask), None, object)
     if not mask.any():
         return out
-    keys = np.stack([np.asarray(c, np.int64)[mask] for c in columns], axis=1)
-    distinct, which = np.unique(keys, axis=0, return_inverse=True)
-    texts = np.array([template.format(*map(int, row)) for row in distinct], dtype=object)
+    which = np.zeros(int(mask.sum()), np.int64)  # one code per combination (mixed radix)
+    values = []
+    for c in columns:
+        distinct, code = np.unique(np.asarray(c, np.int64)[mask], return_inverse=True)
+        which = which * len(distinct) + code.ravel()
+        values.append(distinct)
+    used, which = np.unique(which, return_inverse=True)
+    rows = []
+    for key in used.tolist():
+        row = []
+        for distinct in reversed(values):
+            key, k = divmod(key, len(distinct))
+            row.append(int(distinct[k]))
+        rows.append(row[::-1])
+    texts = np.array([template.format(*row) for row in rows], dtype=object)
     out[mask] = texts[which.ravel()]
     return out
+
+
+def _frame(columns: dict[str, object]) -> pd.DataFrame:
+    """A frame of the columns as given: object arrays (texts and None) stay objects, not
+    converted to pandas' string type, which the answer's checks and JSON would convert back."""
+    return pd.DataFrame({k: pd.Series(v, dtype=object)
+                         if isinstance(v, np.ndarray) and v.dtype.kind == "O" else v
+                         for k, v in columns.items()})
 
 
 def _detail_json(frame: pd.DataFrame) -> pa.Array:
@@ -313,7 +332,7 @@ class ClassFrequency(_ClassBaseline):
         key = ("window_details", window)
         if key not in inputs.shared:
             inputs.shared[key] = window_details(history, inputs.tasks, window)
-        details = pd.DataFrame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
+        details = _frame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
                                 "rate_count": count, **inputs.shared[key]})
         fallback = _texts(count < min_count, "1/3 each: {} labels in the window < min_count "
                           f"{min_count}", count)
