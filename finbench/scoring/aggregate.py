@@ -188,7 +188,7 @@ class Tally:
             k = len(values)
 
             def total(weights, codes=codes, k=k) -> np.ndarray:
-                return np.bincount(codes, weights=weights, minlength=k)
+                return _sums(codes, weights, k)
 
             n_rows = np.bincount(codes[has], minlength=k)
             n = total(sc.astype(float))
@@ -229,7 +229,7 @@ class Tally:
                     both = own[mask] & other[mask]
 
                     def total(weights, codes=codes, k=k) -> np.ndarray:
-                        return np.bincount(codes, weights=weights, minlength=k)
+                        return _sums(codes, weights, k)
 
                     with np.errstate(invalid="ignore", divide="ignore"):
                         cols.update(_paired(total(both.astype(float)),
@@ -248,6 +248,14 @@ class Tally:
                        for k, v in zip(table["slice_kind"], table["slice"], strict=True)]
         table = table.sort_values(["_k", "_s", "slice", "_m"], kind="stable")
         return table.drop(columns=["_k", "_m", "_s"]).reset_index(drop=True)
+
+
+def _sums(codes: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """Sum of ``weights`` per slice code (a ``bincount``); zeros, without one, when every
+    weight is zero (the counts and interval sums a forecaster never has)."""
+    if not weights.any():
+        return np.zeros(k)
+    return np.bincount(codes, weights=weights, minlength=k)
 
 
 def _paired(n, own_sum, ref_sum, key) -> dict:
