@@ -390,20 +390,30 @@ class Store:
         """One date partition as :class:`~finbench.data.bars.BarArrays`, reading only ``columns``
         (besides ticker and ts); the others are NaN. A partition is already sorted by
         (ticker, ts), so nothing is re-laid: the arrays are the file's columns. None when the
-        store has no bars that day."""
-        from finbench.data.bars import BarArrays
+        store has no bars that day. (:meth:`read_day_table`, then :meth:`day_arrays`.)"""
+        table = self.read_day_table(day, columns=columns)
+        return None if table is None else self.day_arrays(table, tickers=tickers)
 
+    def read_day_table(self, day: dt.date, *, columns: Iterable[str] = ("high", "low")
+                       ) -> pa.Table | None:
+        """One date partition's ticker (dictionary-encoded), ts and ``columns``, as it lies on
+        disk; None when the store has no bars that day. Read on the calling thread alone:
+        callers read several partitions at once (Arrow's own threads, shared by concurrent
+        reads of small files, slow them several times over), and the read holds no Python
+        lock, so threads reading ahead leave the caller's thread free."""
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
-        columns = list(columns)
-        # one thread per partition: callers read several at once (Arrow's own threads,
-        # shared by concurrent reads of small files, slow them several times over)
         table = pq.read_table(self._file(rel), columns=["ticker", "ts", *columns],
                               read_dictionary=["ticker"], filesystem=self.fs,
                               use_threads=False)
-        if table.num_rows == 0:
-            return None
+        return table if table.num_rows else None
+
+    def day_arrays(self, table: pa.Table, *, tickers: Iterable[str] | None = None):
+        """:meth:`read_day_table`'s table as :class:`~finbench.data.bars.BarArrays` (the
+        ``tickers`` listed, or all): the bar columns it lacks are NaN."""
+        from finbench.data.bars import BarArrays
+
         starts, names = _ticker_runs(table.column("ticker"))
         if tickers is not None:
             wanted = set(tickers)
@@ -414,7 +424,7 @@ class Store:
                 starts = np.r_[0, np.cumsum(lengths[keep])[:-1]].astype(np.int64)
                 names = [name for name, k in zip(names, keep, strict=True) if k]
         nan = np.broadcast_to(np.float64(np.nan), (table.num_rows,))
-        values = {c: table.column(c).to_numpy() if c in columns else nan
+        values = {c: table.column(c).to_numpy() if c in table.column_names else nan
                   for c in ("open", "high", "low", "close", "volume")}
         return BarArrays.from_runs(
             starts=starts, names=names,

@@ -110,7 +110,7 @@ class _Baseline(Forecaster):
     def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
         history = self._shared(inputs)
         p, details, fallback, last = self._probability(history, inputs)
-        lower, upper, note, interval_last = self._interval(history, inputs.tasks)
+        lower, upper, note, interval_last = self._interval(history, inputs)
         answers = _frame({"p_up": p, "lower": lower, "upper": upper, "interval_note": note})
         count = details["rate_count"].to_numpy(np.int64) if "rate_count" in details else (
             np.zeros(len(p), np.int64))
@@ -127,17 +127,17 @@ class _Baseline(Forecaster):
         task."""
         raise NotImplementedError
 
-    def _interval(self, history: History, tasks: pd.DataFrame):
+    def _interval(self, history: History, inputs: Inputs):
         """(lower, upper, interval_note, latest label time used or NO_TIME) per task: by default
         a baseline gives no interval (``not_applicable``)."""
-        n = len(tasks)
+        n = len(inputs.tasks)
         return (np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOT_APPLICABLE, object),
                 np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):
         """The rolling base rate with its details and fallback (to 0.5 below ``min_count``)."""
         window, min_count = self._window()
-        p, count, last = rolling_rate(history, inputs.tasks, window, min_count)
+        p, count, last = _shared_rate(history, inputs, window, min_count)
         key = ("window_details", window)
         if key not in inputs.shared:  # the rolling baselines given the same tasks share them
             inputs.shared[key] = window_details(history, inputs.tasks, window)
@@ -247,14 +247,23 @@ class Climatology(_Baseline):
     def _probability(self, history, inputs):
         return self._rolling_rate(history, inputs)
 
-    def _interval(self, history, tasks):
+    def _interval(self, history, inputs):
         window, min_count = self._window()
-        lower, upper = rolling_quantiles(history, tasks, window)
-        _, count, last = rolling_rate(history, tasks, window, min_count)
+        lower, upper = rolling_quantiles(history, inputs.tasks, window)
+        _, count, last = _shared_rate(history, inputs, window, min_count)
         short = count < min_count
         note = _texts(short, "insufficient_history: {} past returns < min_count "
                       f"{min_count}", count)
         return np.where(short, np.nan, lower), np.where(short, np.nan, upper), note, last
+
+
+def _shared_rate(history: History, inputs: Inputs, window: int, min_count: int):
+    """:func:`rolling_rate` of the inputs' tasks, computed once for every baseline given them
+    (callers copy before changing it)."""
+    key = ("rolling_rate", window, min_count)
+    if key not in inputs.shared:
+        inputs.shared[key] = rolling_rate(history, inputs.tasks, window, min_count)
+    return inputs.shared[key]
 
 
 def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:

@@ -174,11 +174,13 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
     progress = Countdown("labels", len(units), echo, unit="reads")
     with ThreadPoolExecutor(max_workers=READERS) as pool:  # the next units are read while
         ahead = deque(pool.submit(u[0]) for u in units[:READERS])  # one is computed
-        for i, (_, rows, span) in enumerate(units):
-            bars = ahead.popleft().result() or empty_bars(plan.store.bar_seconds)
-            progress.add()
+        for i, (_, arrays, rows, span) in enumerate(units):
+            read = ahead.popleft().result()
             if i + READERS < len(units):
                 ahead.append(pool.submit(units[i + READERS][0]))
+            bars = (arrays(read) if read is not None else None) or empty_bars(
+                plan.store.bar_seconds)
+            progress.add()
             if daily:
                 summary = daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0]
                 if span is not None:  # a month read with a day either side: its sessions only
@@ -223,18 +225,21 @@ def encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _read_units(plan: Plan, days: list[str], by_day: dict, columns, tickers) -> list[tuple]:
-    """(reader of bars, rows of the tasks they serve, sessions it summarises or None for
-    all) in date order.
+    """(reader, what makes bar arrays of what it read, rows of the tasks they serve,
+    sessions it summarises or None for all) in date order. Readers run on threads ahead of
+    the caller; the arrays are made on the caller's thread.
 
     When the store's dates are the tasks' local dates, a unit is one date partition, read as
-    it lies. Otherwise (a store kept in another zone) a session's bars may sit in two
-    partitions, so a unit is a calendar month, read and laid out per ticker."""
+    it lies (a reader that holds no Python lock). Otherwise (a store kept in another zone) a
+    session's bars may sit in two partitions, so a unit is a calendar month, read and laid
+    out per ticker."""
     spec = plan.config.tasks
     none = np.empty(0, np.int64)
-    if plan.store.timezone == spec.timezone:
-        return [(partial(plan.store.read_day_arrays, dt.date.fromisoformat(day),
-                         tickers=tickers, columns=columns), by_day.get(day, none), None)
-                for day in days]
+    store = plan.store
+    if store.timezone == spec.timezone:
+        arrays = partial(store.day_arrays, tickers=tickers)
+        return [(partial(store.read_day_table, dt.date.fromisoformat(day), columns=columns),
+                 arrays, by_day.get(day, none), None) for day in days]
     if not days:
         return []
     units = []
@@ -244,10 +249,14 @@ def _read_units(plan: Plan, days: list[str], by_day: dict, columns, tickers) -> 
                 and d in by_day]
         units.append((partial(plan.store.read_bar_arrays, tickers=tickers,
                               start=first - dt.timedelta(days=1),
-                              end=last + dt.timedelta(days=1)),
+                              end=last + dt.timedelta(days=1)), _as_read,
                       np.concatenate(rows) if rows else none,
                       (first.isoformat(), last.isoformat())))
     return units
+
+
+def _as_read(bars: BarArrays) -> BarArrays:
+    return bars
 
 
 def empty_bars(bar_seconds: int) -> BarArrays:
