@@ -117,7 +117,7 @@ class _Baseline(Forecaster):
         extra = {
             "history_count": count,
             "p_fallback": fallback,
-            "detail": _detail_json(details),
+            "detail": _shared_json(inputs, details),
             "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, NO_TIME: none
         }
         return answers, extra
@@ -135,16 +135,19 @@ class _Baseline(Forecaster):
                 np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):
-        """The rolling base rate with its details and fallback (to 0.5 below ``min_count``)."""
+        """The rolling base rate with its details and fallback (to 0.5 below ``min_count``):
+        the same objects for every rolling baseline given the same inputs (callers copy
+        before changing them)."""
         window, min_count = self._window()
-        p, count, last = _shared_rate(history, inputs, window, min_count)
-        key = ("window_details", window)
-        if key not in inputs.shared:  # the rolling baselines given the same tasks share them
-            inputs.shared[key] = window_details(history, inputs.tasks, window)
-        details = _frame({"p": p, "rate_count": count, **inputs.shared[key]})
-        fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
-                          f"{min_count}", count)
-        return p, details, fallback, last
+        key = ("rolling_rate_answer", window, min_count)
+        if key not in inputs.shared:
+            p, count, last = _shared_rate(history, inputs, window, min_count)
+            details = _frame({"p": p, "rate_count": count,
+                              **_window_details(history, inputs, window)})
+            fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
+                              f"{min_count}", count)
+            inputs.shared[key] = (p, details, fallback, last)
+        return inputs.shared[key]
 
 
 @register("coin")
@@ -212,14 +215,17 @@ class Momentum(_Baseline):
         tasks = inputs.tasks
         window, min_count = self._window()
         base_p, details, base_fallback, last = self._rolling_rate(history, inputs)
+        details = details.copy()  # the rolling rate's, shared with the other baselines
         sign = pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         lo, end = window_rows(history, tasks, window)
-        past = history.column(self._sign_column).astype(float)
+        column = self._sign_column
         n_s, up_s = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
-        for v in (-1.0, 0.0, 1.0):
-            match = past == v
-            cn = history.cumulative(f"{self._sign_column}={v}", match)
-            cu = history.cumulative(f"{self._sign_column}={v},up", match & (history.y == 1))
+        for v in (-1.0, 0.0, 1.0):  # counts over the whole history, made once per run
+            def match(v=v):
+                return history.column(column).astype(float) == v
+
+            cn = history.cumulative(f"{column}={v}", match)
+            cu = history.cumulative(f"{column}={v},up", lambda m=match: m() & (history.y == 1))
             sel = sign == v
             n_s[sel] = (cn[end] - cn[lo])[sel]
             up_s[sel] = (cu[end] - cu[lo])[sel]
@@ -255,6 +261,15 @@ class Climatology(_Baseline):
         note = _texts(short, "insufficient_history: {} past returns < min_count "
                       f"{min_count}", count)
         return np.where(short, np.nan, lower), np.where(short, np.nan, upper), note, last
+
+
+def _window_details(history: History, inputs: Inputs, window: int) -> dict[str, object]:
+    """:func:`window_details` of the inputs' tasks, computed once for every baseline with
+    that window given them."""
+    key = ("window_details", window)
+    if key not in inputs.shared:
+        inputs.shared[key] = window_details(history, inputs.tasks, window)
+    return inputs.shared[key]
 
 
 def _shared_rate(history: History, inputs: Inputs, window: int, min_count: int):
@@ -299,6 +314,16 @@ def _frame(columns: dict[str, object]) -> pd.DataFrame:
                          for k, v in columns.items()})
 
 
+def _shared_json(inputs: Inputs, details: pd.DataFrame) -> pa.Array:
+    """:func:`_detail_json` of ``details``, written once for the baselines that share the
+    frame (the rolling base rate and climatology)."""
+    key = ("detail_json", id(details))
+    held = inputs.shared.get(key)
+    if held is None or held[0] is not details:  # held: the frame too, so its id stays its own
+        held = inputs.shared[key] = (details, _detail_json(details))
+    return held[1]
+
+
 def _detail_json(frame: pd.DataFrame) -> pa.Array:
     """One compact JSON object per row, keys sorted."""
     return json_array({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
@@ -338,11 +363,8 @@ class ClassFrequency(_ClassBaseline):
     def _classes(self, history, inputs):
         window, min_count = self._window()
         q, count = rolling_class_frequencies(history, inputs.tasks, window, min_count)
-        key = ("window_details", window)
-        if key not in inputs.shared:
-            inputs.shared[key] = window_details(history, inputs.tasks, window)
         details = _frame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
-                                "rate_count": count, **inputs.shared[key]})
+                          "rate_count": count, **_window_details(history, inputs, window)})
         fallback = _texts(count < min_count, "1/3 each: {} labels in the window < min_count "
                           f"{min_count}", count)
         return q, count, fallback, latest_label_known(history, inputs.tasks), details

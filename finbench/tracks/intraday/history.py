@@ -126,9 +126,11 @@ class History:
                 "early_close": np.where(has, sessions - rows, zero),
                 "not_known": np.where(has, rows - unscorable - used, zero)}
 
-    def cumulative(self, name: str, values: np.ndarray) -> np.ndarray:
-        """``r_[0, cumsum(values)]``, remembered under ``name``."""
+    def cumulative(self, name: str, values) -> np.ndarray:
+        """``r_[0, cumsum(values)]``, remembered under ``name`` (``values``: an array, or what
+        makes it when it is first asked for)."""
         if ("cum", name) not in self._memo:
+            values = values() if callable(values) else values
             self._memo[("cum", name)] = np.r_[0.0, np.cumsum(values, dtype=float)]
         return self._memo[("cum", name)]
 
