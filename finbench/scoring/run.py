@@ -146,7 +146,7 @@ def rescore(run_dir: Path) -> pd.DataFrame:
     with RowWriter(run_dir, csv=rows_csv_wanted(scores.config, len(scores.tasks))) as export:
         for _, _, table in scores.models():
             export.add(table)
-    table = scores.table()
+        table = scores.table()  # while the writer threads write the last model's rows
     write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
     write_atomic(run_dir / "scores.csv",
                  lambda p: table.to_csv(p, index=False, float_format="%.12g"))
