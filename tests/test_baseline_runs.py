@@ -102,6 +102,33 @@ def test_shards_merge_byte_for_byte_into_the_unsharded_run_after_early_closes(
     assert audit_run(merged) == []
 
 
+def test_a_baseline_answers_alike_whatever_other_baselines_run_beside_it(tmp_path,
+                                                                         sample_store):
+    """Baselines given the same tasks share what they compute from them (the rolling rate,
+    its details, receipts): a baseline's rows are the same run alone, first or last. The
+    momentum baseline, run first, reads the rolling rate climatology reads next (same window
+    and min_count) and adds its own details to a copy."""
+    window = "window = 10\nmin_count = 5\n"
+    body = {kind: f'[[models]]\nname = "{kind}"\nkind = "{kind}"\n{window}'
+            for kind in ("momentum", "climatology", "base_rate")}
+
+    def rows_of(name: str, kinds: list[str]) -> pd.DataFrame:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\n'
+                        'tickers = ["AAPL", "MSFT"]\nstart = "2024-12-20"\n'
+                        'end = "2025-01-08"\n' + "".join(body[k] for k in kinds))
+        return rows(run(path, tmp_path / name, echo=quiet))
+
+    together = rows_of("together", ["momentum", "climatology", "base_rate"])
+    assert together["detail"].map(lambda d: "sign" in json.loads(d)).groupby(
+        together["model"]).all().to_dict() == {"base_rate": False, "climatology": False,
+                                              "momentum": True}
+    for kind in ("momentum", "climatology", "base_rate"):
+        alone = rows_of(kind, [kind])
+        pd.testing.assert_frame_equal(
+            together[together["model"] == kind].reset_index(drop=True), alone)
+
+
 @pytest.fixture
 def one_session_store(tmp_path, sample_store):
     """A store holding the sample's bars of 2025-01-15 alone."""
