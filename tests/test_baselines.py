@@ -213,3 +213,19 @@ def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles():
         roll = pd.Series(r[lo:hi]).rolling(1000, min_periods=1)
         assert np.array_equal(lower[lo:hi], roll.quantile(0.1).to_numpy())
         assert np.array_equal(upper[lo:hi], roll.quantile(0.9).to_numpy())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(-3, 3), st.integers(-10**6, 10**6)),
+                max_size=40))
+def test_reason_texts_equal_formatting_each_row(rows):
+    """A fallback or abstention reason is written once per distinct combination of its
+    numbers, and lands on every row holding that combination (None elsewhere)."""
+    from finbench.forecasters.baselines import _texts
+
+    mask = np.array([m for m, _, _ in rows], bool)
+    a = np.array([x for _, x, _ in rows], np.int64)
+    b = np.array([y for _, _, y in rows], np.int64)
+    got = _texts(mask, "{} labels with sign {:+d}", b, a)
+    want = [f"{y} labels with sign {x:+d}" if m else None for m, x, y in rows]
+    assert list(got) == want

@@ -287,21 +287,14 @@ def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:
     out = np.full(len(mask), None, object)
     if not mask.any():
         return out
-    which = np.zeros(int(mask.sum()), np.int64)  # one code per combination (mixed radix)
-    values = []
-    for c in columns:
-        distinct, code = np.unique(np.asarray(c, np.int64)[mask], return_inverse=True)
-        which = which * len(distinct) + code.ravel()
-        values.append(distinct)
-    used, which = np.unique(which, return_inverse=True)
-    rows = []
-    for key in used.tolist():
-        row = []
-        for distinct in reversed(values):
-            key, k = divmod(key, len(distinct))
-            row.append(int(distinct[k]))
-        rows.append(row[::-1])
-    texts = np.array([template.format(*row) for row in rows], dtype=object)
+    values = [np.asarray(c, np.int64)[mask] for c in columns]
+    combination = np.zeros(len(values[0]), np.int64)  # one number per combination
+    for v in values:
+        distinct, code = np.unique(v, return_inverse=True)
+        combination = combination * len(distinct) + code.ravel()
+    _, first, which = np.unique(combination, return_index=True, return_inverse=True)
+    texts = np.array([template.format(*(int(v[i]) for v in values)) for i in first],
+                     dtype=object)
     out[mask] = texts[which.ravel()]
     return out
 
