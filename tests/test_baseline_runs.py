@@ -105,9 +105,9 @@ def test_shards_merge_byte_for_byte_into_the_unsharded_run_after_early_closes(
 def test_a_baseline_answers_alike_whatever_other_baselines_run_beside_it(tmp_path,
                                                                          sample_store):
     """Baselines given the same tasks share what they compute from them (the rolling rate,
-    its details, receipts): a baseline's rows are the same run alone, first or last. The
-    momentum baseline, run first, reads the rolling rate climatology reads next (same window
-    and min_count) and adds its own details to a copy."""
+    the window's span, receipts): a baseline's rows are the same run alone, first or last.
+    The momentum baseline, run first, starts from the rolling rate climatology reads next
+    (same window and min_count) and changes a copy of it."""
     window = "window = 10\nmin_count = 5\n"
     body = {kind: f'[[models]]\nname = "{kind}"\nkind = "{kind}"\n{window}'
             for kind in ("momentum", "climatology", "base_rate")}

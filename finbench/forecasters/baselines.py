@@ -117,7 +117,7 @@ class _Baseline(Forecaster):
         extra = {
             "history_count": count,
             "p_fallback": fallback,
-            "detail": _shared_json(inputs, details),
+            "detail": _detail_json(details),
             "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, NO_TIME: none
         }
         return answers, extra
@@ -135,19 +135,17 @@ class _Baseline(Forecaster):
                 np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):
-        """The rolling base rate with its details and fallback (to 0.5 below ``min_count``):
-        the same objects for every rolling baseline given the same inputs (callers copy
-        before changing them)."""
+        """The rolling base rate with its details and fallback (to 0.5 below ``min_count``).
+        The rate and the window's span are shared by the baselines given the same inputs
+        (24 and 40 bytes a task, kept until the last baseline has answered); the details and
+        texts made from them are each baseline's own."""
         window, min_count = self._window()
-        key = ("rolling_rate_answer", window, min_count)
-        if key not in inputs.shared:
-            p, count, last = _shared_rate(history, inputs, window, min_count)
-            details = _frame({"p": p, "rate_count": count,
-                              **_window_details(history, inputs, window)})
-            fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
-                              f"{min_count}", count)
-            inputs.shared[key] = (p, details, fallback, last)
-        return inputs.shared[key]
+        p, count, last = _shared_rate(history, inputs, window, min_count)
+        details = _frame({"p": p, "rate_count": count,
+                          **_window_details(history, inputs, window)})
+        fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
+                          f"{min_count}", count)
+        return p, details, fallback, last
 
 
 @register("coin")
@@ -215,7 +213,6 @@ class Momentum(_Baseline):
         tasks = inputs.tasks
         window, min_count = self._window()
         base_p, details, base_fallback, last = self._rolling_rate(history, inputs)
-        details = details.copy()  # the rolling rate's, shared with the other baselines
         sign = pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         lo, end = window_rows(history, tasks, window)
         column = self._sign_column
@@ -305,16 +302,6 @@ def _frame(columns: dict[str, object]) -> pd.DataFrame:
     return pd.DataFrame({k: pd.Series(v, dtype=object)
                          if isinstance(v, np.ndarray) and v.dtype.kind == "O" else v
                          for k, v in columns.items()})
-
-
-def _shared_json(inputs: Inputs, details: pd.DataFrame) -> pa.Array:
-    """:func:`_detail_json` of ``details``, written once for the baselines that share the
-    frame (the rolling base rate and climatology)."""
-    key = ("detail_json", id(details))
-    held = inputs.shared.get(key)
-    if held is None or held[0] is not details:  # held: the frame too, so its id stays its own
-        held = inputs.shared[key] = (details, _detail_json(details))
-    return held[1]
 
 
 def _detail_json(frame: pd.DataFrame) -> pa.Array:
