@@ -83,3 +83,22 @@ def test_runs_build_the_slices_and_keys_the_search_uses():
 def test_runs_out_of_order_are_refused(names, ts):
     with pytest.raises(ValueError, match="sorted by ticker then ts"):
         _runs(names, ts)
+
+
+def test_a_day_without_the_tickers_asked_reads_as_no_bars(sample_store):
+    """A partition holding only other tickers' bars gives empty arrays (no slice), as the
+    month reader does; a partition holding some gives theirs."""
+    from finbench.data.store import Store
+
+    store = Store(sample_store)
+    day = store.dates("bars")[2]
+    table = store.read_day_table(day)
+    names = sorted(set(table.column("ticker").to_pylist()))
+    none = store.day_arrays(table, tickers=["NOT-A-TICKER"])
+    assert none.bounds == {} and len(none.ts) == 0
+    assert none.bounds == store.read_bar_arrays(tickers=["NOT-A-TICKER"], start=day,
+                                                end=day).bounds
+    last = store.day_arrays(table, tickers=[names[-1]])
+    month = store.read_bar_arrays(tickers=[names[-1]], start=day, end=day)
+    assert last.bounds == month.bounds == {names[-1]: (0, len(month.ts))}
+    np.testing.assert_array_equal(last.ts, month.ts)

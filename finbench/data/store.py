@@ -421,7 +421,8 @@ class Store:
             if not keep.all():
                 lengths = np.diff(np.r_[starts, table.num_rows])
                 table = table.filter(pa.array(np.repeat(keep, lengths)))
-                starts = np.r_[0, np.cumsum(lengths[keep])[:-1]].astype(np.int64)
+                lengths = lengths[keep]
+                starts = (np.cumsum(lengths) - lengths).astype(np.int64)  # kept runs, in turn
                 names = [name for name, k in zip(names, keep, strict=True) if k]
         nan = np.broadcast_to(np.float64(np.nan), (table.num_rows,))
         values = {c: table.column(c).to_numpy() if c in table.column_names else nan
