@@ -178,8 +178,7 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
             read = ahead.popleft().result()
             if i + READERS < len(units):
                 ahead.append(pool.submit(units[i + READERS][0]))
-            bars = (arrays(read) if read is not None else None) or empty_bars(
-                plan.store.bar_seconds)
+            bars = arrays(read) if read is not None else empty_bars(plan.store.bar_seconds)
             progress.add()
             if daily:
                 summary = daily_summaries(bars, calendar=spec.calendar, timezone=spec.timezone)[0]
