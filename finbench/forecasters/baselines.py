@@ -143,8 +143,7 @@ class _Baseline(Forecaster):
         p, count, last = _shared_rate(history, inputs, window, min_count)
         details = _frame({"p": p, "rate_count": count,
                           **_window_details(history, inputs, window)})
-        fallback = _texts(count < min_count, "0.5: {} labels in the window < min_count "
-                          f"{min_count}", count)
+        fallback = _texts(count < min_count, lambda c: _rate_fallback(c, min_count), count)
         return p, details, fallback, last
 
 
@@ -212,7 +211,7 @@ class Momentum(_Baseline):
     def _probability(self, history, inputs):
         tasks = inputs.tasks
         window, min_count = self._window()
-        base_p, details, base_fallback, last = self._rolling_rate(history, inputs)
+        base_p, details, _, last = self._rolling_rate(history, inputs)
         sign = pick(inputs.history[self._sign_column].to_numpy(float), _rows(inputs))
         lo, end = window_rows(history, tasks, window)
         column = self._sign_column
@@ -234,11 +233,17 @@ class Momentum(_Baseline):
         details["sign"] = pd.array(np.where(no_sign, 0, sign).astype(int), dtype="Int64")
         details.loc[no_sign, "sign"] = pd.NA
         details["sign_count"], details["sign_up"] = n_s, up_s
-        why = np.where(no_sign, "no momentum sign (a bar of its lookback is missing)",
-                       _texts(~no_sign, "{} labels with sign {:+d} < min_count "
-                              f"{min_count}", n_s, np.nan_to_num(sign).astype(np.int64)))
-        then = np.where(pd.notna(base_fallback), "; its " + base_fallback.astype(str), "")
-        fallback = np.where(use, None, "base_rate: " + why.astype(str) + then).astype(object)
+        count = details["rate_count"].to_numpy(np.int64)
+
+        def reason(missing: int, n: int, s: int, short: int) -> str:
+            why = ("no momentum sign (a bar of its lookback is missing)" if missing
+                   else f"{n} labels with sign {s:+d} < min_count {min_count}")
+            then = "" if short < 0 else "; its " + _rate_fallback(short, min_count)
+            return "base_rate: " + why + then
+
+        # the base rate's own fallback, quoted when its window holds too few labels
+        fallback = _texts(~use, reason, no_sign, n_s, np.nan_to_num(sign),
+                          np.where(count < min_count, count, -1))
         return p, details, fallback, last
 
 
@@ -278,9 +283,15 @@ def _shared_rate(history: History, inputs: Inputs, window: int, min_count: int):
     return inputs.shared[key]
 
 
-def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:
-    """``template.format(*values)`` where ``mask`` holds (None elsewhere), written once per
-    distinct combination of the integer ``columns``."""
+def _rate_fallback(count: int, min_count: int) -> str:
+    """Why the rolling base rate is 0.5 (its window holds too few labels)."""
+    return f"0.5: {count} labels in the window < min_count {min_count}"
+
+
+def _texts(mask: np.ndarray, template, *columns: np.ndarray) -> np.ndarray:
+    """``template.format(*values)`` (or ``template(*values)``, a function) where ``mask``
+    holds (None elsewhere), written once per distinct combination of the integer
+    ``columns``."""
     out = np.full(len(mask), None, object)
     if not mask.any():
         return out
@@ -290,8 +301,8 @@ def _texts(mask: np.ndarray, template: str, *columns: np.ndarray) -> np.ndarray:
         distinct, code = np.unique(v, return_inverse=True)
         combination = combination * len(distinct) + code.ravel()
     _, first, which = np.unique(combination, return_index=True, return_inverse=True)
-    texts = np.array([template.format(*(int(v[i]) for v in values)) for i in first],
-                     dtype=object)
+    make = template if callable(template) else template.format
+    texts = np.array([make(*(int(v[i]) for v in values)) for i in first], dtype=object)
     out[mask] = texts[which.ravel()]
     return out
 
