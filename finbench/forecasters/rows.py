@@ -85,7 +85,10 @@ def time_array(value, n: int) -> pa.Array:
         return pa.nulls(n, _TIME)
     if isinstance(value, np.ndarray) and value.dtype.kind == "i":
         ns = value.astype(np.int64, copy=False)
-        array = pa.array(ns, pa.int64(), mask=ns == NO_TIME).cast(_TIME)
+        missing = ns == NO_TIME
+        if missing.all():  # e.g. a baseline that reads no bars
+            return pa.nulls(len(ns), _TIME)
+        array = pa.array(ns, pa.int64(), mask=missing if missing.any() else None).cast(_TIME)
     else:
         times = pd.to_datetime(pd.Series(value), utc=True).astype("datetime64[ns, UTC]")
         array = pa.array(times.reset_index(drop=True), _TIME, from_pandas=True)
