@@ -397,16 +397,17 @@ class Store:
     def read_day_table(self, day: dt.date, *, columns: Iterable[str] = ("high", "low")
                        ) -> pa.Table | None:
         """One date partition's ticker (dictionary-encoded), ts and ``columns``, as it lies on
-        disk; None when the store has no bars that day. Read on the calling thread alone:
-        callers read several partitions at once (Arrow's own threads, shared by concurrent
-        reads of small files, slow them several times over), and the read holds no Python
-        lock, so threads reading ahead leave the caller's thread free."""
+        disk; None when the store has no bars that day. Read on the calling thread alone, as
+        one file: callers read several partitions at once, and Arrow's own threads (and its
+        dataset scanner's), shared by concurrent reads of small files, slow them several times
+        over; the read holds no Python lock, so threads reading ahead leave the caller's
+        thread free."""
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
-        table = pq.read_table(self._file(rel), columns=["ticker", "ts", *columns],
-                              read_dictionary=["ticker"], filesystem=self.fs,
-                              use_threads=False)
+        with pq.ParquetFile(self._file(rel), read_dictionary=["ticker"],
+                            filesystem=self.fs) as file:  # no dataset machinery: it contends
+            table = file.read(columns=["ticker", "ts", *columns], use_threads=False)
         return table if table.num_rows else None
 
     def day_arrays(self, table: pa.Table, *, tickers: Iterable[str] | None = None):
