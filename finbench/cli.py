@@ -111,10 +111,9 @@ def _data_copy(args: argparse.Namespace) -> int:
     from finbench.core.errors import StoreError
     from finbench.core.location import copy_tree
     from finbench.data.store import Store
-    from finbench.runlog.runlock import LOCK_FILE
+    from finbench.runlog.mirror import copied
 
-    names = copy_tree(args.source, args.target,
-                      skip=lambda rel: rel == LOCK_FILE or rel.endswith(".tmp"))
+    names = copy_tree(args.source, args.target, skip=lambda rel: not copied(rel))
     said = f"copied {len(names)} files from {args.source} to {args.target}"
     try:
         said += f"; store snapshot {Store(args.target).snapshot_sha256}"

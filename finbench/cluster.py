@@ -37,8 +37,7 @@ from finbench.core.calendar import get_calendar
 from finbench.core.config import ConfigText, RunConfig, load_config_file, sessions_only
 from finbench.core.errors import RunError
 from finbench.core.location import copy_tree, is_uri, join
-from finbench.runlog.mirror import scratch_folder
-from finbench.runlog.runlock import LOCK_FILE
+from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runner import run
 from finbench.shards import merge_shards
 
@@ -116,5 +115,5 @@ def merge_remote(shards: list[str], out: str) -> str:
         for uri, folder in zip(shards, local, strict=True):
             copy_tree(uri, folder)
         merged = merge_shards(local, Path(tmp) / "merged", merged_from=shards)
-        copy_tree(merged, out, skip=lambda rel: rel == LOCK_FILE or rel.endswith(".tmp"))
+        copy_tree(merged, out, skip=lambda rel: not copied(rel))
     return out

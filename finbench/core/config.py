@@ -508,12 +508,7 @@ class ConfigText:
     @classmethod
     def read(cls, path: str | Path) -> ConfigText:
         path = Path(path).resolve()
-        try:
-            return cls(str(path), path.read_bytes().decode())
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+        return cls(str(path), _read_config(path)[1])
 
     def __fspath__(self) -> str:
         return self.path
@@ -526,19 +521,25 @@ def load_config_file(path: str | Path | ConfigText) -> tuple[RunConfig, str, str
     """:func:`load_config`, the SHA-256 of the file's bytes and its text (a run keeps both,
     so the config can be checked against its hash)."""
     if isinstance(path, ConfigText):
-        raw_bytes, path = path.text.encode(), Path(path.path)
+        text, path = path.text, Path(path.path)
+        raw_bytes = text.encode()
     else:
         path = Path(path)
-        try:
-            raw_bytes = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
-    try:
-        text = raw_bytes.decode()
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+        raw_bytes, text = _read_config(path)
     return parse_config(text, path.parent, name=str(path)), hashlib.sha256(
         raw_bytes).hexdigest(), text
+
+
+def _read_config(path: Path) -> tuple[bytes, str]:
+    """A config file's bytes and text, or a ConfigError naming the file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+    try:
+        return raw, raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
 
 
 def parse_config(text: str, folder: Path, *, name: str) -> RunConfig:

@@ -54,11 +54,11 @@ def _column_text(values, n: int) -> pa.Array:
             array = pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type))
         text = array.cast(pa.string())
     else:
-        text = _texts(series)
+        text = _text_json(series)
     return pc.fill_null(text, "null")
 
 
-def _texts(series: pd.Series) -> pa.Array:
+def _text_json(series: pd.Series) -> pa.Array:
     """JSON of a column of texts (or other values), written once per distinct value: by
     Arrow's dictionary when the column holds texts and missing values only."""
     try:

@@ -32,7 +32,7 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
     out = []
     for name in data.models:
         mine = (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)
-        stances = _texts(rows["stance"], mine)
+        stances = _stances_at(rows["stance"], mine)
         if not (stances != "none").any():
             continue
         stated = np.isin(stances, ["up", "down"])
@@ -57,7 +57,7 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _texts(column: pd.Series, where: np.ndarray) -> np.ndarray:
+def _stances_at(column: pd.Series, where: np.ndarray) -> np.ndarray:
     """The texts of ``column`` at ``where``; a categorical one (``stance``) read through its
     codes, each category one shared object (as ``to_numpy`` would make a new text per row)."""
     if isinstance(column.dtype, pd.CategoricalDtype):

@@ -39,11 +39,17 @@ EVERY = 2.0  # seconds between uploads of what changed, at least
 BUSY = 9  # ... and at least 9 times the last upload's duration: uploading takes at most a
 # tenth of a run's time, however large its journal and transcripts grow
 SCRATCH_ENV = "FINBENCH_SCRATCH"  # where scratch folders go (default: the system's temp dir)
-_NEVER = (".tmp", "-wal", "-shm", "-journal")
+_LIVE = ("-wal", "-shm", "-journal")  # an open SQLite database's own files (sent as a backup)
+
+
+def copied(rel: str) -> bool:
+    """Whether a file of a run folder (its path relative to the folder) is copied elsewhere:
+    not the lock, not a file being written under a temporary name."""
+    return rel != LOCK_FILE and not rel.endswith(".tmp")
 
 
 def _sent(rel: str) -> bool:
-    return rel != LOCK_FILE and not rel.endswith(_NEVER)
+    return copied(rel) and not rel.endswith(_LIVE)
 
 
 class Mirror:
@@ -94,10 +100,12 @@ class Mirror:
                     self._upload(rel, tmp)
                 except FileNotFoundError:  # renamed away or deleted by the run meanwhile
                     continue
-                self._seen[rel], _ = signature, sent.append(rel)
+                self._seen[rel] = signature
+                sent.append(rel)
             if journal is not None:
                 copy_file(self._local_fs, str(journal[0]), self.fs, join(self.root, JOURNAL))
-                self._seen[JOURNAL], _ = journal[1], sent.append(JOURNAL)
+                self._seen[JOURNAL] = journal[1]
+                sent.append(JOURNAL)
         if final:
             for rel in set(files_under(self.fs, self.root)) - set(local):
                 self.fs.delete_file(join(self.root, rel))

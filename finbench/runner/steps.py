@@ -353,7 +353,8 @@ class RunSteps:
     def score(self) -> None:
         self.scores = rescore(self.out)
         rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
-        if rows_csv == "auto" and not (self.out / "rows.csv").is_file():
+        if rows_csv == "auto" and not scoring_run.rows_csv_wanted(self.config,
+                                                                  len(self.track.tasks)):
             self.echo(f"rows.csv left out: the run's rows would not fit a spreadsheet "
                       f"({scoring_run.SPREADSHEET_ROWS:,} rows); rows.parquet holds them ([scores] "
                       "rows_csv = true writes the CSV too)")

@@ -72,9 +72,10 @@ def decision_table(rows: pd.DataFrame, models: list[str]
     dates, log wealth after each session)."""
     out, paths = [], {}
     y, p = rows["y"].astype("float64").to_numpy(), rows["p_up"].to_numpy(float)
+    every_scored = rows["scored"].to_numpy(bool)
     for model in models:  # one model's columns at a time, taken by position
         mine = np.flatnonzero((rows["model"] == model).to_numpy(bool))
-        scored = rows["scored"].to_numpy(bool)[mine]
+        scored = every_scored[mine]
         sessions, growth = session_growth(rows["session"].iloc[mine],
                                           rows["task_id"].iloc[mine], y[mine], p[mine], scored)
         lw = np.cumsum(growth)
