@@ -55,6 +55,7 @@ def _stream_forecasts(dirs: list[Path], path: Path, task_ids, models: list[str])
     try:
         for model in models:
             for d in ordered:
+                # each model has row groups of its own: the others' are not decoded
                 rows = pq.read_table(d / "forecasts.parquet", schema=FORECAST_SCHEMA,
                                      filters=[("model", "=", model)])
                 if rows.num_rows:

@@ -138,7 +138,12 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
     assert list(journal._parts_by_model(["m1", "m2"])) == ["m2", "m1"]
     journal.write_ordered(tmp_path / "f.parquet", ids, ["m1", "m2"])
     meta = pq.ParquetFile(tmp_path / "f.parquet").metadata
-    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 3, 3, 1]
+    # each model's rows in row groups of 3, its last one shorter: no row group mixes models,
+    # as each row group's statistics show
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 2, 3, 2]
+    stats = [meta.row_group(i).column(meta.schema.names.index("model")).statistics
+             for i in range(meta.num_row_groups)]
+    assert [(s.min, s.max) for s in stats] == [("m1", "m1")] * 2 + [("m2", "m2")] * 2
     got = pq.read_table(tmp_path / "f.parquet").to_pandas()
     want = ordered_table(journal.table(), ids, ["m1", "m2"]).to_pandas()
     pd.testing.assert_frame_equal(got, want)

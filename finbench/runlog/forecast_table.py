@@ -1,7 +1,10 @@
 """The forecast table (``forecasts.parquet``): one row per (task asked, model), the models in
-turn and each model's rows in task order, in row groups of exactly :data:`ROW_GROUP` rows, so
-the file's bytes depend on its rows only. Written whole from the journal
-(:func:`write_forecasts`), or while the rows arrive (:class:`ForecastTable`)."""
+turn and each model's rows in task order. Each model's rows are cut into row groups of exactly
+:data:`ROW_GROUP` rows (its last one shorter), a row group never holding two models, so the
+file's bytes depend on its rows only and a reader of one model (scoring, the merge of shards,
+the audit) decodes that model's row groups alone: the ``model`` column's statistics tell them
+apart. Written whole from the journal (:func:`write_forecasts`), or while the rows arrive
+(:class:`ForecastTable`)."""
 
 from __future__ import annotations
 
@@ -29,8 +32,8 @@ PARQUET_OPTIONS = {"compression": "zstd",
 
 def write_forecasts(path: Path, tables) -> None:
     """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
-    not at all, in row groups of exactly ROW_GROUP rows (the last may be shorter), each from
-    one contiguous chunk, so the file's layout depends on its rows only."""
+    not at all, in the row groups of :class:`_RowGroups`, each from one contiguous chunk, so
+    the file's layout depends on its rows only."""
     tmp = Path(path).with_suffix(".tmp")
     try:
         with writing(path, tmp), pq.ParquetWriter(tmp, FORECAST_SCHEMA,
@@ -46,25 +49,42 @@ def write_forecasts(path: Path, tables) -> None:
 
 
 class _RowGroups:
-    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows."""
+    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows of one model: a
+    run of one model's rows ends its row group (the last of the run may be shorter)."""
 
     def __init__(self, writer: pq.ParquetWriter) -> None:
-        self.writer, self.held, self.count = writer, [], 0
+        self.writer, self.held, self.count, self.model = writer, [], 0, None
 
     def add(self, table: pa.Table) -> None:
-        self.held.append(table)
-        self.count += table.num_rows
-        while self.count >= ROW_GROUP:
-            joined = pa.concat_tables(self.held)
-            self.writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
-                                    row_group_size=ROW_GROUP)
-            self.held, self.count = [joined.slice(ROW_GROUP)], self.count - ROW_GROUP
+        for model, rows in _model_runs(table):
+            if model != self.model:
+                self.finish()
+                self.model = model
+            self.held.append(rows)
+            self.count += rows.num_rows
+            while self.count >= ROW_GROUP:
+                joined = pa.concat_tables(self.held)
+                self.writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
+                                        row_group_size=ROW_GROUP)
+                self.held, self.count = [joined.slice(ROW_GROUP)], self.count - ROW_GROUP
 
     def finish(self) -> None:
+        """Write the rows held (the end of a model's run) as a row group."""
         if self.count:
             self.writer.write_table(pa.concat_tables(self.held).combine_chunks(),
                                     row_group_size=ROW_GROUP)
         self.held, self.count = [], 0
+
+
+def _model_runs(table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """``table`` cut into its runs of rows of one model: (model, rows) in order."""
+    if table.num_rows == 0:
+        return []
+    runs = pc.run_end_encode(table.column("model").combine_chunks())
+    ends = runs.run_ends.to_numpy()
+    starts = np.r_[0, ends[:-1]]
+    return [(model, table.slice(a, b - a)) for model, a, b
+            in zip(runs.values.to_pylist(), starts.tolist(), ends.tolist(), strict=True)]
 
 
 class ForecastTable:

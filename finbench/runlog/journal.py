@@ -141,8 +141,8 @@ class Journal:
 
     def write_ordered(self, path: Path, task_ids, models: list[str]) -> None:
         """Write the forecast table (:func:`~finbench.runlog.forecast_table.ordered_table` of
-        the journal) to ``path``, whole or not at all, in row groups of
-        :data:`~finbench.runlog.forecast_table.ROW_GROUP` rows whatever the parts.
+        the journal) to ``path``, whole or not at all, in the row groups of
+        :func:`~finbench.runlog.forecast_table.write_forecasts` whatever the parts.
 
         Model by model, so memory holds the streamed lines (as Arrow columns) and one model's
         rows at most: a model whose rows are only in parts that, in the order written, hold
