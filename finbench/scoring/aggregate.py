@@ -113,23 +113,31 @@ class Tally:
 
     ``per_task`` has one row per task (``ticker``, ``horizon``), in the numbering the rows'
     ``task_code`` uses. :meth:`add` takes one model's scored rows and lays them out as arrays
-    over tasks; every count and mean of every slice is a ``bincount`` of them over slice
-    codes. Only what paired skill needs (scored, Brier and Winkler per task: 17 bytes a task)
-    is kept per model until :meth:`table`, so memory holds one model's rows at a time.
+    over tasks; every count and sum is a ``bincount`` of them over cells (a ticker at a
+    horizon), and each slice's (overall, a horizon, a ticker) the sum of its cells'. Only
+    what paired skill needs (scored, Brier and Winkler per task: 17 bytes a task) is kept per
+    model until :meth:`table`, so memory holds one model's rows at a time.
     """
 
     def __init__(self, per_task: pd.DataFrame, *, models: list[str], baselines: list[str],
                  interval_reference: str | None) -> None:
         self.n_tasks, self.models = len(per_task), list(models)
+        # every slice is a union of cells (a ticker at a horizon): sums are taken per cell,
+        # once, and each slice's sums from its cells'
+        pairs = [pd.factorize(per_task[kind].astype(str)) for kind in ("horizon", "ticker")]
+        joint = pairs[0][0].astype(np.int64) * max(len(pairs[1][1]), 1) + pairs[1][0]
+        _, first, cells = np.unique(joint, return_index=True, return_inverse=True)
+        self.cells, self.n_cells = cells.ravel(), len(first)
         self.slices = []
         for kind in SLICE_KINDS:
             if kind == "overall":
-                codes = np.zeros(self.n_tasks, dtype=np.int64)
+                to = np.zeros(len(first), dtype=np.int64)
                 values = np.array(["all"], dtype=object)
             else:
-                codes, values = pd.factorize(per_task[kind].astype(str))
+                codes, values = pairs[0] if kind == "horizon" else pairs[1]
+                to = codes[first].astype(np.int64)
                 values = np.asarray(values, dtype=object)
-            self.slices.append((kind, codes, values))
+            self.slices.append((kind, to, values))
         # (column, loss, which rows a model scored on it, reference model)
         self.references = [(f"bss_{b}", "brier", "scored", b) for b in baselines]
         if interval_reference:
@@ -184,19 +192,22 @@ class Tally:
         self.kept[model] = {"scored": sc, "interval_scored": si, "brier": metric["brier"],
                             "winkler": metric["winkler"]}
         parts = self.parts[model] = []
-        for kind, codes, values in self.slices:
+        n_rows_cell = np.bincount(self.cells[has], minlength=self.n_cells)
+        cell = {"n": self._cells(sc.astype(float)), "n_interval": self._cells(si.astype(float)),
+                **{name: self._cells(w) for name, w in counted.items()},
+                **{col: self._cells(w) for col, w in summed.items()}}
+        for kind, to, values in self.slices:
             k = len(values)
 
-            def total(weights, codes=codes, k=k) -> np.ndarray:
-                return _sums(codes, weights, k)
+            def total(name, to=to, k=k) -> np.ndarray:
+                return _sums(to, cell[name], k)
 
-            n_rows = np.bincount(codes[has], minlength=k)
-            n = total(sc.astype(float))
-            n_interval = total(si.astype(float))
+            n_rows = np.bincount(to, weights=n_rows_cell, minlength=k).astype(np.int64)
+            n, n_interval = total("n"), total("n_interval")
             cols = {"model": np.full(k, model, dtype=object),
                     "slice_kind": np.full(k, kind, dtype=object),
                     "slice": values.astype(str).astype(object), "n_tasks": n_rows}
-            counts = {name: total(w) for name, w in counted.items()}
+            counts = {name: total(name) for name in counted}
             cols["n_valid"] = counts["n_valid"].astype(np.int64)
             cols["n_error"] = counts["n_error"].astype(np.int64)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -207,14 +218,17 @@ class Tally:
                     cols[name] = counts[name].astype(np.int64)
                 cols["n"] = n.astype(np.int64)
                 cols["n_interval"] = n_interval.astype(np.int64)
-                cols["positives"] = total(summed["y"]).astype(np.int64)
-                cols["ties"] = total(summed["tie"]).astype(np.int64)
+                cols["positives"] = total("y").astype(np.int64)
+                cols["ties"] = total("tie").astype(np.int64)
                 for col, name in PROBABILITY_METRICS:
-                    cols[name] = np.where(n > 0, total(summed[col]) / n, np.nan)
+                    cols[name] = np.where(n > 0, total(col) / n, np.nan)
                 for col, name in INTERVAL_METRICS:
-                    cols[name] = np.where(n_interval > 0, total(summed[col]) / n_interval,
-                                          np.nan)
-            parts.append((codes, k, n_rows > 0, cols))
+                    cols[name] = np.where(n_interval > 0, total(col) / n_interval, np.nan)
+            parts.append((to, k, n_rows > 0, cols))
+
+    def _cells(self, weights: np.ndarray) -> np.ndarray:
+        """Sum of ``weights`` (one per task) per cell."""
+        return _sums(self.cells, weights, self.n_cells)
 
     def table(self, *, composite: dict[str, float] | None = None,
               horizon_order: list[str] | None = None) -> pd.DataFrame:
@@ -222,19 +236,18 @@ class Tally:
         frames = []
         for model in self.models:
             own = self.kept.get(model)
-            for codes, k, keep, cols in self.parts.get(model, []):
-                for key, loss, mask, ref in self.references:
-                    other = self.kept.get(ref, {mask: np.zeros(self.n_tasks, bool),
-                                                loss: np.full(self.n_tasks, np.nan)})
-                    both = own[mask] & other[mask]
-
-                    def total(weights, codes=codes, k=k) -> np.ndarray:
-                        return _sums(codes, weights, k)
-
+            paired = {}  # per reference: the paired count and both losses' sums per cell
+            for key, loss, mask, ref in self.references if own is not None else ():
+                other = self.kept.get(ref, {mask: np.zeros(self.n_tasks, bool),
+                                            loss: np.full(self.n_tasks, np.nan)})
+                both = own[mask] & other[mask]
+                paired[key] = [self._cells(both.astype(float)),
+                               self._cells(np.where(both, own[loss], 0.0)),
+                               self._cells(np.where(both, other[loss], 0.0))]
+            for to, k, keep, cols in self.parts.get(model, []):
+                for key, sums in paired.items():
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        cols.update(_paired(total(both.astype(float)),
-                                            total(np.where(both, own[loss], 0.0)),
-                                            total(np.where(both, other[loss], 0.0)), key))
+                        cols.update(_paired(*(_sums(to, v, k) for v in sums), key))
                 frames.append(pd.DataFrame({c: v[keep] for c, v in cols.items()}))
         table = pd.concat(frames, ignore_index=True)
         if composite:
@@ -251,8 +264,8 @@ class Tally:
 
 
 def _sums(codes: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
-    """Sum of ``weights`` per slice code (a ``bincount``); zeros, without one, when every
-    weight is zero (the counts and interval sums a forecaster never has)."""
+    """Sum of ``weights`` per code (a ``bincount``); zeros, without one, when every weight is
+    zero (the counts and interval sums a forecaster never has)."""
     if not weights.any():
         return np.zeros(k)
     return np.bincount(codes, weights=weights, minlength=k)
