@@ -52,6 +52,17 @@ def test_numbers_round_trip_and_non_finite_is_null(values):
         assert list(out) == [json_lines({"x": np.array([v])}, 1)[0] for v in values]
 
 
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | _FEW, min_size=1,
+                max_size=40), st.randoms(use_true_random=False))
+def test_a_long_column_of_repeated_numbers_reads_as_its_values_written_apart(pool, rnd):
+    """Past 1,024 rows a float column's repeated values are cast once each (through Arrow's
+    dictionary): the texts are those of the values cast one by one, -0.0 keeping its own."""
+    values = np.array([rnd.choice(pool) for _ in range(1500)], float)
+    apart = [line for i in range(0, 1500, 100) for line in json_lines({"x": values[i:i + 100]},
+                                                                      len(values[i:i + 100]))]
+    assert json_lines({"x": values}, 1500) == apart
+
+
 def test_length_mismatch_is_an_error():
     import pytest
 
