@@ -16,6 +16,7 @@ import shutil
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 
 from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
+from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
 from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_forecasts
 from finbench.runlog.journal import FORECAST_SCHEMA, JOURNAL, PARTS
@@ -35,9 +37,12 @@ from finbench.scoring.run import rescore
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
     """Tasks in the order an unsharded run lists them: session, horizon, ticker (as configured)."""
-    h = {name: i for i, name in enumerate(config.tasks.horizons)}
-    t = {name: i for i, name in enumerate(config.tasks.tickers)}
-    keyed = tasks.assign(_h=tasks["horizon"].map(h), _t=tasks["ticker"].map(t))
+    def rank(column: str, names: list[str]) -> np.ndarray:  # unknown names last
+        at = positions(tasks[column], names)
+        return np.where(at < 0, len(names), at)
+
+    keyed = tasks.assign(_h=rank("horizon", list(config.tasks.horizons)),
+                         _t=rank("ticker", list(config.tasks.tickers)))
     keyed = keyed.sort_values(["session", "_h", "_t"], kind="stable")
     return keyed.drop(columns=["_h", "_t"]).reset_index(drop=True)
 
