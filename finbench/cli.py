@@ -184,14 +184,22 @@ def _run(args: argparse.Namespace) -> int:
         if not sep:
             raise FinbenchError(f"--shard: {args.shard!r} is not START:END (YYYY-MM-DD:YYYY-MM-DD)")
         shard = (start, end)
-    if args.executor == "dask":
+    from finbench.cluster import chosen_executor
+    from finbench.core.config import load_config_file
+
+    executor = chosen_executor(load_config_file(args.config)[0], kind=args.executor,
+                               scheduler=args.scheduler, workers=args.workers)
+    if executor.kind == "dask":
         if shard or args.batch or args.dry_run:
-            raise FinbenchError("--executor dask runs the whole config as month shards: give it "
-                                "without --shard, --batch or --dry-run")
+            raise FinbenchError(
+                ("--executor dask" if args.executor else "the config's [executor] kind = "
+                 "\"dask\"") + " runs the whole config as month shards: give it without "
+                "--shard, --batch or --dry-run" + ("" if args.executor else
+                                                   " (or give --executor local)"))
         from finbench.cluster import run_on_dask
 
         out = run_on_dask(args.config, args.out or Path("results") / Path(args.config).stem,
-                          scheduler=args.scheduler, workers=args.workers)
+                          scheduler=executor.scheduler, workers=executor.workers)
         print(f"run directory: {out}")
         return 0
     out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch)
@@ -338,10 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="send LLM calls through the OpenAI Batch API; run again to collect")
     run.add_argument("--dry-run", action="store_true",
                      help="print LLM calls, estimated tokens and cost; make no request")
-    run.add_argument("--executor", choices=["local", "dask"], default="local",
-                     help="dask: month shards as tasks on a Dask cluster, merged into --out")
+    run.add_argument("--executor", choices=["local", "dask"],
+                     help="dask: month shards as tasks on a Dask cluster, merged into --out "
+                          "(default: the config's [executor] kind, else local)")
     run.add_argument("--scheduler", help="with --executor dask: the scheduler's address "
-                                         "(default: a LocalCluster of this machine's cores)")
+                                         "(default: the config's, else a LocalCluster of this "
+                                         "machine's cores)")
     run.add_argument("--workers", type=int, help="with a LocalCluster: its worker processes")
     run.set_defaults(func=_run)
     score = sub.add_parser("score", help="recompute scores from a run's stored tables")

@@ -34,14 +34,41 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.calendar import get_calendar
-from finbench.core.config import ConfigText, RunConfig, load_config_file, sessions_only
-from finbench.core.errors import RunError
+from finbench.core.config import (
+    ConfigText,
+    ExecutorConfig,
+    RunConfig,
+    executor_problem,
+    load_config_file,
+    sessions_only,
+)
+from finbench.core.errors import ConfigError, RunError
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runner import run
 from finbench.shards import merge_shards
 
 SHARDS = "shards"
+
+
+def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = None,
+                    workers: int | None = None) -> ExecutorConfig:
+    """How ``finbench run`` runs ``config``: its ``[executor]`` section, with the command
+    line's ``--executor`` (another kind than the section's replaces the section whole),
+    ``--scheduler`` and ``--workers`` over it. A ConfigError names what conflicts."""
+    section = getattr(config, "executor", ExecutorConfig())  # the event track has none
+    if kind is not None and kind != section.kind:
+        section = ExecutorConfig(kind=kind)
+    settings = {"kind": section.kind,
+                "scheduler": section.scheduler if scheduler is None else scheduler,
+                "workers": section.workers if workers is None else workers}
+    problem = executor_problem(**settings)
+    if problem:
+        given = [flag for flag, value in (("--executor", kind), ("--scheduler", scheduler),
+                                          ("--workers", workers)) if value is not None]
+        raise ConfigError(f"{' and '.join(given) or 'the config'} with the config's [executor] "
+                          f"(kind = {section.kind!r}): {problem}")
+    return ExecutorConfig(**settings)
 
 
 def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:

@@ -111,3 +111,50 @@ def test_the_dask_executor_refuses_a_shard_of_its_own(tmp_path, sample_store):
 
     cfg = baseline_config(tmp_path, sample_store)
     assert main(["run", str(cfg), "--executor", "dask", "--shard", "2024-12-02:2024-12-31"]) == 2
+
+
+@pytest.mark.parametrize(("section", "flags", "message"), [
+    ('kind = "local"\nscheduler = "tcp://x:8786"\n', [],
+     'a scheduler or workers are settings of kind = "dask"'),
+    ('kind = "dask"\nscheduler = "tcp://x:8786"\nworkers = 2\n', [],
+     "workers sizes the LocalCluster"),
+    ('kind = "dask"\nworkers = 0\n', [], "workers is 0: a cluster has at least one worker"),
+    ('kind = "dask"\n', ["--workers", "0"], "--workers with the config's [executor] (kind = "
+     "'dask'): workers is 0"),
+    ("", ["--executor", "dask", "--scheduler", " "], "--executor and --scheduler with the "
+     "config's [executor] (kind = 'dask'): scheduler is empty"),
+    ('kind = "dask"\nthreads = 2\n', [], "executor.threads"),
+    ("", ["--scheduler", "tcp://x:8786"],
+     "--scheduler with the config's [executor] (kind = 'local'): a scheduler or workers"),
+    ('kind = "dask"\nscheduler = "tcp://x:8786"\n', ["--workers", "2"],
+     "--workers with the config's [executor] (kind = 'dask'): workers sizes"),
+    ('kind = "dask"\n', ["--shard", "2024-12-02:2024-12-31"],
+     "the config's [executor] kind = \"dask\" runs the whole config as month shards: give it "
+     "without --shard, --batch or --dry-run (or give --executor local)"),
+])
+def test_executor_settings_that_conflict_are_refused_naming_them(tmp_path, sample_store, capsys,
+                                                                 section, flags, message):
+    from finbench.cli import main
+
+    cfg = baseline_config(tmp_path, sample_store, f"[executor]\n{section}" if section else "")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+@pytest.mark.slow
+def test_the_configs_executor_section_runs_it_on_dask_and_the_command_line_overrides_it(
+        tmp_path, sample_store):
+    """``[executor] kind = "dask"`` makes ``finbench run`` shard the config on a LocalCluster
+    of the section's workers; ``--executor local`` runs the same config in one process, with
+    the same scores."""
+    from finbench.cli import main
+
+    cfg = baseline_config(tmp_path, sample_store, '[executor]\nkind = "dask"\nworkers = 2\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "dask")]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "local"), "--executor", "local"]) == 0
+    shards = sorted(p.name for p in (tmp_path / "dask" / "shards").iterdir())
+    assert shards == ["2024-11-25_2024-11-29", "2024-12-02_2024-12-31", "2025-01-02_2025-01-08"]
+    assert not (tmp_path / "local" / "shards").exists()
+    assert ((tmp_path / "dask" / "scores.csv").read_bytes()
+            == (tmp_path / "local" / "scores.csv").read_bytes())

@@ -105,3 +105,20 @@ def test_a_config_whose_text_alone_changed_resumes_its_run(tmp_path, sample_stor
     assert len(manifest["config_revisions"]) == 2
     assert manifest["config_revisions"][1]["added"] == []
     assert (out / "scores.csv").read_bytes() == before
+
+
+def test_a_run_resumes_under_another_executor_section(tmp_path, sample_store):
+    """Where a run runs changes none of its results: a config that gains an [executor]
+    section resumes the run made without it (a changed model still does not)."""
+    first = write(tmp_path, sample_store, [COIN, RATE])
+    out = run(first, tmp_path / "out", echo=lambda *_: None)
+    before = (out / "scores.csv").read_bytes()
+    first.write_text(first.read_text() + '[executor]\nkind = "dask"\nworkers = 2\n')
+    run(first, out, echo=lambda *_: None)  # the library's run runs here, whatever the section
+    assert (out / "scores.csv").read_bytes() == before
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["executor"] == {"kind": "dask", "scheduler": None, "workers": 2}
+    assert [r.get("added") for r in manifest["config_revisions"]] == [None, []]
+    first.write_text(first.read_text().replace("min_count = 5", "min_count = 6"))
+    with pytest.raises(RunError, match="models.rate.min_count differ"):
+        run(first, out, echo=lambda *_: None)

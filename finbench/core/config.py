@@ -353,6 +353,40 @@ class ReportConfig(_Strict):
     bins: Annotated[int, Field(ge=2, le=50)] = 10
 
 
+def executor_problem(kind: str, scheduler: str | None, workers: int | None) -> str | None:
+    """What is wrong with these executor settings (None: nothing)."""
+    if workers is not None and workers < 1:
+        return f"workers is {workers}: a cluster has at least one worker"
+    if scheduler is not None and not scheduler.strip():
+        return "scheduler is empty: give the scheduler's address (tcp://host:8786)"
+    if kind != "dask" and (scheduler is not None or workers is not None):
+        return "a scheduler or workers are settings of kind = \"dask\""
+    if scheduler is not None and workers is not None:
+        return ("workers sizes the LocalCluster started when no scheduler is given; a "
+                "scheduler's cluster has workers of its own")
+    return None
+
+
+class ExecutorConfig(_Strict):
+    """Where ``finbench run`` runs the config: in its own process ("local"), or as one shard
+    per month on a Dask cluster ("dask"): the running cluster at ``scheduler``, or without
+    one a LocalCluster of ``workers`` processes (default: one per core). The results are the
+    same either way, so a run may be resumed under another executor (the section is left out
+    of what a resumed run compares); the command line's ``--executor``, ``--scheduler`` and
+    ``--workers`` override it."""
+
+    kind: Literal["local", "dask"] = "local"
+    scheduler: str | None = None
+    workers: int | None = None
+
+    @model_validator(mode="after")
+    def _settings(self) -> ExecutorConfig:
+        problem = executor_problem(self.kind, self.scheduler, self.workers)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
 class RunConfig(_Strict):
     version: Literal[1] = CONFIG_VERSION
     # the kind of question (finbench.tracks); "events" configs are EventRunConfig
@@ -365,6 +399,7 @@ class RunConfig(_Strict):
     scores: ScoresConfig = Field(default_factory=ScoresConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:

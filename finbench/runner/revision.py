@@ -1,6 +1,7 @@
 """What a run directory's config may become when it is run again: models added, models never
-started removed; anything else (tasks, data, context, scores, an existing model's parameters)
-would make the directory hold two different runs, and is refused with the keys that differ."""
+started removed, the executor changed; anything else (tasks, data, context, scores, an existing
+model's parameters) would make the directory hold two different runs, and is refused with the
+keys that differ."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def revision(old: dict, new: RunConfig) -> Revision:
     except ValidationError:
         return Revision(differing=["(the run's config, which this FinBench cannot read)"])
     after = new.model_dump(mode="json")
+    for dump in (before, after):  # where it runs changes no result
+        dump.pop("executor", None)
     out = Revision()
     old_models = {m["name"]: m for m in before.pop("models")}
     new_models = {m["name"]: m for m in after.pop("models")}
