@@ -124,8 +124,9 @@ class Tally:
         self.n_tasks, self.models = len(per_task), list(models)
         # every slice is a union of cells (a ticker at a horizon): sums are taken per cell,
         # once, and each slice's sums from its cells'
-        pairs = [pd.factorize(per_task[kind].astype(str)) for kind in ("horizon", "ticker")]
-        joint = pairs[0][0].astype(np.int64) * max(len(pairs[1][1]), 1) + pairs[1][0]
+        coded = {kind: pd.factorize(per_task[kind].astype(str)) for kind in ("horizon", "ticker")}
+        (horizon, _), (ticker, tickers) = coded["horizon"], coded["ticker"]
+        joint = horizon.astype(np.int64) * max(len(tickers), 1) + ticker
         _, first, cells = np.unique(joint, return_index=True, return_inverse=True)
         self.cells, self.n_cells = cells.ravel(), len(first)
         self.slices = []
@@ -134,7 +135,7 @@ class Tally:
                 to = np.zeros(len(first), dtype=np.int64)
                 values = np.array(["all"], dtype=object)
             else:
-                codes, values = pairs[0] if kind == "horizon" else pairs[1]
+                codes, values = coded[kind]
                 to = codes[first].astype(np.int64)
                 values = np.asarray(values, dtype=object)
             self.slices.append((kind, to, values))
