@@ -461,12 +461,37 @@ def test_a_forecast_row_for_a_task_not_in_the_run_is_named(run_dir, tmp_path):
         score_run(copy)
 
 
-def test_a_run_reports_where_its_time_went(run_dir, tmp_path):
+def test_a_run_reports_where_its_time_went(run_dir, tmp_path, monkeypatch):
+    """Wall seconds per step, and CPU seconds (all threads, and the caller's): a step that
+    sleeps takes time but no CPU; one that computes on the caller's thread takes both."""
+    import time
+
+    from finbench.runner.steps import RunSteps
+
+    table, score = RunSteps.write_forecast_table, RunSteps.score
+
+    def sleeping(self):
+        time.sleep(0.3)
+        return table(self)
+
+    def computing(self):
+        start = time.thread_time()
+        while time.thread_time() - start < 0.3:
+            pass
+        return score(self)
+
+    monkeypatch.setattr(RunSteps, "write_forecast_table", sleeping)
+    monkeypatch.setattr(RunSteps, "score", computing)
     timings: dict[str, float] = {}
+    cpu: dict[str, tuple[float, float]] = {}
     run(run_dir.parent / "cfg.toml", tmp_path / "t", echo=lambda *_: None,
-        shard=("2025-01-13", "2025-01-13"), timings=timings)
-    assert list(timings) == ["plan", "label pass", "forecasts", "forecast table", "scores"]
+        shard=("2025-01-13", "2025-01-13"), timings=timings, cpu_timings=cpu)
+    assert list(timings) == list(cpu) == ["plan", "label pass", "forecasts", "forecast table",
+                                          "scores", "manifest"]
     assert all(seconds >= 0 for seconds in timings.values())
+    assert timings["forecast table"] >= 0.3 > cpu["forecast table"][0] + 0.1
+    assert timings["scores"] >= 0.3 and cpu["scores"][1] >= 0.3
+    assert all(process >= thread - 0.02 >= -0.02 for process, thread in cpu.values())
 
 
 def test_baselines_only_run_writes_the_forecast_table_as_answers_arrive(

@@ -13,7 +13,8 @@ from finbench.runner.steps import Laps, RunSteps, load_run_config
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
-        timings: dict[str, float] | None = None, rate_share: float = 1.0) -> Path | str:
+        timings: dict[str, float] | None = None, rate_share: float = 1.0,
+        cpu_timings: dict[str, tuple[float, float]] | None = None) -> Path | str:
     """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
     the run directory.
 
@@ -21,7 +22,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     cost, and stops before any request. ``shard = (start, end)`` runs only the sessions of
     that sub-range of the config's dates (:mod:`finbench.shards`). ``batch`` sends LLM calls
     through the Batch API; a later run of the same directory collects them and scores once
-    every batch is in. ``timings``, when given, receives the seconds each step took.
+    every batch is in. ``timings``, when given, receives the seconds each step took, and
+    ``cpu_timings`` the CPU seconds each step spent, in all threads and in the caller's.
     ``rate_share``: the part of each LLM model's rate limits this run may use (a shard among
     others running at once, :mod:`finbench.cluster`). ``out`` may be a folder on object
     storage (``s3://bucket/runs/x``): the run works in a local scratch folder that is kept
@@ -34,7 +36,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         with scratch_folder(str(out).rstrip("/").rsplit("/", 1)[-1]) as tmp:
             with Mirror(Path(tmp) / "run", str(out)) as mirror:
                 run(config_path, mirror.local, echo=echo, dry_run=dry_run, shard=shard,
-                    batch=batch, timings=timings, rate_share=rate_share)
+                    batch=batch, timings=timings, rate_share=rate_share,
+                    cpu_timings=cpu_timings)
         return out
     config, source = load_run_config(config_path, shard)
     out = Path(out) if out else Path("results") / Path(config_path).stem
@@ -42,8 +45,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if lock.took_over:
             echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
                  "releasing the folder (killed?); resuming its run")
-        steps = RunSteps(config, source, out, echo=echo, shard=shard, laps=Laps(timings),
-                         rate_share=rate_share)
+        steps = RunSteps(config, source, out, echo=echo, shard=shard,
+                         laps=Laps(timings, cpu_timings), rate_share=rate_share)
         steps.check_directory()        # a resumed run: same config, shard and data
         steps.open_track()             # tasks planned; no market data read yet
         steps.build_forecasters()      # models that cannot run here are skipped, with why

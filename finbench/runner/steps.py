@@ -73,16 +73,23 @@ def _revision_entry(manifest: dict, change: Revision | None) -> dict:
 
 
 class Laps:
-    """Adds the seconds since the last call to ``out[name]`` (nothing when ``out`` is None)."""
+    """Adds the seconds since the last call to ``out[name]``, and to ``cpu[name]`` the CPU
+    seconds spent meanwhile by the process (all its threads) and by the calling thread
+    (nothing where either is None)."""
 
-    def __init__(self, out: dict[str, float] | None) -> None:
-        self.out, self.t = out, time.perf_counter()
+    def __init__(self, out: dict[str, float] | None,
+                 cpu: dict[str, tuple[float, float]] | None = None) -> None:
+        self.out, self.cpu = out, cpu
+        self.t, self.c, self.m = time.perf_counter(), time.process_time(), time.thread_time()
 
     def __call__(self, name: str) -> None:
-        t = time.perf_counter()
+        t, c, m = time.perf_counter(), time.process_time(), time.thread_time()
         if self.out is not None:
             self.out[name] = self.out.get(name, 0.0) + t - self.t
-        self.t = t
+        if self.cpu is not None:
+            process, thread = self.cpu.get(name, (0.0, 0.0))
+            self.cpu[name] = (process + c - self.c, thread + m - self.m)
+        self.t, self.c, self.m = t, c, m
 
 
 class RunSteps:
@@ -383,6 +390,7 @@ class RunSteps:
             if count["retry"]:
                 self.echo(f"{model}: {count['retry']} calls got no answer (status error, not "
                           "counted in validity): give the same command again to ask them")
+        self.lap("manifest")
 
     def _names(self) -> list[str]:
         """The models scored: those configured, less those skipped or stopped."""
