@@ -387,6 +387,11 @@ class ExecutorConfig(_Strict):
         return self
 
 
+# sections of a config that say where or how a run runs, never what it computes: a run may
+# be resumed with them changed (finbench.runner.revision leaves them out)
+HOW_IT_RUNS = ("executor",)
+
+
 class RunConfig(_Strict):
     version: Literal[1] = CONFIG_VERSION
     # the kind of question (finbench.tracks); "events" configs are EventRunConfig

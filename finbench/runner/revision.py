@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from finbench.core.config import RunConfig
+from finbench.core.config import HOW_IT_RUNS, RunConfig
 
 
 @dataclass
@@ -37,7 +37,8 @@ def revision(old: dict, new: RunConfig) -> Revision:
         return Revision(differing=["(the run's config, which this FinBench cannot read)"])
     after = new.model_dump(mode="json")
     for dump in (before, after):  # where it runs changes no result
-        dump.pop("executor", None)
+        for key in HOW_IT_RUNS:
+            dump.pop(key, None)
     out = Revision()
     old_models = {m["name"]: m for m in before.pop("models")}
     new_models = {m["name"]: m for m in after.pop("models")}
