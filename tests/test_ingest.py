@@ -205,10 +205,14 @@ def test_verify_names_a_partition_out_of_order_or_off_its_date(tmp_path, change,
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "BRK.B", "A"]), st.integers(0, 5)),
-                min_size=1, max_size=30))
-def test_bars_come_out_sorted_and_repeats_are_named_as_pandas_finds_them(bars):
+                min_size=1, max_size=30), st.sampled_from(["any", "ticker", "ticker, ts"]))
+def test_bars_come_out_sorted_and_repeats_are_named_as_pandas_finds_them(bars, order):
+    """Rows in any order, by ticker only, or already by ticker then ts (as a stored partition
+    is, which the validator finds without sorting)."""
     from finbench.data.schema import MAX_ROWS_NAMED, validate_bars
 
+    if order != "any":
+        bars = sorted(bars, key=(lambda b: b[0]) if order == "ticker" else None)
     frame = pd.DataFrame({
         "ticker": [t for t, _ in bars],
         "ts": pd.Timestamp("2025-01-15 14:30", tz="UTC") + pd.to_timedelta(

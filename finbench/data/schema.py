@@ -172,7 +172,7 @@ def validate_bars(
         ts = ts - pd.Timedelta(seconds=bar_seconds)
     out["ts"] = ts
     for col in (*PRICE_COLUMNS, "volume"):
-        values = pd.to_numeric(raw[mapping[col]], errors="coerce").astype("float64")
+        values = _as_float(raw[mapping[col]])
         bad = ~np.isfinite(values.to_numpy())
         original = raw[mapping[col]]
         problems.add(f"{col} is a finite number", bad, lambda r, o=original: f"{o.iloc[r]!r}")
@@ -200,7 +200,8 @@ def validate_bars(
         )
     ok_ts = ~(parsed.unparseable | parsed.naive)
     if ok_ts.any():
-        ns = to_ns(ts[ok_ts])
+        every = bool(ok_ts.all())
+        ns = to_ns(ts if every else ts[ok_ts])
         step = bar_seconds * 1_000_000_000
         unaligned = np.zeros(len(out), bool)
         unaligned[ok_ts] = ns % step != 0
@@ -209,12 +210,15 @@ def validate_bars(
             unaligned,
             lambda r: f"start={ts.iloc[r].isoformat()}",
         )
-        # one sort by (ticker, ts) finds the repeats: each equals a neighbour
+        # in (ticker, ts) order, a repeated bar equals a neighbour
         codes = code[ok_ts]
-        order = np.lexsort((ns, codes))
-        repeat = (codes[order][1:] == codes[order][:-1]) & (ns[order][1:] == ns[order][:-1])
+        order = _ticker_time_order(codes, ns)
+        codes, ns_sorted = (codes, ns) if order is None else (codes[order], ns[order])
+        repeat = (codes[1:] == codes[:-1]) & (ns_sorted[1:] == ns_sorted[:-1])
+        repeat = np.r_[False, repeat] | np.r_[repeat, False]
         dup_mask = np.zeros(len(out), bool)
-        dup_mask[np.flatnonzero(ok_ts)[order]] = np.r_[False, repeat] | np.r_[repeat, False]
+        rows = np.flatnonzero(ok_ts)
+        dup_mask[rows if order is None else rows[order]] = repeat
         problems.add(
             "one bar per (ticker, ts)",
             dup_mask,
@@ -223,10 +227,31 @@ def validate_bars(
     if problems:
         return pd.DataFrame(), problems.items
     # no problem means every timestamp parsed, so ``order`` (the repeat check's sort by
-    # ticker then ts, stable) covers every row
-    out = out.iloc[order].reset_index(drop=True)
+    # ticker then ts, stable; None: the rows were in that order) covers every row
+    if order is not None:
+        out = out.iloc[order]
+    out = out.reset_index(drop=True)
     out["ticker"] = out["ticker"].astype(str)
     return out, []
+
+
+def _as_float(column: pd.Series) -> pd.Series:
+    """A price or volume column as float64; what is not a number becomes NaN (reported as
+    not finite by the caller). A float64 column is taken as it is."""
+    if column.dtype == np.float64:
+        return column
+    return pd.to_numeric(column, errors="coerce").astype("float64")
+
+
+def _ticker_time_order(codes: np.ndarray, ns: np.ndarray) -> np.ndarray | None:
+    """The stable order of rows by (ticker code, time); None when they are in it already
+    (a stored partition is): one pass over the rows instead of a sort."""
+    if len(codes) < 2:
+        return None
+    step = np.diff(codes)
+    if (step >= 0).all() and ((step > 0) | (ns[1:] >= ns[:-1])).all():
+        return None
+    return np.lexsort((ns, codes))
 
 
 PRICE_RANGE = (1e-12, 1e12)  # any mid and any ratio of two prices is then finite
