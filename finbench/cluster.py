@@ -56,7 +56,7 @@ def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = 
     """How ``finbench run`` runs ``config``: its ``[executor]`` section, with the command
     line's ``--executor`` (another kind than the section's replaces the section whole),
     ``--scheduler`` and ``--workers`` over it. A ConfigError names what conflicts."""
-    section = getattr(config, "executor", ExecutorConfig())  # the event track has none
+    section = getattr(config, "executor", None) or ExecutorConfig()  # the event track: none
     if kind is not None and kind != section.kind:
         section = ExecutorConfig(kind=kind)
     settings = {"kind": section.kind,

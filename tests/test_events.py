@@ -293,3 +293,9 @@ def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):
                                str(tmp_path / "r"), *extra], capture_output=True, text=True)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert "a run of track 'events' runs whole" in done.stderr
+    cfg.write_text(cfg.read_text() + '\n[executor]\nkind = "dask"\n')
+    done = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                           str(tmp_path / "r")], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert ("key 'executor': Value error, shards split an intraday run's sessions; a run of "
+            "track 'events' runs whole, in one process (remove [executor])") in done.stderr

@@ -8,7 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict, unique_names
 
@@ -130,6 +130,13 @@ class EventRunConfig(_Strict):
     context: EventContextConfig = Field(default_factory=EventContextConfig)
     models: list[EventModelConfig] = Field(default_factory=list)
     scores: EventScoresConfig = Field(default_factory=EventScoresConfig)
+    executor: None = Field(None, exclude=True)  # only to refuse [executor], with the reason
+
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _runs_whole(cls, value: object) -> None:
+        raise ValueError("shards split an intraday run's sessions; a run of track 'events' "
+                         "runs whole, in one process (remove [executor])")
 
     @model_validator(mode="after")
     def _names(self) -> EventRunConfig:
