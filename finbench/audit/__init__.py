@@ -54,6 +54,7 @@ from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, from_ns, to_ns
 from finbench.forecasters.base import build_forecaster
+from finbench.forecasters.baselines import given_digests
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import finished_run, load_run_config, read_manifest
@@ -122,6 +123,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
     problems += again.problems
     receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
                         prompts="openai" in kinds, each_chunk=again.contexts)
+    again.digests = receipts.baseline_sha  # hashed once: baselines answering again reuse them
     problems += _row_problems(run_dir, plan, models, again)
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
     for m in models:
@@ -150,6 +152,7 @@ class Again:
         self.asked = {name: f.asked(plan.tasks) for name, f in self.forecasters.items()}
         self.tables: dict[str, list] = {name: [] for name, f in self.forecasters.items()
                                         if f.needs_context and not f.streaming}
+        self.digests: dict[tuple[str, ...], pa.Array] = {}  # per plan task (:class:`Receipts`)
 
     def contexts(self, chunk, contexts, bars) -> None:
         """Answer again the month ``chunk`` with every forecaster that reads contexts."""
@@ -167,8 +170,12 @@ class Again:
         f = self.forecasters[name]
         rows = month[self.asked[name][month]]
         if not f.needs_context:
-            return (f.forecast(plain_inputs(self.plan, self.resolved, rows)) if len(rows)
-                    else FORECAST_SCHEMA.empty_table()), rows
+            if not len(rows):
+                return FORECAST_SCHEMA.empty_table(), rows
+            at = pa.array(rows)
+            inputs = given_digests(plain_inputs(self.plan, self.resolved, rows),
+                                   {signs: d.take(at) for signs, d in self.digests.items()})
+            return f.forecast(inputs), rows
         if isinstance(self.tables[name], list):  # the receipts' pass made them, by chunk
             parts = self.tables[name]
             self.tables[name] = (

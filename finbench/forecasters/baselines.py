@@ -76,11 +76,22 @@ def _rows(inputs: Inputs) -> np.ndarray:
     return inputs.shared["history_rows"]
 
 
+def given_digests(inputs: Inputs, digests: dict[tuple[str, ...], pa.Array]) -> Inputs:
+    """``inputs`` with the digests of its tasks' baseline input lines already known (per
+    tuple of sign columns read, as :attr:`_Baseline.input_signs`; e.g. the audit's receipts,
+    derived for every task): baselines answering them then hash nothing again."""
+    inputs.shared.update({(_DIGESTS, signs): d for signs, d in digests.items()})
+    return inputs
+
+
+_DIGESTS = "baseline_digests"  # inputs.shared[(_DIGESTS, input_signs)]: the digests
+
+
 class _Baseline(Forecaster):
     needs_context = False
 
     def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:
-        key = ("baseline_digests", self.input_signs)
+        key = (_DIGESTS, self.input_signs)
         digests = inputs.shared.get(key)
         if digests is None:  # baselines reading the same input share its digests
             digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history,
