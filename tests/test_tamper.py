@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.audit import audit_run
 from finbench.runner import run
@@ -362,3 +364,22 @@ def test_every_edit_is_named(clean, tmp_path, edit):
                                  "renamed", "replay", "scripted", "baseline")):
         assert any(p.startswith("forecasts.parquet: content differs from the hash")
                    for p in problems)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 11), max_size=12), st.integers(0, 11), st.integers(0, 12))
+def test_the_audits_row_picking_is_take_whatever_the_rows(rows, start, length):
+    """The audit reads rows by slicing when they are one ascending run (a month of one
+    model's rows) and puts them in order only when they are not: the same rows as a take."""
+    import numpy as np
+    import pyarrow as pa
+
+    from finbench.audit.rows import in_order, picked
+
+    table = pa.table({"n": pa.array(range(12)), "t": pa.array([f"r{i}" for i in range(12)])})
+    run = list(range(start, min(start + length, 12)))  # a slice's rows
+    for wanted in (np.array(rows, np.int64), np.array(run, np.int64)):
+        assert picked(table, wanted).equals(table.take(pa.array(wanted)))
+        shuffled = np.random.default_rng(len(wanted)).permutation(len(wanted))
+        got = in_order(table.take(pa.array(wanted[shuffled])), shuffled)
+        assert got.column("n").to_pylist() == wanted.tolist()

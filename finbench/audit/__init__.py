@@ -43,6 +43,7 @@ from finbench.audit.rows import (
     compare,
     coverage,
     foreign_models,
+    picked,
     raw_answers,
     where,
 )
@@ -184,7 +185,7 @@ class Again:
                 np.concatenate([at for at, _ in parts]) if parts else np.empty(0, np.int64))
         table, at = self.tables[name]
         keep = np.flatnonzero(np.isin(at, rows))
-        return table.take(pa.array(keep)), at[keep]
+        return picked(table, keep), at[keep]
 
 
 def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
@@ -214,9 +215,9 @@ def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
             has = records.has(tasks)
             lost += [f"{where(n, ids.iat[t], m.name)}: has no journal record"
                      for t, n in zip(tasks[~has], numbers[~has], strict=True)]
-            keep = pa.array(np.flatnonzero(has))
-            differ += compare(rows.take(keep), numbers[has], records.take(tasks[has]), m.name,
-                              "its journal record", FORECAST_COLUMNS)
+            differ += compare(picked(rows, np.flatnonzero(has)), numbers[has],
+                              records.take(tasks[has]), m.name, "its journal record",
+                              FORECAST_COLUMNS)
             if f.streaming:
                 wrong += compare(rows, numbers, raw_answers(rows, m), m.name,
                                  "its raw answer read again", FROM_RAW)
@@ -225,8 +226,8 @@ def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
             both = np.isin(tasks, at)  # a stored row of a task not asked: see coverage
             order = np.argsort(at, kind="stable")
             take = order[np.searchsorted(at[order], tasks[both])]
-            wrong += compare(rows.take(pa.array(np.flatnonzero(both))), numbers[both],
-                             again_rows.take(pa.array(take)), m.name,
+            wrong += compare(picked(rows, np.flatnonzero(both)), numbers[both],
+                             picked(again_rows, take), m.name,
                              "its answer computed again from the store", RECOMPUTED)
         problems += capped(lost, f"rows of model {m.name} without a journal record")
         problems += capped(differ, f"rows of model {m.name} differ from their journal records")

@@ -52,17 +52,18 @@ class Files:
         parts, order = [], []
         for g in np.unique(group):
             mine = np.flatnonzero(group == g)
-            parts.append(self._group(path, int(g)).take(pa.array(rows[mine] - starts[g])))
+            parts.append(picked(self._group(path, int(g)), rows[mine] - starts[g]))
             order.append(mine)
         if not parts:
             return FORECAST_SCHEMA.empty_table()
-        table = pa.concat_tables(parts)
-        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+        return in_order(pa.concat_tables(parts), np.concatenate(order))
 
     def _group(self, path: Path, g: int) -> pa.Table:
         key = (path, g)
         if key not in self.cache:
-            self.cache[key] = pq.ParquetFile(path).read_row_group(g).cast(FORECAST_SCHEMA)
+            table = pq.ParquetFile(path).read_row_group(g)
+            self.cache[key] = table if table.schema.equals(FORECAST_SCHEMA) else table.cast(
+                FORECAST_SCHEMA)
             while len(self.cache) > self.keep:
                 self.cache.popitem(last=False)
         self.cache.move_to_end(key)
@@ -119,12 +120,29 @@ class JournalRows:
         for k in np.unique(source):
             mine = np.flatnonzero(source == k)
             table = self.lines if k == -1 else self.files.take(self.parts[k], row[mine])
-            parts.append(table.take(pa.array(row[mine])) if k == -1 else table)
+            parts.append(picked(table, row[mine]) if k == -1 else table)
             order.append(mine)
         if not parts:
             return FORECAST_SCHEMA.empty_table()
-        table = pa.concat_tables([p.cast(FORECAST_SCHEMA) for p in parts])
-        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+        table = pa.concat_tables([p if p.schema.equals(FORECAST_SCHEMA) else
+                                  p.cast(FORECAST_SCHEMA) for p in parts])
+        return in_order(table, np.concatenate(order))
+
+
+def picked(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table``'s rows at ``rows``, in that order: a slice (no copy) when they are one
+    ascending run, as a month of one model's rows is."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+        return table.slice(int(rows[0]), len(rows))
+    return table.take(pa.array(rows))
+
+
+def in_order(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """The rows of ``table``, which are the wanted rows at positions ``order``, put in the
+    wanted order (untouched when they are in it)."""
+    if len(order) < 2 or (np.diff(order) > 0).all():
+        return table
+    return table.take(pa.array(np.argsort(order, kind="stable")))
 
 
 def where(row: int, task: str, model: str) -> str:
