@@ -106,12 +106,13 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
              "machines need it at that path (or give an object-storage store)")
     if not remote:
         out = Path(out)
-        (out / SHARDS).mkdir(parents=True, exist_ok=True)
     cluster = None if scheduler else LocalCluster(
         n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
         dashboard_address=None, silence_logs=logging.ERROR)
     try:
-        with Client(scheduler or cluster) as client:
+        with _client(Client, scheduler, cluster) as client:
+            if not remote:  # once connected: a scheduler that cannot be reached leaves none
+                (out / SHARDS).mkdir(parents=True, exist_ok=True)
             slots = max(1, len(client.scheduler_info()["workers"]))
             share = 1.0 / min(slots, len(ranges))
             echo(f"{len(ranges)} shards on {slots} workers ({scheduler or 'a LocalCluster'}); "
@@ -131,6 +132,20 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def _client(client_class, scheduler: str | None, cluster):
+    """A client of the LocalCluster ``cluster``, or of the scheduler at ``scheduler``: one
+    that cannot be reached, or an address Dask cannot read, is a RunError naming it."""
+    if cluster is not None:
+        return client_class(cluster)
+    try:
+        return client_class(scheduler)
+    except (OSError, ValueError) as exc:
+        raise RunError(f"Dask scheduler {scheduler!r} (--scheduler, or scheduler in the "
+                       f"config's [executor]): cannot connect ({exc}); start one (`dask "
+                       "scheduler`, then `dask worker ADDRESS` on each machine) or give no "
+                       "scheduler to start a LocalCluster of this machine's cores") from None
 
 
 def merge_remote(shards: list[str], out: str) -> str:

@@ -113,6 +113,31 @@ def test_the_dask_executor_refuses_a_shard_of_its_own(tmp_path, sample_store):
     assert main(["run", str(cfg), "--executor", "dask", "--shard", "2024-12-02:2024-12-31"]) == 2
 
 
+@pytest.mark.parametrize("address", ["closed port", "nonsense"])
+def test_a_scheduler_that_cannot_be_reached_is_named_and_nothing_is_made(
+        tmp_path, sample_store, capsys, address):
+    """A scheduler address where none answers (a closed port on this machine; Dask's connect
+    timeout cut to 2 s) or one Dask cannot read: exit 2 with the address, no run folder."""
+    import socket
+
+    import dask
+
+    from finbench.cli import main
+
+    if address == "closed port":
+        with socket.socket() as probe:  # a port just freed: nothing listens on it
+            probe.bind(("127.0.0.1", 0))
+            address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    cfg = baseline_config(tmp_path, sample_store, f'[executor]\nkind = "dask"\n'
+                                                  f'scheduler = "{address}"\n')
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"RunError: Dask scheduler {address!r} (--scheduler, or scheduler in the config's " \
+           "[executor]): cannot connect (" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("section", "flags", "message"), [
     ('kind = "local"\nscheduler = "tcp://x:8786"\n', [],
      'a scheduler or workers are settings of kind = "dask"'),
