@@ -113,7 +113,7 @@ def _data_copy(args: argparse.Namespace) -> int:
     from finbench.data.store import Store
     from finbench.runlog.mirror import copied
 
-    names = copy_tree(args.source, args.target, skip=lambda rel: not copied(rel))
+    names = copy_tree(args.source, args.target, skip=lambda rel: not copied(rel), others=False)
     said = f"copied {len(names)} files from {args.source} to {args.target}"
     try:
         said += f"; store snapshot {Store(args.target).snapshot_sha256}"

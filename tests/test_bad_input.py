@@ -163,3 +163,19 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_torn_file(tmp_pat
     again = finbench("run", pilot(tmp_path, sample_store), "--out", out)  # room again
     assert again.returncode == 0, again.stderr
     assert finbench("audit", out).returncode == 0
+
+
+def test_a_copy_over_another_store_is_refused_before_anything_is_copied(tmp_path):
+    """`finbench data copy` into a folder holding files the source lacks would mix two stores
+    (a partition of one beside the other's manifest): refused, naming them, the folder left as
+    it was. A copy again over its own copy (an interrupted copy resumed) goes through."""
+    target = tmp_path / "store"
+    first = finbench("data", "copy", ROOT / "data" / "sample", target)
+    assert first.returncode == 0 and "copied 161 files" in first.stdout, first.stderr
+    assert finbench("data", "copy", ROOT / "data" / "sample", target).returncode == 0
+    before = store_files(target)
+    done = finbench("data", "copy", ROOT / "data" / "events_sample" / "store", target)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"LocationError: {target}: holds 160 file(s) that " in done.stderr
+    assert "(bars/date=2024-09-20/part.parquet, " in done.stderr
+    assert store_files(target) == before

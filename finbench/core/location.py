@@ -90,14 +90,24 @@ def copy_file(src_fs: pafs.FileSystem, src: str, dst_fs: pafs.FileSystem, dst: s
         Path(target).replace(dst)
 
 
-def copy_tree(src: str | Path, dst: str | Path, *, skip=lambda rel: False) -> list[str]:
-    """Copy every file below ``src`` to the same relative path below ``dst`` (either may be a
-    URI); returns the relative paths copied. Files at ``dst`` that ``src`` lacks are left."""
+def copy_tree(src: str | Path, dst: str | Path, *, skip=lambda rel: False,
+              others: bool = True) -> list[str]:
+    """Copy every file below ``src`` (but those ``skip`` names) to the same relative path below
+    ``dst`` (either may be a URI); returns the relative paths copied. Files at ``dst`` that
+    ``src`` lacks are left with ``others``, else refused before anything is copied (a store
+    or run copied over another would mix the two)."""
     src_fs, src_root = filesystem(src)
     dst_fs, dst_root = filesystem(dst)
     names = sorted(r for r in files_under(src_fs, src_root) if not skip(r))
     if not names and src_fs.get_file_info(src_root).type != pafs.FileType.Directory:
         raise LocationError(f"{src}: nothing there to copy")
+    extra = [] if others else sorted(set(r for r in files_under(dst_fs, dst_root)
+                                         if not skip(r)) - set(names))
+    if extra:
+        raise LocationError(f"{dst}: holds {len(extra)} file(s) that {src} lacks "
+                            f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); "
+                            "copying there would mix the two: give an empty or new folder, "
+                            "or remove them")
     for rel in names:
         copy_file(src_fs, join(src_root, rel), dst_fs, join(dst_root, rel))
     return names
