@@ -42,7 +42,7 @@ from finbench.core.config import (
     load_config_file,
     sessions_only,
 )
-from finbench.core.errors import ConfigError, RunError
+from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runner import run
@@ -83,10 +83,20 @@ def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:
     return [(g.iloc[0].date(), g.iloc[-1].date()) for _, g in months]
 
 
-def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float) -> str:
-    """One shard's run (what a worker executes); returns its directory."""
-    return str(run(config, out, shard=(start, end), rate_share=rate_share,
-                   echo=lambda *_: None))
+def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float
+              ) -> str | FinbenchError:
+    """One shard's run (what a worker executes); returns its directory, or the FinbenchError
+    that stopped it: bad input (a damaged local partition, a refused config) fails the same
+    way on every attempt, so it is handed back to be raised by the caller, not retried by
+    Dask, whose retries are for what may pass the next time (an error that says so, like a
+    read from object storage, is raised)."""
+    try:
+        return str(run(config, out, shard=(start, end), rate_share=rate_share,
+                       echo=lambda *_: None))
+    except FinbenchError as exc:
+        if getattr(exc, "may_pass_again", False):
+            raise
+        return exc
 
 
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
@@ -124,7 +134,10 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                                      retries=2, key=f"finbench-shard-{a}_{b}")
                        for a, b in ranges]
             for k, future in enumerate(as_completed(futures), 1):
-                echo(f"shard {Path(future.result()).name} done ({k}/{len(ranges)})")
+                done = future.result()
+                if isinstance(done, FinbenchError):
+                    raise done
+                echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
     finally:
         if cluster is not None:
             cluster.close()

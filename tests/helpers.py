@@ -50,3 +50,16 @@ def month_shards_config(path: Path, store, extra: str = "") -> Path:
                        'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-11-25"\n'
                        'end = "2025-01-08"\n'
                        + baselines_toml("coin", "base_rate", "momentum", "climatology") + extra)
+
+
+def damaged_store(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the sample store with ten bytes cut from the middle of one partition inside
+    :func:`month_shards_config`'s range (its manifest still lists the old hash)."""
+    import shutil
+
+    store = tmp_path / "damaged"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "sample", store)
+    rel = "bars/date=2024-12-10/part.parquet"
+    data = (store / rel).read_bytes()
+    (store / rel).write_bytes(data[:len(data) // 2] + data[len(data) // 2 + 10:])
+    return store, rel

@@ -14,7 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from finbench.tracks.intraday.labels import label_frame
-from tests.helpers import HEADER, bar_rows, store_files, write
+from tests.helpers import (
+    HEADER,
+    bar_rows,
+    damaged_store,
+    month_shards_config,
+    store_files,
+    write,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -179,3 +186,14 @@ def test_a_copy_over_another_store_is_refused_before_anything_is_copied(tmp_path
     assert f"LocationError: {target}: holds 160 file(s) that " in done.stderr
     assert "(bars/date=2024-09-20/part.parquet, " in done.stderr
     assert store_files(target) == before
+
+
+def test_a_damaged_partition_stops_a_run_naming_it(tmp_path):
+    store, rel = damaged_store(tmp_path)
+    cfg = month_shards_config(tmp_path / "cfg.toml", store)
+    done = finbench("run", cfg, "--out", tmp_path / "run")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"StoreError: {store / rel}: cannot be read (" in done.stderr
+    assert f"`finbench data validate {store}` names every partition" in done.stderr
+    checked = finbench("data", "validate", store)
+    assert checked.returncode != 0 and f"{rel}: content hash" in checked.stdout + checked.stderr

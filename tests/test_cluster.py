@@ -17,7 +17,7 @@ from finbench.audit import audit_run
 from finbench.cluster import run_on_dask, shard_ranges
 from finbench.core.config import load_config
 from finbench.runner import run
-from tests.helpers import month_shards_config
+from tests.helpers import damaged_store, month_shards_config
 
 pytest.importorskip("distributed")
 
@@ -183,3 +183,28 @@ def test_the_configs_executor_section_runs_it_on_dask_and_the_command_line_overr
     assert not (tmp_path / "local" / "shards").exists()
     assert ((tmp_path / "dask" / "scores.csv").read_bytes()
             == (tmp_path / "local" / "scores.csv").read_bytes())
+
+
+def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tmp_path):
+    """Bad input fails every attempt alike, so a shard returns its FinbenchError for the
+    client to raise, and Dask's retries (for what may pass the next time) are not spent."""
+    from finbench.cluster import run_shard
+    from finbench.core.config import ConfigText
+    from finbench.core.errors import StoreError
+
+    store, rel = damaged_store(tmp_path)
+    cfg = ConfigText.read(month_shards_config(tmp_path / "cfg.toml", store))
+    got = run_shard(cfg, str(tmp_path / "shard"), "2024-12-02", "2024-12-31", 1.0)
+    assert isinstance(got, StoreError) and f"{store / rel}: cannot be read" in str(got)
+    assert run_shard(cfg, str(tmp_path / "fine"), "2024-11-25", "2024-11-29", 1.0) == str(
+        tmp_path / "fine")
+
+
+@pytest.mark.slow
+def test_a_damaged_partition_stops_a_dask_run_with_its_error(tmp_path):
+    from finbench.core.errors import StoreError
+
+    store, rel = damaged_store(tmp_path)
+    cfg = month_shards_config(tmp_path / "cfg.toml", store)
+    with pytest.raises(StoreError, match="cannot be read"):
+        run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)

@@ -23,7 +23,7 @@ from finbench.core.location import files_under, filesystem, read_file
 from finbench.data.store import Store
 from finbench.runlog.mirror import local_copy
 from finbench.runner import run
-from tests.helpers import month_shards_config
+from tests.helpers import damaged_store, month_shards_config
 
 pytest.importorskip("moto")
 BUCKET = "finbench-test"
@@ -254,3 +254,18 @@ def test_a_run_that_fails_keeps_its_error_when_its_last_upload_fails_too(tmp_pat
     with pytest.raises(OSError), Mirror(tmp_path / "run2", str(blocker / "inside")) as other:
         (other.local).mkdir()
         (other.local / "journal.jsonl").write_text("{}\n")  # no error of its own: raised
+
+
+def test_a_partition_unreadable_from_object_storage_is_left_to_dasks_retries(s3, tmp_path):
+    """Read from object storage, a partition that cannot be read may read the next time (the
+    storage did not answer): the shard raises, so Dask retries it; the message is the same as
+    for a local store. (A damaged local partition is handed back instead: test_cluster.py.)"""
+    from finbench.cluster import run_shard
+    from finbench.core.config import ConfigText
+
+    store, rel = damaged_store(tmp_path)
+    assert main(["data", "copy", str(store), f"{s3}/damaged"]) == 0
+    cfg = ConfigText.read(month_shards_config(tmp_path / "cfg.toml", f"{s3}/damaged"))
+    with pytest.raises(StoreError, match=f"{BUCKET}/damaged/{rel}: cannot be read") as info:
+        run_shard(cfg, str(tmp_path / "shard"), "2024-12-02", "2024-12-31", 1.0)
+    assert info.value.may_pass_again

@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -283,8 +284,25 @@ class Store:
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
         if not is_file(self.fs, self._file(rel)):
             return None
-        return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
-                             ).to_pandas()
+        with self.reading(rel):
+            return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
+                                 ).to_pandas()
+
+    @contextmanager
+    def reading(self, rel: str):
+        """A read of the partition ``rel`` that fails (a damaged or missing file, storage that
+        does not answer) is a StoreError naming it, with the reader's own message; from
+        object storage it may pass the next time (``may_pass_again``: a Dask shard is then
+        retried), from a local folder it will not."""
+        try:
+            yield
+        except (pa.ArrowInvalid, OSError) as exc:
+            error = StoreError(
+                f"{self._file(rel)}: cannot be read ({exc}); `finbench data validate "
+                f"{self.root}` names every partition that differs from the store's manifest "
+                "(restore one from where it came: ingest it again, or `finbench data copy`)")
+            error.may_pass_again = self.remote
+            raise error from None
 
     # -- reading --------------------------------------------------------------------------------
     def _bar_tables(self, tickers, start, end, *, columns) -> list[pa.Table]:
@@ -295,9 +313,10 @@ class Store:
         for day in self.dates("bars"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            path = self._file(f"bars/date={day.isoformat()}/part.parquet")
-            parts.append(pq.read_table(path, columns=columns, filters=filters,
-                                       schema=BARS_SCHEMA, filesystem=self.fs))
+            rel = f"bars/date={day.isoformat()}/part.parquet"
+            with self.reading(rel):
+                parts.append(pq.read_table(self._file(rel), columns=columns, filters=filters,
+                                           schema=BARS_SCHEMA, filesystem=self.fs))
         return parts
 
     def read_bars(
@@ -346,9 +365,10 @@ class Store:
         for day in self.dates("bars"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            path = self._file(f"bars/date={day.isoformat()}/part.parquet")
-            parts.append(pq.read_table(path, read_dictionary=["ticker"], filesystem=self.fs
-                                       ).combine_chunks())
+            rel = f"bars/date={day.isoformat()}/part.parquet"
+            with self.reading(rel):
+                parts.append(pq.read_table(self._file(rel), read_dictionary=["ticker"],
+                                           filesystem=self.fs).combine_chunks())
         names = sorted({name for t in parts for name in t.column("ticker").chunk(0)
                         .dictionary.to_pylist()} if parts else set())
         if wanted is not None:
@@ -405,8 +425,9 @@ class Store:
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
-        with pq.ParquetFile(self._file(rel), read_dictionary=["ticker"],
-                            filesystem=self.fs) as file:  # no dataset machinery: it contends
+        with self.reading(rel), pq.ParquetFile(
+                self._file(rel), read_dictionary=["ticker"],
+                filesystem=self.fs) as file:  # no dataset machinery: it contends
             table = file.read(columns=["ticker", "ts", *columns], use_threads=False)
         return table if table.num_rows else None
 
@@ -442,8 +463,9 @@ class Store:
         for day in self.dates("headlines"):
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
-            parts.append(pq.read_table(self._file(f"headlines/date={day.isoformat()}/part.parquet"),
-                                       filesystem=self.fs))
+            rel = f"headlines/date={day.isoformat()}/part.parquet"
+            with self.reading(rel):
+                parts.append(pq.read_table(self._file(rel), filesystem=self.fs))
         if not parts:
             return HEADLINES_SCHEMA.empty_table().to_pandas()
         frame = pa.concat_tables(parts).to_pandas()
