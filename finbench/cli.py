@@ -391,6 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     except FinbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: said in a line, not as a traceback
+        verb = " ".join(filter(None, (args.command, getattr(args, "data_command", None))))
+        print(f"finbench {verb}: interrupted; what it finished is kept (`finbench run` and "
+              "`finbench data fetch`, given again, go on from there)", file=sys.stderr)
+        return 130
     except OSError as exc:
         from finbench.core.outputs import out_of_space
 

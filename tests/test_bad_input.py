@@ -197,3 +197,32 @@ def test_a_damaged_partition_stops_a_run_naming_it(tmp_path):
     assert f"`finbench data validate {store}` names every partition" in done.stderr
     checked = finbench("data", "validate", store)
     assert checked.returncode != 0 and f"{rel}: content hash" in checked.stdout + checked.stderr
+
+
+def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path):
+    """SIGINT (Ctrl-C) while a run writes its forecasts: exit 130 with one line, no
+    traceback; the same command then finishes the run, whose scores are those of a run never
+    stopped."""
+    import time
+
+    cfg = month_shards_config(tmp_path / "cfg.toml", ROOT / "data" / "sample")
+    started = subprocess.Popen([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                                str(tmp_path / "run")], env=ENV, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "tasks.parquet").exists() and started.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started.send_signal(signal.SIGINT)
+    out, err = started.communicate(timeout=120)
+    if started.returncode == 0:
+        pytest.skip("the run finished before the signal came")
+    assert started.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().endswith("finbench run: interrupted; what it finished is kept "
+                                "(`finbench run` and `finbench data fetch`, given again, go on "
+                                "from there)")
+    assert finbench("run", cfg, "--out", tmp_path / "run").returncode == 0
+    assert finbench("run", cfg, "--out", tmp_path / "whole").returncode == 0
+    assert (tmp_path / "run" / "scores.csv").read_bytes() == (
+        tmp_path / "whole" / "scores.csv").read_bytes()
