@@ -29,6 +29,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -116,9 +118,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
              "machines need it at that path (or give an object-storage store)")
     if not remote:
         out = Path(out)
-    cluster = None if scheduler else LocalCluster(
-        n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-        dashboard_address=None, silence_logs=logging.ERROR)
+    cluster = None if scheduler else _local_cluster(LocalCluster, workers)
     try:
         with _client(Client, scheduler, cluster) as client:
             if not remote:  # once connected: a scheduler that cannot be reached leaves none
@@ -145,6 +145,22 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def _local_cluster(cluster_class, workers: int | None):
+    """A LocalCluster of ``workers`` processes (by default one per core) that ignore SIGINT:
+    Ctrl-C in a terminal reaches every process of its group, and the client alone answers it
+    (closing the cluster), so the workers print no traceback of their own. (An ignored signal
+    stays ignored in the processes started while it is, and Python then leaves it so.)"""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        return cluster_class(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                             processes=True, dashboard_address=None,
+                             silence_logs=logging.ERROR)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _client(client_class, scheduler: str | None, cluster):

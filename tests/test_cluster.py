@@ -208,3 +208,34 @@ def test_a_damaged_partition_stops_a_dask_run_with_its_error(tmp_path):
     cfg = month_shards_config(tmp_path / "cfg.toml", store)
     with pytest.raises(StoreError, match="cannot be read"):
         run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, sample_store):
+    """Ctrl-C in a terminal signals every process of the group, the LocalCluster's workers
+    too: they ignore it and the client answers (one line, exit 130, the cluster closed), so
+    no worker prints a traceback; the same command then finishes the run."""
+    import subprocess
+    import sys
+
+    cfg = baseline_config(tmp_path, sample_store)
+    command = [sys.executable, "-m", "finbench", "run", str(cfg), "--out", str(tmp_path / "run"),
+               "--executor", "dask", "--workers", "2"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    started = subprocess.Popen(command, env=env, start_new_session=True, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "shards").exists() and started.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(started.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, err = started.communicate(timeout=120)
+    if started.returncode == 0:
+        pytest.skip("the run finished before the signal came")
+    assert started.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip() == ("finbench run: interrupted; what it finished is kept (`finbench run` "
+                           "and `finbench data fetch`, given again, go on from there)")
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert audit_run(tmp_path / "run") == []
