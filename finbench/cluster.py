@@ -153,13 +153,16 @@ def _local_cluster(cluster_class, workers: int | None):
     (closing the cluster), so the workers print no traceback of their own. (An ignored signal
     stays ignored in the processes started while it is, and Python then leaves it so.)"""
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    # only the main thread may set handlers; one not set from Python (None) is left alone
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if previous is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return cluster_class(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                              processes=True, dashboard_address=None,
                              silence_logs=logging.ERROR)
     finally:
-        if main:
+        if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
 
