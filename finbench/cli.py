@@ -191,11 +191,10 @@ def _run(args: argparse.Namespace) -> int:
                                scheduler=args.scheduler, workers=args.workers)
     if executor.kind == "dask":
         if shard or args.batch or args.dry_run:
-            raise FinbenchError(
-                ("--executor dask" if args.executor else "the config's [executor] kind = "
-                 "\"dask\"") + " runs the whole config as month shards: give it without "
-                "--shard, --batch or --dry-run" + ("" if args.executor else
-                                                   " (or give --executor local)"))
+            said = "--executor dask" if args.executor else "the config's [executor] kind = \"dask\""
+            other = "" if args.executor else " (or give --executor local)"
+            raise FinbenchError(f"{said} runs the whole config as month shards: give it "
+                                f"without --shard, --batch or --dry-run{other}")
         from finbench.cluster import run_on_dask
 
         out = run_on_dask(args.config, args.out or Path("results") / Path(args.config).stem,

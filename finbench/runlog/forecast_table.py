@@ -55,8 +55,11 @@ class _RowGroups:
     def __init__(self, writer: pq.ParquetWriter) -> None:
         self.writer, self.held, self.count, self.model = writer, [], 0, None
 
-    def add(self, table: pa.Table) -> None:
-        for model, rows in _model_runs(table):
+    def add(self, table: pa.Table, model: str | None = None) -> None:
+        """Take the next rows; ``model``: the one model they all belong to, when the caller
+        knows (else their runs of one model are found here)."""
+        runs = _model_runs(table) if model is None else [(model, table)] if table.num_rows else []
+        for model, rows in runs:
             if model != self.model:
                 self.finish()
                 self.model = model
@@ -105,14 +108,15 @@ class ForecastTable:
         if self.stopped or not self.in_order:
             return
         n = table.num_rows
-        self.in_order = self.model < len(self.models) and _rows_are(
-            table, self.models[self.model], self.ids.slice(self.done, n))
+        model = self.models[self.model] if self.model < len(self.models) else None
+        self.in_order = model is not None and _rows_are(table, model,
+                                                        self.ids.slice(self.done, n))
         if not self.in_order:
             return
         self.done += n
         if self.done == len(self.ids):
             self.model, self.done = self.model + 1, 0
-        self.groups.add(table)
+        self.groups.add(table, model)  # _rows_are found them all this model's
 
     def stop(self) -> None:
         """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file.
