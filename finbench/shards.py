@@ -28,7 +28,15 @@ from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
 from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_forecasts
 from finbench.runlog.journal import FORECAST_SCHEMA, JOURNAL, PARTS
-from finbench.runlog.rundir import MANIFEST, finished_run, now, record_files
+from finbench.runlog.rundir import (
+    INPUTS,
+    MANIFEST,
+    check_recorded,
+    finished_run,
+    journal_parts,
+    now,
+    record_files,
+)
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
@@ -81,7 +89,9 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
         raise RunError("merge: give at least one shard directory")
     manifests = []
     for d in dirs:
-        manifests.append(json.loads((finished_run(d) / MANIFEST).read_text()))
+        # what it reads or copies: a changed file is never carried into the merged run
+        check_recorded(finished_run(d), [*INPUTS, JOURNAL, *journal_parts(d)])
+        manifests.append(json.loads((d / MANIFEST).read_text()))
     first = manifests[0]
     for d, m in zip(dirs[1:], manifests[1:], strict=True):
         for key, what in (("config_sha256", "config file"),):

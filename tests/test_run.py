@@ -17,7 +17,7 @@ from finbench.core.errors import ConfigError
 from finbench.data.store import Store, sha256_file
 from finbench.runlog.forecast_table import ordered_table
 from finbench.runlog.journal import Journal
-from finbench.runlog.rundir import load_run_config
+from finbench.runlog.rundir import load_run_config, read_manifest, record_files
 from finbench.runner import run
 from finbench.scoring.run import score_run
 
@@ -312,9 +312,10 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, m
     cfg = run_dir.parent / "cfg.toml"
     a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
     b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
-    if shuffled:
+    if shuffled:  # recorded as the shard's own: a merge refuses a file its shard did not record
         rows = pd.read_parquet(b / "forecasts.parquet")
         rows.sample(frac=1, random_state=0).to_parquet(b / "forecasts.parquet", index=False)
+        record_files(b, read_manifest(b), ["forecasts.parquet"])
     calls = []
     monkeypatch.setattr(shards, "ordered_table",
                         lambda *args: calls.append(1) or ordered_table(*args))
@@ -457,6 +458,9 @@ def test_a_forecast_row_for_a_task_not_in_the_run_is_named(run_dir, tmp_path):
     f = pd.read_parquet(copy / "forecasts.parquet")
     f.loc[f.index[f["model"] == "momentum"][0], "task_id"] = "ZZZ|2025-01-13|MORNING"
     f.to_parquet(copy / "forecasts.parquet", index=False)
+    with pytest.raises(RunError, match=r"forecasts\.parquet \(recorded "):
+        score_run(copy)  # first: not the table the run recorded
+    record_files(copy, read_manifest(copy), ["forecasts.parquet"])  # as if the run wrote it
     with pytest.raises(RunError, match=r"model momentum has a row for ZZZ\|2025-01-13\|MORNING"):
         score_run(copy)
 

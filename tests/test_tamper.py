@@ -1,4 +1,4 @@
-"""The audit catches what it claims to: each of 32 edits of a finished run (forecasts, labels,
+"""The audit catches what it claims to: each of 36 edits of a finished run (forecasts, labels,
 tasks, journal, scores, per-row scores, manifest), made on its own copy of the run, is named
 in the audit's output; the untouched run passes. Once it caught 8 of 24 such edits."""
 
@@ -337,13 +337,36 @@ def tasks_dropped(d):
     return ["tasks.parquet: task list differs from the one the config gives"]
 
 
+def labels_column_dropped(d):
+    edit_table(d / "labels.parquet", lambda t: t.drop(columns=["p_ref"]))
+    return ["labels.parquet: has no column p_ref (the audit reads it",
+            "labels.parquet: content differs"]
+
+
+def labels_r_as_text(d):
+    edit_table(d / "labels.parquet", lambda t: t.assign(r=t["r"].astype(str) + "%"))
+    return ["labels.parquet: column r is large_string, not number (the audit reads it"]
+
+
+def tasks_column_dropped(d):
+    edit_table(d / "tasks.parquet", lambda t: t.drop(columns=["ticker"]))
+    return ["tasks.parquet: has no column ticker (the audit reads it"]
+
+
+def forecasts_p_up_as_text(d):
+    return edit_forecasts(d, lambda f: (f.assign(p_up=f["p_up"].astype(str)), [
+        "forecasts.parquet: column p_up is large_string, not number",
+        "forecasts.parquet: content differs"]))
+
+
 EDITS = [llm_p_up, coin_p_up, widened_interval, dropped_row, duplicated_row,
          llm_losing_answers_invalid, foreign_task, late_input, forged_digest, history_count,
          fallback_removed, interval_note, renamed_model, replay_p_up, scripted_raw,
          baseline_detail, flipped_y, changed_r, changed_status, manifest_alpha,
          manifest_config_invalid, manifest_config_hash, manifest_skipped, manifest_snapshot,
          journal_part, journal_line_edited, journal_line_dropped, journal_part_added,
-         scores_value, scores_csv, rows_value, tasks_dropped]
+         scores_value, scores_csv, rows_value, tasks_dropped, labels_column_dropped,
+         labels_r_as_text, tasks_column_dropped, forecasts_p_up_as_text]
 
 
 def test_the_untouched_run_passes(clean):
@@ -383,3 +406,74 @@ def test_the_audits_row_picking_is_take_whatever_the_rows(rows, start, length):
         shuffled = np.random.default_rng(len(wanted)).permutation(len(wanted))
         got = in_order(table.take(pa.array(wanted[shuffled])), shuffled)
         assert got.column("n").to_pylist() == wanted.tolist()
+
+
+# -- the commands that read a run: each refuses files other than the ones the run recorded ----
+def _readers():
+    from finbench import merge_shards, paper, report, score_run
+    from finbench.reports.show import show
+
+    return {
+        "score": score_run,
+        "report": report,
+        "show": lambda d: show(d, ROWS[0]),
+        "paper": lambda d: paper([d], d.parent / "paper", echo=lambda *_: None),
+        "merge": lambda d: merge_shards([d], d.parent / "merged"),
+    }
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()
+            and p.name != ".finbench.lock"}
+
+
+@pytest.mark.parametrize("reader", ["score", "report", "show", "paper", "merge"])
+def test_a_command_reading_a_changed_run_refuses_it_and_writes_nothing(clean, tmp_path, reader):
+    """A label changed after the run wrote it (valid Parquet, one value) would flow into the
+    scores, tables, the paper or a merged run; each command names the file and both hashes,
+    and writes nothing."""
+    from finbench import RunError
+
+    copy = tmp_path / "run"
+    shutil.copytree(clean, copy)
+    flipped_y(copy)
+    before = _files(copy)
+    with pytest.raises(RunError, match=r"run: labels\.parquet \(recorded [0-9a-f]{12}, now "
+                                       r"[0-9a-f]{12}\): not the file\(s\) the run recorded"):
+        _readers()[reader](copy)
+    assert _files(copy) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no paper/, no merged/
+
+
+def test_changed_scores_stop_the_report_until_score_writes_them_again(clean, tmp_path):
+    """scores.parquet is derived: a changed one is refused by the report with the command
+    that mends it, `finbench score` (which reads the forecasts and labels, not the scores),
+    after which the report reads the run's own scores again."""
+    from finbench import RunError
+    from finbench.reports.show import show
+
+    copy = tmp_path / "run"
+    shutil.copytree(clean, copy)
+    scores_value(copy)
+    for read in (_readers()["report"], lambda d: show(d, ROWS[0])):
+        with pytest.raises(RunError, match=r"scores\.parquet \(recorded .*`finbench score "):
+            read(copy)
+    _readers()["score"](copy)
+    assert (copy / "scores.parquet").read_bytes() == (clean / "scores.parquet").read_bytes()
+    assert audit_run(copy) == []
+    _readers()["report"](copy)
+    assert (copy / "tables").is_dir()
+
+
+def test_a_file_the_manifest_does_not_record_is_refused_through_the_cli(clean, tmp_path, capsys):
+    """A forecast table the manifest holds no hash of (a run stopped between writing it and
+    recording it, or a record removed): one line, exit 2."""
+    from finbench.cli import main
+
+    copy = tmp_path / "run"
+    shutil.copytree(clean, copy)
+    edit_manifest(copy, lambda m: m["files"].pop("forecasts.parquet"))
+    assert main(["report", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert "forecasts.parquet (not recorded): not the file(s) the run recorded" in err
+    assert "Traceback" not in err and not (copy / "tables").exists()

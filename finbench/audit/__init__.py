@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.audit.files import config_problems, hash_problems
+from finbench.audit.files import config_problems, hash_problems, table_problems
 from finbench.audit.labels import class_problems, consistency_problems, label_problems
 from finbench.audit.receipts import Receipts, receipt_problems
 from finbench.audit.rows import (
@@ -92,6 +92,10 @@ def _audit(run_dir: Path, echo) -> list[str]:
         from finbench.audit.events import audit_events
 
         return problems + audit_events(run_dir, manifest, config, echo)
+    tables = table_problems(run_dir)
+    if tables:  # the re-derivations below read those columns
+        return problems + [f"{p} (the audit reads it: nothing more was derived again)"
+                           for p in tables]
     scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
     plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]

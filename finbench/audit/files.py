@@ -1,5 +1,6 @@
 """A run's files against what its manifest recorded when they were written: the content hash
-of every file, and the config against its file's hash and text."""
+of every file, and the config against its file's hash and text; and an intraday run's tables
+against the columns the audit reads from them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,28 @@ import hashlib
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from finbench.core.config import parse_config, shard_config
 from finbench.core.errors import ConfigError
-from finbench.runlog.rundir import MANIFEST, PARTS, file_hashes
+from finbench.forecasters.rows import FORECAST_SCHEMA
+from finbench.runlog.rundir import MANIFEST, file_hashes, journal_parts
+
+_KINDS = {  # of a column, by its Arrow type
+    "text": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        pa.types.is_dictionary(t) and pa.types.is_string(t.value_type)),
+    "number": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
+    "time": pa.types.is_timestamp,
+    "true or false": pa.types.is_boolean,
+}
+# what the audit reads of an intraday run's tasks and labels (docs/spec.md §9), by kind
+READ_COLUMNS = {
+    "tasks.parquet": {"task_id": "text", "ticker": "text", "session": "text",
+                      "horizon": "text", "t_forecast": "time", "t_target": "time"},
+    "labels.parquet": {"task_id": "text", "p_ref": "number", "p_target": "number",
+                       "r": "number", "y": "number", "status": "text"},
+}
 
 
 def hash_problems(run_dir: Path, manifest: dict) -> list[str]:
@@ -27,9 +47,8 @@ def hash_problems(run_dir: Path, manifest: dict) -> list[str]:
     problems += [f"{name}: content differs from the hash {MANIFEST} recorded when it was "
                  f"written ({recorded[name][:12]}, now {sha[:12]})"
                  for name, sha in found.items() if sha != recorded[name]]
-    parts = sorted(f"{PARTS}/{p.name}" for p in (run_dir / PARTS).glob("*.parquet")) if (
-        run_dir / PARTS).is_dir() else []
-    problems += [f"{name}: a journal part {MANIFEST} does not record" for name in parts
+    problems += [f"{name}: a journal part {MANIFEST} does not record"
+                 for name in journal_parts(run_dir)
                  if name not in recorded]
     if (run_dir / "journal.jsonl").is_file() and "journal.jsonl" not in recorded:
         problems.append(f"journal.jsonl: not recorded in {MANIFEST}")
@@ -80,3 +99,27 @@ def _differences(a, b, key: str = ""):
             yield from _differences(x, y, f"{key}[{i}]")
     elif a != b:
         yield key, a, b
+
+
+def table_problems(run_dir: Path) -> list[str]:
+    """An intraday run's ``tasks.parquet`` and ``labels.parquet`` against the columns the
+    audit reads (each there, of its kind), and ``forecasts.parquet``'s columns against the
+    kinds of the types FinBench writes (the audit reads a table rewritten by pandas, with
+    ``large_string`` for ``string``, as its own). Any problem here stops the audit's
+    re-derivations, which read them."""
+    problems = []
+    for name, columns in READ_COLUMNS.items():
+        schema = pq.read_schema(Path(run_dir) / name)
+        for column, kind in columns.items():
+            if column not in schema.names:
+                problems.append(f"{name}: has no column {column}")
+            elif not _KINDS[kind](schema.field(column).type):
+                problems.append(f"{name}: column {column} is {schema.field(column).type}, "
+                                f"not {kind}")
+    schema = pq.read_schema(Path(run_dir) / "forecasts.parquet")
+    for field in FORECAST_SCHEMA:  # a column of nulls alone (no type) is read as its own
+        kind = next(k for k, is_kind in _KINDS.items() if is_kind(field.type))
+        if field.name in schema.names and not (
+                pa.types.is_null(t := schema.field(field.name).type) or _KINDS[kind](t)):
+            problems.append(f"forecasts.parquet: column {field.name} is {t}, not {kind}")
+    return problems

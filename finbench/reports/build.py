@@ -26,7 +26,14 @@ from finbench.reports.stats import (
     task_overlap,
 )
 from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
-from finbench.runlog.rundir import finished_run, load_run_config, run_labels
+from finbench.runlog.rundir import (
+    INPUTS,
+    SCORED,
+    check_recorded,
+    finished_run,
+    load_run_config,
+    run_labels,
+)
 from finbench.runlog.runlock import RunLock
 
 
@@ -248,8 +255,10 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
         from finbench.reports.events import event_report
 
         with RunLock(run_dir, command=f"finbench report {run_dir}"):
+            check_recorded(run_dir, INPUTS + SCORED)
             return event_report(run_dir), []
     with RunLock(run_dir, command=f"finbench report {run_dir}"):
+        check_recorded(run_dir, INPUTS + SCORED)
         data = load_run(run_dir)
         tables = build_tables(data, run_dir / "tables")
         figs = build_figures(data, tables, run_dir / "figures")
@@ -274,7 +283,8 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
                        "event run's tables: `finbench report`)")
     datas = []
     for r in run_dirs:  # read while no writer changes the run
-        with RunLock(finished_run(r), command="finbench paper", shared=True):
+        with RunLock(d := finished_run(r), command="finbench paper", shared=True):
+            check_recorded(d, INPUTS + SCORED)
             datas.append(load_run(r))
     data = datas[0]
     if len(datas) > 1:

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
-from finbench.runlog.rundir import finished_run, load_run_config
+from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
 from finbench.runlog.transcripts import Transcripts
 
 SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
@@ -27,6 +27,7 @@ def show(run_dir: str | Path, task_id: str, model: str | None = None) -> dict:
     model: forecast, scores, and ``calls``: the transcripts of its calls, every attempt). With
     ``model``, that model and the baselines (each baseline's forecast for the same task)."""
     run_dir = finished_run(run_dir)
+    check_recorded(run_dir, INPUTS + SCORED)
     if load_run_config(run_dir).track != "intraday":
         raise RunError(f"{run_dir}: an event run; `finbench show` reads intraday runs (an "
                        "event run's rows: rows.parquet, retrieved posts: retrieval.parquet, "

@@ -29,6 +29,12 @@ RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parq
             "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
             "market_gap.csv")
 PARTS = "journal.parts"
+# what every score of a run is derived from, and what the score step derives (`finbench score`
+# writes these again); the commands that read a run check the files they read against the
+# hashes its manifest records (:func:`check_recorded`)
+INPUTS = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "stances.jsonl")
+SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
+          "exclusions.csv", "market_gap.csv")
 
 
 def finished_run(run_dir: str | Path) -> Path:
@@ -67,6 +73,29 @@ def finished_run(run_dir: str | Path) -> Path:
     return run_dir
 
 
+def check_recorded(run_dir: Path, names) -> None:
+    """Refuse (RunError) a run whose files ``names`` (those it holds) are not the ones its
+    manifest records: changed after the run wrote them, or written by a run stopped before it
+    recorded them. Numbers a command prints or writes then always come from the files the
+    audit vouches for. The audit itself lists every such file instead (``hash_problems``)."""
+    run_dir = Path(run_dir)
+    recorded = read_manifest(run_dir).get("files") or {}
+    present = [n for n in names if (run_dir / n).is_file()]
+    found = file_hashes(run_dir, [n for n in present if n in recorded])
+    changed = [n for n in found if found[n] != recorded[n]]
+    unrecorded = [n for n in present if n not in recorded]
+    if changed or unrecorded:
+        wrong = [f"{n} (recorded {recorded[n][:12]}, now {found[n][:12]})" for n in changed]
+        wrong += [f"{n} (not recorded)" for n in unrecorded]
+        repair = (f"; `finbench score {run_dir}` writes scores and rows again"
+                  if set(changed + unrecorded) & set(SCORED) else "")
+        raise RunError(f"{run_dir}: {', '.join(wrong)}: not the file(s) the run recorded in "
+                       f"{MANIFEST}. A run stopped before its end records its files when the "
+                       "same `finbench run` command is given again; otherwise they were "
+                       f"changed after the run wrote them (`finbench audit {run_dir}` names "
+                       f"every difference){repair}")
+
+
 def read_manifest(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / MANIFEST).read_text())
 
@@ -87,11 +116,22 @@ def file_hashes(run_dir: Path, names=None) -> dict[str, str]:
     exist, or of ``names``; hashed a few at a time (hashing releases the GIL)."""
     run_dir = Path(run_dir)
     if names is None:
-        names = [n for n in RECORDED if (run_dir / n).is_file()]
-        if (run_dir / PARTS).is_dir():
-            names += [f"{PARTS}/{p.name}" for p in sorted((run_dir / PARTS).glob("*.parquet"))]
+        names = _hashed(run_dir)
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         return dict(zip(names, pool.map(lambda n: sha256_file(run_dir / n), names), strict=True))
+
+
+def _hashed(run_dir: Path) -> list[str]:
+    """The run's files that its manifest records the hashes of: :data:`RECORDED` and every
+    journal part, those that exist."""
+    return [n for n in RECORDED if (run_dir / n).is_file()] + journal_parts(run_dir)
+
+
+def journal_parts(run_dir: Path) -> list[str]:
+    """The run's journal parts, as names within it, in order."""
+    parts = Path(run_dir) / PARTS
+    return [f"{PARTS}/{p.name}" for p in sorted(parts.glob("*.parquet"))] if parts.is_dir() \
+        else []
 
 
 def record_files(run_dir: Path, manifest: dict, names=None) -> None:

@@ -25,7 +25,14 @@ from finbench.core.config import (
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
-from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, record_files
+from finbench.runlog.rundir import (
+    INPUTS,
+    check_recorded,
+    finished_run,
+    load_run_config,
+    read_manifest,
+    record_files,
+)
 from finbench.runlog.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.classes import class_scores
@@ -127,6 +134,7 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
     run directory's lock) and write ``scores.*`` and ``rows.*``."""
     run_dir = finished_run(run_dir)
     with RunLock(run_dir, command=f"finbench score {run_dir}"):
+        check_recorded(run_dir, INPUTS)
         return rescore(run_dir)
 
 
