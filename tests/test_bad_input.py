@@ -63,6 +63,15 @@ def test_an_output_that_is_a_file_is_named(tmp_path, sample_store):
         finbench("run", pilot(tmp_path, sample_store), "--out", taken))
 
 
+def test_an_unknown_calendar_is_named_as_a_config_key_and_nothing_is_made(tmp_path,
+                                                                         sample_store):
+    cfg = pilot(tmp_path, sample_store, calendar="XXXX")
+    assert (f"ConfigError: {cfg}: key 'tasks.calendar': Value error, 'XXXX' is not an "
+            "exchange-calendars calendar") in message(
+        finbench("run", cfg, "--out", tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",
@@ -186,6 +195,20 @@ def test_a_copy_over_another_store_is_refused_before_anything_is_copied(tmp_path
     assert f"LocationError: {target}: holds 160 file(s) that " in done.stderr
     assert "(bars/date=2024-09-20/part.parquet, " in done.stderr
     assert store_files(target) == before
+
+
+def test_a_copy_into_itself_or_a_bucket_not_named_is_refused(tmp_path):
+    """A folder copied onto itself, or into a folder inside it (whose files the next copy
+    would carry along), and a URI naming no bucket: one line each, nothing written."""
+    source = tmp_path / "store"
+    assert finbench("data", "copy", ROOT / "data" / "sample", source).returncode == 0
+    before = store_files(source)
+    for target in (source, source / ".." / "store", source / "inside"):
+        assert (f"LocationError: {target}: is {source} or inside it; copy to a folder of its "
+                "own") in message(finbench("data", "copy", source, target))
+    assert "LocationError: s3://: names no bucket; a store or run lives in a folder of one" in \
+        message(finbench("data", "copy", source, "s3://"))
+    assert store_files(source) == before
 
 
 def test_a_damaged_partition_stops_a_run_naming_it(tmp_path):

@@ -201,13 +201,17 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
 
 
 @pytest.mark.slow
-def test_a_damaged_partition_stops_a_dask_run_with_its_error(tmp_path):
+def test_a_damaged_partition_stops_a_dask_run_with_its_error(tmp_path, capfd):
+    """The shard hands the error back, so no task fails on a worker: a task raising it would
+    be retried, and each failed attempt logged as "Compute Failed" on the workers' stderr
+    (which is this process's: the LocalCluster's processes inherit it)."""
     from finbench.core.errors import StoreError
 
     store, rel = damaged_store(tmp_path)
     cfg = month_shards_config(tmp_path / "cfg.toml", store)
     with pytest.raises(StoreError, match="cannot be read"):
         run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)
+    assert "Compute Failed" not in capfd.readouterr().err
 
 
 @pytest.mark.slow

@@ -135,6 +135,15 @@ def test_the_event_track_names_what_it_cannot_read_from_a_bucket(s3):
         EventStore(f"{s3}/events")
 
 
+def test_a_copy_the_object_store_refuses_is_one_line(s3, sample_store, capsys):
+    """A bucket that does not exist: the server refuses the first write; one line naming
+    both places, no traceback."""
+    assert main(["data", "copy", str(sample_store), "s3://no-such-bucket/store"]) == 2
+    err = capsys.readouterr().err
+    assert f"LocationError: copying {sample_store} to s3://no-such-bucket/store: " in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sample_store,
                                                       server, llm_env, monkeypatch):

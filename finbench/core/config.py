@@ -90,6 +90,16 @@ class TasksConfig(_Strict):
             raise ValueError(f"{value!r} is not a time zone name (e.g. America/New_York)")
         return value
 
+    @field_validator("calendar")
+    @classmethod
+    def _calendar(cls, value: str) -> str:
+        import exchange_calendars as xcals  # a config names it; loading it costs 0.3 s
+
+        if value not in xcals.get_calendar_names(include_aliases=True):
+            raise ValueError(f"{value!r} is not an exchange-calendars calendar (e.g. XNYS, "
+                             "XLON, XTKS)")
+        return value
+
     @field_validator("horizons")
     @classmethod
     def _clocks(cls, value: dict[str, str]) -> dict[str, str]:

@@ -47,6 +47,9 @@ def filesystem(where: str | Path) -> tuple[pafs.FileSystem, str]:
         raise LocationError(f"{where}: cannot open this location ({exc}); credentials and an "
                             "endpoint come from the environment (for S3: AWS_ACCESS_KEY_ID, "
                             "AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL)") from None
+    if not path.strip("/"):
+        raise LocationError(f"{where}: names no bucket; a store or run lives in a folder of "
+                            "one (s3://BUCKET/PREFIX)")
     return fs, path.rstrip("/")
 
 
@@ -98,16 +101,23 @@ def copy_tree(src: str | Path, dst: str | Path, *, skip=lambda rel: False,
     or run copied over another would mix the two)."""
     src_fs, src_root = filesystem(src)
     dst_fs, dst_root = filesystem(dst)
-    names = sorted(r for r in files_under(src_fs, src_root) if not skip(r))
-    if not names and src_fs.get_file_info(src_root).type != pafs.FileType.Directory:
-        raise LocationError(f"{src}: nothing there to copy")
-    extra = [] if others else sorted(set(r for r in files_under(dst_fs, dst_root)
-                                         if not skip(r)) - set(names))
-    if extra:
-        raise LocationError(f"{dst}: holds {len(extra)} file(s) that {src} lacks "
-                            f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); "
-                            "copying there would mix the two: give an empty or new folder, "
-                            "or remove them")
-    for rel in names:
-        copy_file(src_fs, join(src_root, rel), dst_fs, join(dst_root, rel))
+    inside = not is_uri(src) and not is_uri(dst) and (
+        Path(src_root).resolve() in (Path(dst_root).resolve(), *Path(dst_root).resolve().parents))
+    if inside:
+        raise LocationError(f"{dst}: is {src} or inside it; copy to a folder of its own")
+    try:  # object storage unreachable, or refusing, midway: one line naming both places
+        names = sorted(r for r in files_under(src_fs, src_root) if not skip(r))
+        if not names and src_fs.get_file_info(src_root).type != pafs.FileType.Directory:
+            raise LocationError(f"{src}: nothing there to copy")
+        extra = [] if others else sorted(set(r for r in files_under(dst_fs, dst_root)
+                                             if not skip(r)) - set(names))
+        if extra:
+            raise LocationError(f"{dst}: holds {len(extra)} file(s) that {src} lacks "
+                                f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''});"
+                                " copying there would mix the two: give an empty or new "
+                                "folder, or remove them")
+        for rel in names:
+            copy_file(src_fs, join(src_root, rel), dst_fs, join(dst_root, rel))
+    except OSError as exc:
+        raise LocationError(f"copying {src} to {dst}: {exc}") from None
     return names
