@@ -86,6 +86,28 @@ def test_unmappable_columns(tmp_path, store):
     assert "accepted names" in msg
 
 
+def test_a_row_with_more_fields_than_the_header_is_named(tmp_path, store):
+    """Every row one field longer: pandas alone would take the first column as an index and
+    shift every value one column left, silently."""
+    extra = "".join(line + ",x\n" for line in GOOD.splitlines())
+    rejects(tmp_path, store, extra, "has 8 fields where the header names 7", row=1)
+    rejects(tmp_path, store, GOOD + "AAPL,2025-01-15T14:31:00Z,100,101,99,100,1,x\n",
+            "has 8 fields where the header names 7", row=3)
+
+
+def test_a_delimiter_at_the_end_of_every_line_reads_each_value_in_its_column(tmp_path):
+    body = "".join(line + ",\n" for line in GOOD.splitlines())
+    ingest_bars(write(tmp_path / "t.csv", HEADER + body), tmp_path / "s")
+    bars = Store(tmp_path / "s").read_bars()
+    assert list(bars["ticker"]) == ["AAPL", "AAPL"]
+    assert list(bars["close"]) == [100.5, 100.8] and list(bars["volume"]) == [10, 12]
+
+
+def test_a_folder_is_not_a_file(tmp_path, store):
+    with pytest.raises(DataError, match="is a folder; give one file"):
+        ingest_bars(tmp_path, store)
+
+
 def test_empty_file(tmp_path, store):
     rejects(tmp_path, store, "", "file has at least one row", header="")
 

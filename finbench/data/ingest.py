@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +21,8 @@ BAR_TIMESTAMPS = ("start", "end")
 def read_table_file(path: str | Path) -> pd.DataFrame:
     """Read a CSV, Parquet or JSON-lines file into a frame; the suffix decides the reader."""
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; give one file")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
@@ -26,7 +30,7 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
         if suffix in (".csv", ".csv.gz", ".txt"):
             if path.stat().st_size == 0:
                 return pd.DataFrame()
-            return pd.read_csv(path, dtype=str, keep_default_na=True)
+            return _read_csv(path)
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".ndjson", ".jsonl.gz"):
@@ -38,6 +42,28 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     raise DataError(f"{path}: unknown file type {suffix!r} (use .csv, .parquet or .jsonl)")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV file's rows as text. A row with more fields than the header names is an error
+    naming it: when every row has one more, pandas alone would take the first column as the
+    index and shift every value one column to the left, silently. (An empty last field on
+    every row, a delimiter ending each line, is read as no field.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            return pd.read_csv(path, dtype=str, keep_default_na=True, index_col=False)
+        except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
+            problem = exc
+    opener = gzip.open if path.suffix.lower() == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
+        rows = csv.reader(fh)
+        width = len(next(rows))
+        longer = next(((i, len(r)) for i, r in enumerate(rows, 1) if len(r) > width), None)
+    if longer is None:  # a problem of another kind (an unclosed quote, ...)
+        raise DataError(f"{path}: cannot be read as CSV ({str(problem).strip()})")
+    raise DataError(f"{path}: row {longer[0]} has {longer[1]} fields where the header names "
+                    f"{width}; nothing was written")
 
 
 def json_object(line: str) -> dict | str:
