@@ -75,6 +75,11 @@ def test_bad_prices_and_dump_lines_are_named_and_nothing_is_written(tmp_path):
         EventStore(store).add_markets(tmp_path / "d" / "markets.csv", prices)
     assert "row 2: price '1.2': a number in [0, 1]" in str(err.value)
     assert "row 3: market_id 'nope': no such market" in str(err.value)
+    folder = tmp_path / "histories"  # the CLOB's /prices-history answers: numbers, not texts
+    folder.mkdir()
+    (folder / "q0000.json").write_text('{"history": [{"t": 1706745600, "p": 1.5}]}')
+    with pytest.raises(DataError, match=r"q0000\.json point 1: price 1\.5: a number in"):
+        EventStore(store).add_markets(tmp_path / "d" / "markets.csv", folder)
     lines = [json.dumps({"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "ok"}),
              "{not json", json.dumps({"id": "b", "subreddit": "x", "body": "no time"}),
              json.dumps({"id": "c", "created_utc": "1704067200", "subreddit": "x"})]

@@ -180,9 +180,9 @@ def read_prices(path: str | Path, market_ids) -> pd.DataFrame:
                      for i in np.flatnonzero(bad)]
     price = pd.to_numeric(frame["price"], errors="coerce").to_numpy(float)
     where = frame["_where"].to_numpy(object)
+    given = frame["price"].astype(object)  # as read: a text, or a plain float (not numpy's)
     for i in np.flatnonzero(~((price >= 0) & (price <= 1))):
-        problems.append(f"{path}: {where[i]}: price {frame['price'].iat[i]!r}: a number in "
-                        "[0, 1]")
+        problems.append(f"{path}: {where[i]}: price {given.iat[i]!r}: a number in [0, 1]")
     known = set(market_ids)
     for i in np.flatnonzero(~frame["market_id"].isin(known).to_numpy(bool)):
         problems.append(f"{path}: {where[i]}: market_id {frame['market_id'].iat[i]!r}: no "
