@@ -141,7 +141,7 @@ def validate_bars(
             problems.add(
                 f"--ticker {ticker} matches the ticker column",
                 (tick != ticker).fillna(True).to_numpy(bool),
-                lambda r: f"ticker={tick.iloc[r]!r}",
+                lambda r: f"ticker={shown(tick.iloc[r])}",
             )
         problems.add("ticker is not empty", (tick.isna() | (tick == "")).to_numpy(bool))
         # each distinct ticker checked once; the sorted codes also find repeated bars below
@@ -150,7 +150,7 @@ def validate_bars(
                          dtype=bool)
         bad = (code >= 0) & wrong[np.maximum(code, 0)] if len(names) else np.zeros(len(tick), bool)
         problems.add("ticker has no whitespace, control character or '|'", bad,
-                     lambda r: f"ticker={tick.iloc[r]!r}")
+                     lambda r: f"ticker={shown(tick.iloc[r])}")
         out["ticker"] = tick
     else:
         out["ticker"] = ticker
@@ -175,7 +175,7 @@ def validate_bars(
         values = _as_float(raw[mapping[col]])
         bad = ~np.isfinite(values.to_numpy())
         original = raw[mapping[col]]
-        problems.add(f"{col} is a finite number", bad, lambda r, o=original: f"{o.iloc[r]!r}")
+        problems.add(f"{col} is a finite number", bad, lambda r, o=original: shown(o.iloc[r]))
         out[col] = values
     v = {c: out[c].to_numpy() for c in (*PRICE_COLUMNS, "volume")}
     with np.errstate(invalid="ignore"):
@@ -294,24 +294,24 @@ def validate_headlines(
             problems.add(f"{col} is present", missing)
         problems.add(
             f"{col} parses as a date-time", parsed.unparseable & ~missing,
-            lambda r, c=column: f"{c.iloc[r]!r}",
+            lambda r, c=column: shown(c.iloc[r]),
         )
         problems.add(
             f"{col} carries a zone (or pass --timezone TZ for naive timestamps)",
-            parsed.naive, lambda r, c=column: f"{c.iloc[r]!r}",
+            parsed.naive, lambda r, c=column: shown(c.iloc[r]),
         )
         out[col] = parsed.values
     given = raw[mapping["tickers"]]
     shape = given.map(lambda v: isinstance(v, str | list | tuple | np.ndarray)
                       or v is None or (isinstance(v, float) and np.isnan(v)))
     problems.add("tickers is a list of symbols or a ';'-joined text", ~shape.to_numpy(bool),
-                 lambda r: f"tickers={given.iloc[r]!r}")
+                 lambda r: f"tickers={shown(given.iloc[r])}")
     tickers = given.where(shape, None).map(_ticker_list)
     problems.add("tickers lists at least one symbol",
                  shape.to_numpy(bool) & (tickers.map(len) == 0).to_numpy(bool))
     problems.add("every ticker has no whitespace, control character or '|'",
                  tickers.map(lambda ts: any(ticker_problem(t) for t in ts)).to_numpy(bool),
-                 lambda r: f"tickers={tickers.iloc[r]!r}")
+                 lambda r: f"tickers={shown(tickers.iloc[r])}")
     out["tickers"] = tickers
     for col in ("headline", "source"):
         text = raw[mapping[col]].astype("string").str.strip()
@@ -324,6 +324,12 @@ def validate_headlines(
     out["available_at"] = np.maximum(out["published_at"], seen)
     out = out.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
     return out[list(HEADLINES_SCHEMA.names)], []
+
+
+def shown(value) -> str:
+    """A value as the file gave it: a numpy scalar as the plain number or flag it holds
+    (``1.5``, not ``np.float64(1.5)``)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def _ticker_list(value) -> list[str]:

@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 
 _AWARE_SUFFIX = r"(?:Z|z|UTC|[+-]\d{2}(?::?\d{2})?)$"
-# Epoch integers: the unit is read from the magnitude (1e9 s, 1e12 ms, 1e15 us, 1e18 ns ~ 2001-2286).
+# Epoch numbers: the unit is read from the magnitude (1e9 s, 1e12 ms, 1e15 us, 1e18 ns: 2001-2261).
 _EPOCH_UNITS = ((1e9, 1e10, "s"), (1e12, 1e13, "ms"), (1e15, 1e16, "us"), (1e18, 1e19, "ns"))
+_NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_LAST_NS = 9.2e18  # 2261-07-15: a little before the last instant int64 nanoseconds hold
 
 
 class ParsedTimes:
@@ -68,14 +70,33 @@ def _localise(
 
 
 def _from_epoch(raw: pd.Series, missing: np.ndarray) -> ParsedTimes:
+    """Epoch numbers as UTC, the unit read from the magnitude (:data:`_EPOCH_UNITS`).
+    Integers are exact. A float (a JSON number with a fraction, or a column holding a gap) is
+    rounded up to the next microsecond: it holds an instant of 2025 to about 0.25 us, so a
+    number written to the microsecond (or coarser) is never read as an earlier instant, and
+    a headline never becomes available before the instant its number gives. Numbers below
+    1e9 (zero and negative among them), between the units' bands, or past 2261 are flagged."""
     values = raw.to_numpy(dtype="float64", na_value=np.nan)
-    out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
-    bad = missing.copy()
+    exact = pd.api.types.is_integer_dtype(raw.dtype)
+    ns = np.zeros(len(raw), np.int64)
     matched = np.zeros(len(raw), bool)
     for low, high, unit in _EPOCH_UNITS:
-        rows = (np.abs(values) >= low) & (np.abs(values) < high)
-        if rows.any():
-            out[rows] = pd.to_datetime(raw[rows].astype("int64"), unit=unit, utc=True)
-            matched |= rows
-    bad |= ~matched
-    return ParsedTimes(out, bad, np.zeros(len(raw), bool))
+        rows = (values >= low) & (values < high)
+        if not rows.any():
+            continue
+        scale = _NS_PER[unit]
+        whole = np.floor(values[rows])
+        fits = whole < _LAST_NS / scale
+        count = np.where(fits, raw[rows].to_numpy(np.int64) if exact else whole, 0).astype(
+            np.int64)
+        if exact:
+            ns[rows] = count * scale
+        elif scale == 1:  # the count itself is the float's nanoseconds: up to a microsecond
+            ns[rows] = -(-count // 1000) * 1000
+        else:
+            part = np.ceil((values[rows] - whole) * (scale / 1000)).astype(np.int64) * 1000
+            ns[rows] = count * scale + part
+        matched[rows] = fits
+    out = pd.Series(pd.to_datetime(np.where(matched, ns, 0), unit="ns", utc=True),
+                    index=raw.index).where(matched)
+    return ParsedTimes(out, missing | ~matched, np.zeros(len(raw), bool))

@@ -19,6 +19,7 @@ import pandas as pd
 
 from finbench.core.errors import DataError
 from finbench.data.ingest import read_table_file
+from finbench.data.schema import shown
 
 MARKET_COLUMNS = ("market_id", "question", "description", "category", "event_group",
                   "opened_at", "closes_at", "resolved_at", "outcome")
@@ -180,9 +181,9 @@ def read_prices(path: str | Path, market_ids) -> pd.DataFrame:
                      for i in np.flatnonzero(bad)]
     price = pd.to_numeric(frame["price"], errors="coerce").to_numpy(float)
     where = frame["_where"].to_numpy(object)
-    given = frame["price"].astype(object)  # as read: a text, or a plain float (not numpy's)
     for i in np.flatnonzero(~((price >= 0) & (price <= 1))):
-        problems.append(f"{path}: {where[i]}: price {given.iat[i]!r}: a number in [0, 1]")
+        problems.append(f"{path}: {where[i]}: price {shown(frame['price'].iat[i])}: a number "
+                        "in [0, 1]")
     known = set(market_ids)
     for i in np.flatnonzero(~frame["market_id"].isin(known).to_numpy(bool)):
         problems.append(f"{path}: {where[i]}: market_id {frame['market_id'].iat[i]!r}: no "
