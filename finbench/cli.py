@@ -259,13 +259,12 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from finbench.reports.show import render_show, show
+    from finbench.reports.show import as_json, render_show, show
     from finbench.runlog.mirror import local_copy
 
     with local_copy(args.run) as run_dir:
         found = show(run_dir, args.task_id, args.model)
-    print(json.dumps(found, indent=2, sort_keys=True, default=str) if args.json
-          else render_show(found))
+    print(as_json(found) if args.json else render_show(found))
     return 0
 
 

@@ -251,3 +251,38 @@ def test_a_long_wealth_path_is_drawn_from_each_buckets_low_and_high():
         part = path[b * size:(b + 1) * size]
         assert b * size + int(part.argmin()) in x and b * size + int(part.argmax()) in x
     np.testing.assert_array_equal(F.wealth_points(path[:3000]), np.arange(3000))
+
+
+def test_a_run_of_one_model_without_baselines_and_a_vast_interval_is_reported(tmp_path):
+    """An interval answered as [-1e300, 1e300] is valid and scores a Winkler of 2e300: the
+    tables show it as such, not as three hundred digits (fixed decimals below 1e6). With no
+    baseline there is no skill figure (no reference), and a paired table with nothing to
+    pair says so, in LaTeX too (an empty tabular does not compile)."""
+    from finbench.reports.tables import summary_frame
+    from finbench.reports.writers import fmt
+
+    assert [fmt(2e300, 4), fmt(-3.5e7), fmt(999_999.5, 1), fmt(0.12345, 4), fmt(7)] == [
+        "2.0000e+300", "-3.500e+07", "999999.5", "0.1235", "7"]
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{Path(__file__).resolve().parents[1] / 'data' / 'sample'}"
+[tasks]
+tickers = ["AAPL"]
+start = "2025-01-15"
+end = "2025-01-15"
+[[models]]
+name = "vast"
+kind = "scripted"
+answers = ['{{"p_up": 0.5, "lower": -1e300, "upper": 1e300}}']
+""")
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    shown = summary_frame(pd.read_parquet(out / "scores.parquet"), baselines=[])
+    assert shown["Winkler@80"].tolist() == ["2.0000e+300"]
+    tables, figures = report(out)
+    assert "| vast | 3 | 0 | 0.00 | 0.250 | 3 | 1.00 | 2.0000e+300 |" in (
+        out / "tables" / "scores_aggregate.md").read_text()
+    assert (out / "tables" / "paired_winkler.md").read_text().endswith("\n\n(no rows)\n")
+    assert "\\begin{tabular}{l}" in (out / "tables" / "paired_winkler.tex").read_text()
+    names = {p.name for p in figures}
+    assert "fig2_brier_vs_coverage.png" in names and not any("fig1" in n for n in names)

@@ -144,3 +144,42 @@ def test_merged_shards_keep_every_call_and_audit_clean(tmp_path, sample_store, s
                                        **Transcripts(b).last_of_each("m")}
     assert audit_run(merged) == []
     assert show(merged, "AAPL|2025-01-14|CLOSE", "m")["models"][-1]["calls"]
+
+
+def test_show_json_is_strict_json_with_an_infinite_kelly_growth_as_text(tmp_path, sample_store):
+    """A probability of 0 on a move up grows wealth by log(0) = -inf (ruin): `show --json`
+    says "-inf", and a missing score null, so strict readers (jq; Python refusing NaN and
+    Infinity) read it."""
+    import json
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{sample_store}"
+[tasks]
+tickers = ["AAPL"]
+start = "2025-01-15"
+end = "2025-01-15"
+[[models]]
+name = "sure_down"
+kind = "scripted"
+answers = ['{{"p_up": 0.0, "lower": -0.01, "upper": 0.01}}']
+[[models]]
+name = "mute"
+kind = "scripted"
+answers = ['not json']
+""")
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    task = next(t for t, y in labels["y"].items() if y == 1)  # the move was up
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), task,
+                             "--json"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    found = {m["model"]: m for m in json.loads(result.stdout, parse_constant=refuse)["models"]}
+    assert found["sure_down"]["scores"]["kelly"] == "-inf"
+    assert found["mute"]["scores"]["kelly"] is None

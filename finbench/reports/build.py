@@ -233,8 +233,9 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
     first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
     name = by_h["slice"].iloc[0] if len(by_h) else ""
     synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
-    out += F.save(F.plot_skill_by_model(first, title=f"{name}{synthetic}"), folder,
-                  "fig1_skill_by_model")
+    if "bss" in first:  # skill needs a reference: a run without baselines has none
+        out += F.save(F.plot_skill_by_model(first, title=f"{name}{synthetic}"), folder,
+                      "fig1_skill_by_model")
     out += F.save(F.plot_brier_vs_coverage(by_h), folder, "fig2_brier_vs_coverage")
     out += F.save(F.plot_across_horizons(by_h), folder, "fig3_models_across_horizons")
     bins = tables["reliability_bins"]

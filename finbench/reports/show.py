@@ -6,6 +6,7 @@ alone (tasks, labels, rows, forecasts, transcripts)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -102,6 +103,23 @@ def _one(path: Path, task_id: str) -> dict | None:
 def _rows(path: Path, task_id: str) -> pd.DataFrame:
     table = pq.read_table(path, filters=[("task_id", "=", task_id)])
     return table.filter(pc.equal(table.column("task_id"), task_id)).to_pandas()
+
+
+def as_json(found: dict) -> str:
+    """:func:`show`'s facts as standard JSON: an infinite number (a Kelly growth of -inf, for
+    a probability of 0 or 1 on the wrong side) as the text ``"-inf"`` or ``"inf"`` and a NaN
+    as null, since JSON has no such numbers (Python's ``-Infinity`` breaks strict readers
+    such as jq)."""
+    def strict(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None if math.isnan(value) else "inf" if value > 0 else "-inf"
+        if isinstance(value, dict):
+            return {k: strict(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [strict(v) for v in value]
+        return value
+
+    return json.dumps(strict(found), indent=2, sort_keys=True, default=str, allow_nan=False)
 
 
 def _first_id(run_dir: Path) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
+
+from finbench.reports.writers import fmt
 
 
 def _fmt(value, digits=3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "undef"
-    return f"{value:.{digits}f}"
+    """A number as :func:`~finbench.reports.writers.fmt` shows it (an integer too, with
+    decimals)."""
+    return fmt(None if value is None else float(value), digits)
 
 
 def _skill(rec: dict, key: str) -> str:

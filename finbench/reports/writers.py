@@ -10,15 +10,19 @@ import pandas as pd
 
 from finbench.core.outputs import write_atomic, write_text
 
+LARGE = 1e6  # from here a number is shown in scientific notation, not as its digits
+
 
 def fmt(value, digits: int = 3) -> str:
-    """Fixed decimals; ``undef`` for a missing or undefined number."""
+    """Fixed decimals (scientific from :data:`LARGE` on: an interval answered as
+    [-1e300, 1e300] has a Winkler score of 2e300, not three hundred digits); ``undef`` for a
+    missing or undefined number."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "undef"
     if isinstance(value, int | bool) or (hasattr(value, "is_integer") and isinstance(value, int)):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}f}" if abs(value) < LARGE else f"{value:.{digits}e}"
     return str(value)
 
 
@@ -43,7 +47,12 @@ def _latex_escape(text: str) -> str:
     return text
 
 
+NO_ROWS = "(no rows)"  # what a table with none shows (one model: nothing to pair)
+
+
 def to_markdown(frame: pd.DataFrame, caption: str) -> str:
+    if frame.empty:
+        return f"**{caption}**\n\n{NO_ROWS}\n"
     cols = list(frame.columns)
     lines = [f"**{caption}**", "", "| " + " | ".join(cols) + " |",
              "|" + "|".join("---" for _ in cols) + "|"]
@@ -53,6 +62,8 @@ def to_markdown(frame: pd.DataFrame, caption: str) -> str:
 
 
 def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
+    if frame.empty:  # a tabular needs a column: one cell saying so
+        frame = pd.DataFrame({"": [NO_ROWS]})
     cols = list(frame.columns)
     spec = "l" * min(2, len(cols)) + "r" * max(0, len(cols) - 2)
     # needs \usepackage{booktabs,graphicx}; wide tables shrink to the text width
