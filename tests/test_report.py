@@ -286,3 +286,26 @@ answers = ['{{"p_up": 0.5, "lower": -1e300, "upper": 1e300}}']
     assert "\\begin{tabular}{l}" in (out / "tables" / "paired_winkler.tex").read_text()
     names = {p.name for p in figures}
     assert "fig2_brier_vs_coverage.png" in names and not any("fig1" in n for n in names)
+
+
+def test_a_run_whose_one_model_never_answered_validly_is_reported(tmp_path):
+    """Nothing scored: the tables say so (N 0, scores undef, calibration with no rows)
+    instead of the report stopping on a missing column."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{Path(__file__).resolve().parents[1] / 'data' / 'sample'}"
+[tasks]
+tickers = ["AAPL"]
+start = "2025-01-15"
+end = "2025-01-15"
+[[models]]
+name = "mute"
+kind = "scripted"
+answers = ['not json']
+""")
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    report(out)
+    assert "| mute | 0 | 0 | undef | undef | 0 | undef | undef | 0.00 |" in (
+        out / "tables" / "scores_aggregate.md").read_text()
+    assert (out / "tables" / "calibration.md").read_text().endswith("\n\n(no rows)\n")

@@ -144,7 +144,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     summary, bins = calibration_tables(data)
     show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
                              ("brier", "brier_binned", "reliability", "resolution",
-                              "uncertainty", "ece")})
+                              "uncertainty", "ece")}) if len(summary) else summary
     put(show, "calibration",
                 "Murphy decomposition (binned Brier = reliability - resolution + uncertainty) "
                 f"and ECE, {data.config.report.bins} equal-width and equal-mass bins. {facts}",
