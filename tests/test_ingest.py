@@ -160,6 +160,23 @@ def test_parquet_bars_are_read(tmp_path):
     assert len(Store(tmp_path / "s").read_bars()) == 1
 
 
+def test_a_headline_given_as_a_list_is_refused_not_stored_as_its_repr(tmp_path, store):
+    """JSON lines can nest: a list's text ("['x']") would become the headline."""
+    before = store_files(store)
+    f = write(tmp_path / "news.jsonl",
+              '{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AAPL"], '
+              '"headline": ["x"], "source": {"n": 1}}\n'
+              '{"id": 2, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AAPL"], '
+              '"headline": "fine", "source": 7}\n')
+    with pytest.raises(DataError) as info:
+        ingest_headlines(f, store)
+    text = str(info.value)
+    assert ("rule 'headline is a text or a number, not a list or an object' broken in 1 "
+            "row(s): row 1 (headline=['x'])") in text
+    assert "rule 'source is a text or a number, not a list or an object'" in text
+    assert "row 2" not in text and store_files(store) == before
+
+
 def test_headline_without_timestamp(tmp_path, store):
     before = store_files(store)
     f = write(tmp_path / "news.csv", "id,published_at,tickers,headline,source\n"

@@ -56,7 +56,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
             problem = exc
     opener = gzip.open if path.suffix.lower() == ".gz" else open
-    with opener(path, "rt", newline="") as fh:
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
         rows = csv.reader(fh)
         width = len(next(rows))
         longer = next(((i, len(r)) for i, r in enumerate(rows, 1) if len(r) > width), None)

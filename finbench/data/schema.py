@@ -261,6 +261,10 @@ def _prices(v: dict[str, np.ndarray], r: int) -> str:
     return ", ".join(f"{c}={v[c][r]}" for c in PRICE_COLUMNS)
 
 
+# what pandas infers for a column of texts or numbers alone (found in one pass, in C)
+_FLAT = {"string", "integer", "floating", "mixed-integer-float", "decimal", "empty"}
+
+
 def validate_headlines(
     raw: pd.DataFrame, *, file: str, timezone: str | None
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -275,6 +279,13 @@ def validate_headlines(
     if problems:
         return pd.DataFrame(), problems.items
     out = pd.DataFrame(index=raw.index)
+    for col in ("id", "headline", "source", "body"):  # a list's text is not the text
+        given = raw[mapping[col]] if col in mapping else None
+        if given is not None and pd.api.types.infer_dtype(given, skipna=True) not in _FLAT:
+            nested = given.map(lambda v: isinstance(v, list | tuple | dict | np.ndarray))
+            problems.add(f"{col} is a text or a number, not a list or an object",
+                         nested.to_numpy(bool),
+                         lambda r, g=given, c=col: f"{c}={shown(g.iloc[r])}")
     ids = raw[mapping["id"]].astype("string").str.strip()
     problems.add("id is not empty", (ids.isna() | (ids == "")).to_numpy(bool))
     problems.add(
