@@ -170,6 +170,26 @@ def test_credentials_in_a_base_url_are_refused_or_allowed_and_scrubbed(tmp_path,
     assert pd.read_parquet(out / "forecasts.parquet").query("model == 'e'")["valid"].all()
 
 
+@pytest.mark.parametrize("url", ["not a url", "ftp://host/v1", "localhost:8000/v1", "https://"])
+def test_a_base_url_that_is_no_endpoint_is_refused_before_any_call(tmp_path, sample_store,
+                                                                   monkeypatch, url):
+    """In the config: a ConfigError naming the key, before the run starts (before, every
+    call failed in transport, each retried by the next run). From base_url_env: the same
+    rule at model build, naming the variable and not repeating its URL."""
+    from finbench.core.config import load_config
+    from finbench.core.errors import ConfigError
+
+    cfg = config(tmp_path, sample_store, url, [("e", "echo")])
+    with pytest.raises(ConfigError, match=r"key 'models.1.openai': Value error, base_url "
+                                          r".* is not an http\(s\) URL with a host"):
+        load_config(cfg)
+    text = cfg.read_text().replace(f'base_url = "{url}"', 'base_url_env = "FINBENCH_TEST_URL"')
+    cfg.write_text(text)
+    monkeypatch.setenv("FINBENCH_TEST_URL", url)
+    with pytest.raises(ConfigError, match="the URL in FINBENCH_TEST_URL is not an http"):
+        run(cfg, tmp_path / "out", echo=lambda *_: None)
+
+
 def test_streamed_journal_lines_are_fsynced_within_a_second_and_on_flush(tmp_path,
                                                                          monkeypatch):
     """The README promised fsynced lines while LLM answers were written with sync=False."""

@@ -203,8 +203,8 @@ class OpenAIModel(_ModelBase):
     kind: Literal["openai"]
     model: Annotated[str, Field(min_length=1)]
     base_url: str | None = None
-    base_url_env: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    base_url_env: Annotated[str, Field(min_length=1)] | None = None
+    api_key_env: Annotated[str, Field(min_length=1)] = "OPENAI_API_KEY"
     structured: Literal["json_schema", "json_object", "text"] = "json_schema"
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     seed: int | None = None
@@ -251,6 +251,8 @@ class OpenAIModel(_ModelBase):
             raise ValueError("base_url holds credentials (user:password@): the config's text is "
                              "kept in every run's manifest; give the URL in an environment "
                              "variable named by base_url_env, with allow_url_credentials = true")
+        if self.base_url and (problem := url_problem(self.base_url)):
+            raise ValueError(f"base_url {self.base_url!r} {problem}")
         if self.max_tokens is not None and self.max_completion_tokens is not None:
             raise ValueError("give max_tokens or max_completion_tokens, not both (reasoning "
                              "models take max_completion_tokens only)")
@@ -281,6 +283,15 @@ def _check_extra_body(extra: dict[str, Any]) -> None:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"extra_body is not JSON ({exc}); TOML dates and times are not "
                          "JSON: give them as strings") from None
+
+
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being an endpoint's address (an http or https URL with a
+    host), or None. It does not repeat the URL, which may hold credentials."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host (e.g. https://api.openai.com/v1)"
+    return None
 
 
 def url_credentials(url: str) -> list[str]:

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 
-from finbench.core.config import url_credentials
+from finbench.core.config import url_credentials, url_problem
 from finbench.core.errors import ConfigError, ModelStopped
 from finbench.forecasters.answers import (
     NOT_APPLICABLE,
@@ -196,6 +196,8 @@ class OpenAIForecaster(Forecaster):
         self.rate_share = 1.0  # the part of the rate limits this process may use
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
+        if self.base_url and config.base_url_env and (problem := url_problem(self.base_url)):
+            raise ConfigError(f"models.{config.name}: the URL in {config.base_url_env} {problem}")
         if self.base_url and url_credentials(self.base_url) and not config.allow_url_credentials:
             raise ConfigError(f"models.{config.name}: the URL in {config.base_url_env} holds "
                               "credentials (user:password@), sent as Basic auth; set "
