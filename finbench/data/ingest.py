@@ -63,7 +63,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if longer is None:  # a problem of another kind (an unclosed quote, ...)
         raise DataError(f"{path}: cannot be read as CSV ({str(problem).strip()})")
     raise DataError(f"{path}: row {longer[0]} has {longer[1]} fields where the header names "
-                    f"{width}; nothing was written")
+                    f"{width}")
 
 
 def json_object(line: str) -> dict | str:
