@@ -91,8 +91,20 @@ def _progress(line: str) -> None:
 
 
 def _data_validate(args: argparse.Namespace) -> int:
+    from finbench.data.events.store import EventStore, is_event_store
     from finbench.data.store import Store
 
+    if is_event_store(args.store):
+        events = EventStore(args.store)
+        problems = events.verify()
+        for line in problems:
+            print(line, file=sys.stderr)
+        if problems:
+            print(f"{args.store}: {len(problems)} problem(s)", file=sys.stderr)
+            return 1
+        print(f"{args.store}: valid event store; {len(events.manifest['files'])} files, "
+              f"{len(events.post_dates())} post dates; snapshot {events.snapshot_sha256}")
+        return 0
     store = Store(args.store)
     problems = store.verify(echo=_progress)
     for line in problems:

@@ -304,3 +304,29 @@ def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert ("key 'executor': Value error, shards split an intraday run's sessions; a run of "
             "track 'events' runs whole, in one process (remove [executor])") in done.stderr
+
+
+def test_a_damaged_event_store_is_named_by_validate_and_by_the_run(tmp_path, capsys):
+    """`finbench data validate` reads an event store too (before: "format is not
+    'finbench-store'"); a post partition a run cannot read is a StoreError naming it and the
+    command that lists every damaged file (before: Arrow's traceback)."""
+    from finbench.cli import main
+    from finbench.core.errors import StoreError
+
+    store = tmp_path / "store"
+    shutil.copytree(SAMPLE / "store", store)
+    assert main(["data", "validate", str(store)]) == 0
+    assert f"{store}: valid event store; 166 files, 164 post dates; snapshot " \
+           f"{EventStore(store).snapshot_sha256}" in capsys.readouterr().out
+    part = store / "posts" / "date=2024-03-10" / "part.parquet"
+    part.write_bytes(part.read_bytes()[:-10])
+    assert main(["data", "validate", str(store)]) == 1
+    err = capsys.readouterr().err
+    assert f"{part}: SHA-256 differs from the manifest (changed after ingest)" in err
+    assert f"{store}: 1 problem(s)" in err
+    cfg = tmp_path / "p.toml"
+    cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(store)))
+    with pytest.raises(StoreError, match=rf"{part}: cannot be read \(.*\); `finbench data "
+                                         rf"validate {store}` names every file"):
+        run(cfg, tmp_path / "run", echo=lambda *_: None)

@@ -35,6 +35,17 @@ FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
 
 
+def is_event_store(path: str | Path) -> bool:
+    """Whether the local folder ``path`` holds an event store (its manifest says so)."""
+    file = Path(path) / MANIFEST
+    if is_uri(path) or not file.is_file():
+        return False
+    try:
+        return json.loads(file.read_text()).get("format") == FORMAT
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
 def event_snapshot_hash(files: dict[str, str]) -> str:
     """One hash over the store's files (sorted ``path sha`` lines)."""
     text = "finbench-event-snapshot-v1\n" + "".join(
@@ -92,7 +103,17 @@ class EventStore:
         file = self.path / name
         if name not in self.manifest["files"] or not file.is_file():
             raise StoreError(f"{self.path}: holds no {name} (ingest markets first)")
-        return pd.read_parquet(file)
+        return self._table(name).to_pandas()
+
+    def _table(self, rel: str) -> pa.Table:
+        """The store's file ``rel``; one that cannot be read (damaged, or missing) is a
+        StoreError naming it, not the reader's traceback."""
+        try:
+            return pq.read_table(self.path / rel)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise StoreError(f"{self.path / rel}: cannot be read ({exc}); `finbench data "
+                             f"validate {self.path}` names every file that differs from the "
+                             "store's manifest") from None
 
     def post_dates(self) -> list[dt.date]:
         return sorted(dt.date.fromisoformat(rel.split("=")[1].split("/")[0])
@@ -102,7 +123,7 @@ class EventStore:
         """Posts with ``start <= created_utc < end`` (UTC), from the date partitions that can
         hold them, sorted by created_utc then post_id."""
         days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
-        tables = [pq.read_table(self.path / _post_rel(d)) for d in days]
+        tables = [self._table(_post_rel(d)) for d in days]
         if not tables:
             return POSTS_SCHEMA.empty_table()
         table = pa.concat_tables(tables)
