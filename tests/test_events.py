@@ -330,3 +330,34 @@ def test_a_damaged_event_store_is_named_by_validate_and_by_the_run(tmp_path, cap
     with pytest.raises(StoreError, match=rf"{part}: cannot be read \(.*\); `finbench data "
                                          rf"validate {store}` names every file"):
         run(cfg, tmp_path / "run", echo=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("event_run")
+    cfg = tmp / "p.toml"
+    cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(SAMPLE / "store")))
+    return run(cfg, tmp / "run", echo=lambda *_: None)
+
+
+@pytest.mark.parametrize("table, column, named", [
+    ("labels", "task_id", "labels.parquet: has no column task_id (the audit reads it"),
+    ("tasks", "t0", "tasks.parquet: has no column t0 (the audit reads it"),
+    ("retrieval", "rank", "retrieval.parquet: has no column rank (the audit reads it"),
+    ("labels", "outcome", "labels.parquet: column outcome is missing"),
+    ("scores", "model", "scores: column model is missing"),
+    ("skill", "reference", "skill: column reference is missing"),
+])
+def test_the_event_audit_names_a_column_taken_from_a_table(reference_run, tmp_path, table,
+                                                          column, named):
+    """Before, a key column taken away (task_id, t0, rank, model) was a pandas KeyError."""
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "run"
+    shutil.copytree(reference_run, copy)
+    path = copy / f"{table}.parquet"
+    pq.write_table(pq.read_table(path).drop_columns([column]), path)
+    problems = audit_run(copy)
+    assert any(p.startswith(f"{table}.parquet: content differs from the hash") for p in problems)
+    assert any(named in p for p in problems), problems

@@ -88,14 +88,14 @@ def _audit(run_dir: Path, echo) -> list[str]:
         config = load_run_config(run_dir)
     except ValueError:  # named by config_problems: nothing else can be re-derived without it
         return problems
+    tables = table_problems(run_dir, config.track)
+    if tables:  # the re-derivations below read those columns
+        return problems + [f"{p} (the audit reads it: nothing more was derived again)"
+                           for p in tables]
     if config.track == "events":
         from finbench.audit.events import audit_events
 
         return problems + audit_events(run_dir, manifest, config, echo)
-    tables = table_problems(run_dir)
-    if tables:  # the re-derivations below read those columns
-        return problems + [f"{p} (the audit reads it: nothing more was derived again)"
-                           for p in tables]
     scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
     plan = plan_run(config)
     want = manifest["data"]["snapshot_sha256"]

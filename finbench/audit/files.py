@@ -23,12 +23,21 @@ _KINDS = {  # of a column, by its Arrow type
     "time": pa.types.is_timestamp,
     "true or false": pa.types.is_boolean,
 }
-# what the audit reads of an intraday run's tasks and labels (docs/spec.md §9), by kind
+# what the audit reads of a run's tables beside its forecasts, by track and kind
+# (docs/spec.md §9 and §11); other columns it compares with their values derived again
 READ_COLUMNS = {
-    "tasks.parquet": {"task_id": "text", "ticker": "text", "session": "text",
-                      "horizon": "text", "t_forecast": "time", "t_target": "time"},
-    "labels.parquet": {"task_id": "text", "p_ref": "number", "p_target": "number",
-                       "r": "number", "y": "number", "status": "text"},
+    "intraday": {
+        "tasks.parquet": {"task_id": "text", "ticker": "text", "session": "text",
+                          "horizon": "text", "t_forecast": "time", "t_target": "time"},
+        "labels.parquet": {"task_id": "text", "p_ref": "number", "p_target": "number",
+                           "r": "number", "y": "number", "status": "text"},
+    },
+    "events": {
+        "tasks.parquet": {"task_id": "text", "t0": "time"},
+        "labels.parquet": {"task_id": "text"},
+        "retrieval.parquet": {"task_id": "text", "rank": "number", "post_id": "text",
+                              "created_utc": "time"},
+    },
 }
 
 
@@ -101,14 +110,17 @@ def _differences(a, b, key: str = ""):
         yield key, a, b
 
 
-def table_problems(run_dir: Path) -> list[str]:
-    """An intraday run's ``tasks.parquet`` and ``labels.parquet`` against the columns the
-    audit reads (each there, of its kind), and ``forecasts.parquet``'s columns against the
+def table_problems(run_dir: Path, track: str) -> list[str]:
+    """A run's tables against the columns the audit reads (:data:`READ_COLUMNS` of its
+    ``track``: each there, of its kind), and ``forecasts.parquet``'s columns against the
     kinds of the types FinBench writes (the audit reads a table rewritten by pandas, with
     ``large_string`` for ``string``, as its own). Any problem here stops the audit's
     re-derivations, which read them."""
     problems = []
-    for name, columns in READ_COLUMNS.items():
+    for name, columns in READ_COLUMNS[track].items():
+        if not (Path(run_dir) / name).is_file():
+            problems.append(f"{name}: missing")
+            continue
         schema = pq.read_schema(Path(run_dir) / name)
         for column, kind in columns.items():
             if column not in schema.names:

@@ -111,6 +111,8 @@ def _frame_problems(have: pd.DataFrame, want: pd.DataFrame, what: str, *, key: l
     """Cells of ``have`` that differ from ``want``, matched on ``key``; rows one has and the
     other lacks; columns missing."""
     problems = [f"{what}: column {c} is missing" for c in want.columns if c not in have]
+    if any(c not in have for c in key):  # rows cannot be matched: the columns say it all
+        return problems
     have_keys = pd.MultiIndex.from_frame(have[key].astype(str))
     want_keys = pd.MultiIndex.from_frame(want[key].astype(str))
     problems += [f"{what}: row {'/'.join(k)} should not be there" for k in
