@@ -126,12 +126,17 @@ def table_problems(run_dir: Path, track: str) -> list[str]:
         for column, kind in columns.items():
             if column not in schema.names:
                 problems.append(f"{name}: has no column {column}")
-            elif not (_KINDS[kind](t := schema.field(column).type) or pa.types.is_null(t)):
+            elif not _of_kind(t := schema.field(column).type, kind):
                 problems.append(f"{name}: column {column} is {t}, not {kind}")
     schema = pq.read_schema(Path(run_dir) / "forecasts.parquet")
-    for field in FORECAST_SCHEMA:  # a column of nulls alone (no type) is read as its own
+    for field in FORECAST_SCHEMA:
         kind = next(k for k, is_kind in _KINDS.items() if is_kind(field.type))
-        if field.name in schema.names and not (
-                pa.types.is_null(t := schema.field(field.name).type) or _KINDS[kind](t)):
+        if field.name in schema.names and not _of_kind(t := schema.field(field.name).type, kind):
             problems.append(f"forecasts.parquet: column {field.name} is {t}, not {kind}")
     return problems
+
+
+def _of_kind(arrow_type: pa.DataType, kind: str) -> bool:
+    """Whether a column of ``arrow_type`` holds values of ``kind``; a column of nulls alone
+    (no type) does."""
+    return pa.types.is_null(arrow_type) or _KINDS[kind](arrow_type)
