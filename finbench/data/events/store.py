@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import json
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -103,13 +104,15 @@ class EventStore:
         file = self.path / name
         if name not in self.manifest["files"] or not file.is_file():
             raise StoreError(f"{self.path}: holds no {name} (ingest markets first)")
-        return self._table(name).to_pandas()
+        with self._reading(name):
+            return pd.read_parquet(file)
 
-    def _table(self, rel: str) -> pa.Table:
-        """The store's file ``rel``; one that cannot be read (damaged, or missing) is a
-        StoreError naming it, not the reader's traceback."""
+    @contextmanager
+    def _reading(self, rel: str):
+        """A read of the store's file ``rel`` that fails (damaged, or missing) is a StoreError
+        naming it, not the reader's traceback."""
         try:
-            return pq.read_table(self.path / rel)
+            yield
         except (pa.ArrowInvalid, OSError) as exc:
             raise StoreError(f"{self.path / rel}: cannot be read ({exc}); `finbench data "
                              f"validate {self.path}` names every file that differs from the "
@@ -123,7 +126,10 @@ class EventStore:
         """Posts with ``start <= created_utc < end`` (UTC), from the date partitions that can
         hold them, sorted by created_utc then post_id."""
         days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
-        tables = [self._table(_post_rel(d)) for d in days]
+        tables = []
+        for day in days:
+            with self._reading(_post_rel(day)):
+                tables.append(pq.read_table(self.path / _post_rel(day)))
         if not tables:
             return POSTS_SCHEMA.empty_table()
         table = pa.concat_tables(tables)
