@@ -63,6 +63,10 @@ def test_bad_markets_are_named_and_nothing_is_written(tmp_path):
     assert "market 6 (id 6): closed is not true" in text
     assert "opened_at '2024-01-01 00:00': an instant with its zone" in text
     assert not (tmp_path / "store").exists()
+    # each field's problem once: not again as "outcome None: one of ..." or "category is
+    # empty" by the row rules that follow the reading
+    assert "outcome None" not in text and "category is empty" not in text
+    assert len(err.value.problems) == 6, err.value.problems
 
 
 def test_bad_prices_and_dump_lines_are_named_and_nothing_is_written(tmp_path):

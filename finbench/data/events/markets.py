@@ -47,7 +47,7 @@ def read_markets(path: str | Path, *, default_category: str | None = None) -> pd
     if problems:
         raise DataError(f"{path}: {len(problems)} problem(s); nothing was written",
                         problems[:MAX_PROBLEMS])
-    out = frame.drop(columns="_where")
+    out = frame.drop(columns=["_where", "_named"], errors="ignore")
     for name in TIME_FIELDS:
         out[name] = pd.to_datetime(out[name], utc=True)
     return out.sort_values("market_id", kind="stable").reset_index(drop=True)
@@ -70,8 +70,11 @@ def _gamma_markets(path: Path, default_category: str | None) -> tuple[pd.DataFra
             continue
         row, why = _gamma_row(obj, default_category)
         problems += [f"{path}: {where}: {w}" for w in why]
-        rows.append({**row, "_where": where})
-    return pd.DataFrame(rows, columns=[*MARKET_COLUMNS, "_where"]), problems
+        # fields whose problem is named above: check_markets does not name them again
+        named = {f for f, gone in (("outcome", row["outcome"] is None),
+                                   ("category", not row["category"])) if gone}
+        rows.append({**row, "_where": where, "_named": named})
+    return pd.DataFrame(rows, columns=[*MARKET_COLUMNS, "_where", "_named"]), problems
 
 
 def _gamma_row(obj: dict, default_category: str | None) -> tuple[dict, list[str]]:
@@ -111,6 +114,11 @@ def check_markets(frame: pd.DataFrame, source: str) -> list[str]:
     """The rules of a market row; one line per broken rule, naming the row and field."""
     problems = []
     where = frame["_where"].to_numpy(object)
+    named = frame["_named"].to_numpy(object) if "_named" in frame else [()] * len(frame)
+
+    def unnamed(bad: pd.Series, field: str) -> np.ndarray:  # not named by the reader already
+        return bad.to_numpy(bool) & np.array([field not in n for n in named], bool)
+
     ids = frame["market_id"].astype("string")
     bad_id = ids.isna() | (ids.str.len() == 0) | ids.str.contains(r"[\s|]", regex=True).fillna(
         True)
@@ -122,10 +130,10 @@ def check_markets(frame: pd.DataFrame, source: str) -> list[str]:
         problems.append(f"{source}: {where[i]}: market_id {ids.iat[i]!r} appears twice")
     for name in ("question", "category", "event_group"):
         empty = frame[name].isna() | (frame[name].astype("string").str.strip() == "")
-        for i in np.flatnonzero(empty.to_numpy(bool)):
+        for i in np.flatnonzero(unnamed(empty, name)):
             problems.append(f"{source}: {where[i]}: {name} is empty")
     bad_outcome = ~frame["outcome"].isin(OUTCOMES)
-    for i in np.flatnonzero(bad_outcome.to_numpy(bool)):
+    for i in np.flatnonzero(unnamed(bad_outcome, "outcome")):
         problems.append(f"{source}: {where[i]}: outcome {frame['outcome'].iat[i]!r}: one of "
                         f"{', '.join(OUTCOMES)}")
     times = {}
