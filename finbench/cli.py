@@ -90,6 +90,15 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _failed(problems: list[str], verdict: str) -> bool:
+    """Each problem, then the verdict, on stderr; whether there were any."""
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        print(verdict, file=sys.stderr)
+    return bool(problems)
+
+
 def _data_validate(args: argparse.Namespace) -> int:
     from finbench.data.events.store import EventStore, is_event_store
     from finbench.data.store import Store
@@ -97,21 +106,15 @@ def _data_validate(args: argparse.Namespace) -> int:
     if is_event_store(args.store):
         events = EventStore(args.store)
         problems = events.verify()
-        for line in problems:
-            print(line, file=sys.stderr)
-        if problems:
-            print(f"{args.store}: {len(problems)} problem(s)", file=sys.stderr)
+        if _failed(problems, f"{args.store}: {len(problems)} problem(s)"):
             return 1
         print(f"{args.store}: valid event store; {len(events.manifest['files'])} files, "
               f"{len(events.post_dates())} post dates; snapshot {events.snapshot_sha256}")
         return 0
     store = Store(args.store)
     problems = store.verify(echo=_progress)
-    for line in problems:
-        print(line, file=sys.stderr)
     label = " (SYNTHETIC data)" if store.synthetic else ""
-    if problems:
-        print(f"{args.store}: {len(problems)} problem(s){label}", file=sys.stderr)
+    if _failed(problems, f"{args.store}: {len(problems)} problem(s){label}"):
         return 1
     n_bars = len(store.dates("bars"))
     print(f"{args.store}: valid{label}; {n_bars} bar dates, "
@@ -239,10 +242,7 @@ def _audit(args: argparse.Namespace) -> int:
     with local_copy(args.run) as run_dir:
         problems = audit_run(run_dir, echo=_progress)
         manifest_sha = sha256_file(run_dir / "manifest.json") if not problems else None
-    for line in problems:
-        print(line, file=sys.stderr)
-    if problems:
-        print(f"{args.run}: audit FAILED with {len(problems)} violation(s)", file=sys.stderr)
+    if _failed(problems, f"{args.run}: audit FAILED with {len(problems)} violation(s)"):
         return 1
     print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "
           "task x model once, journal, answers re-derived, time gate and receipts, LLM "

@@ -35,6 +35,13 @@ def baselines_toml(*kinds: str) -> str:
     return "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n' for k in kinds)
 
 
+def scripted_toml(**answers: str) -> str:
+    """``[[models]]`` blocks of scripted models, each named by its keyword and answering
+    every task with the one text given."""
+    return "".join(f"[[models]]\nname = \"{name}\"\nkind = \"scripted\"\nanswers = ['{text}']\n"
+                   for name, text in answers.items())
+
+
 def aapl_config(path: Path, store, body: str = "", *, start: str = "2025-01-15",
                 end: str = "2025-01-15") -> Path:
     """A config of the sample's AAPL from ``start`` to ``end``; ``body`` follows the

@@ -19,6 +19,7 @@ from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.scoring.run import score_run
 from finbench.shards import merge_shards
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
+from tests.helpers import aapl_config, scripted_toml
 from tests.reference import naive_paired_table, naive_score_table
 
 
@@ -259,7 +260,8 @@ def test_a_long_wealth_path_is_drawn_from_each_buckets_low_and_high():
     np.testing.assert_array_equal(F.wealth_points(path[:3000]), np.arange(3000))
 
 
-def test_a_run_of_one_model_without_baselines_and_a_vast_interval_is_reported(tmp_path):
+def test_a_run_of_one_model_without_baselines_and_a_vast_interval_is_reported(tmp_path,
+                                                                             sample_store):
     """An interval answered as [-1e300, 1e300] is valid and scores a Winkler of 2e300: the
     tables show it as such, not as three hundred digits (fixed decimals below 1e6). With no
     baseline there is no skill figure (no reference), and a paired table with nothing to
@@ -269,19 +271,8 @@ def test_a_run_of_one_model_without_baselines_and_a_vast_interval_is_reported(tm
 
     assert [fmt(2e300, 4), fmt(-3.5e7), fmt(999_999.5, 1), fmt(0.12345, 4), fmt(7)] == [
         "2.0000e+300", "-3.500e+07", "999999.5", "0.1235", "7"]
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{Path(__file__).resolve().parents[1] / 'data' / 'sample'}"
-[tasks]
-tickers = ["AAPL"]
-start = "2025-01-15"
-end = "2025-01-15"
-[[models]]
-name = "vast"
-kind = "scripted"
-answers = ['{{"p_up": 0.5, "lower": -1e300, "upper": 1e300}}']
-""")
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(
+        vast='{"p_up": 0.5, "lower": -1e300, "upper": 1e300}'))
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     shown = summary_frame(pd.read_parquet(out / "scores.parquet"), baselines=[])
     assert shown["Winkler@80"].tolist() == ["2.0000e+300"]
@@ -294,22 +285,10 @@ answers = ['{{"p_up": 0.5, "lower": -1e300, "upper": 1e300}}']
     assert "fig2_brier_vs_coverage.png" in names and not any("fig1" in n for n in names)
 
 
-def test_a_run_whose_one_model_never_answered_validly_is_reported(tmp_path):
+def test_a_run_whose_one_model_never_answered_validly_is_reported(tmp_path, sample_store):
     """Nothing scored: the tables say so (N 0, scores undef, calibration with no rows)
     instead of the report stopping on a missing column."""
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{Path(__file__).resolve().parents[1] / 'data' / 'sample'}"
-[tasks]
-tickers = ["AAPL"]
-start = "2025-01-15"
-end = "2025-01-15"
-[[models]]
-name = "mute"
-kind = "scripted"
-answers = ['not json']
-""")
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(mute="not json"))
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     report(out)
     assert "| mute | 0 | 0 | undef | undef | 0 | undef | undef | 0.00 |" in (

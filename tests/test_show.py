@@ -16,6 +16,7 @@ from finbench.reports.show import show
 from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
 from finbench.runner import run
 from finbench.tracks.intraday.prompt import TEMPLATE_VERSION, messages_sha256
+from tests.helpers import aapl_config, scripted_toml
 from tests.llm_server import ChatServer
 from tests.test_llm import config
 
@@ -152,23 +153,8 @@ def test_show_json_is_strict_json_with_an_infinite_kelly_growth_as_text(tmp_path
     Infinity) read it."""
     import json
 
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{sample_store}"
-[tasks]
-tickers = ["AAPL"]
-start = "2025-01-15"
-end = "2025-01-15"
-[[models]]
-name = "sure_down"
-kind = "scripted"
-answers = ['{{"p_up": 0.0, "lower": -0.01, "upper": 0.01}}']
-[[models]]
-name = "mute"
-kind = "scripted"
-answers = ['not json']
-""")
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(
+        sure_down='{"p_up": 0.0, "lower": -0.01, "upper": 0.01}', mute="not json"))
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
     task = next(t for t, y in labels["y"].items() if y == 1)  # the move was up
