@@ -294,3 +294,26 @@ def test_a_run_whose_one_model_never_answered_validly_is_reported(tmp_path, samp
     assert "| mute | 0 | 0 | undef | undef | 0 | undef | undef | 0.00 |" in (
         out / "tables" / "scores_aggregate.md").read_text()
     assert (out / "tables" / "calibration.md").read_text().endswith("\n\n(no rows)\n")
+
+
+def test_a_winkler_score_past_the_float_range_is_reported_as_inf(tmp_path, sample_store):
+    """An interval [-1.7e308, 1.7e308] is valid (finite bounds); its width overflows to inf.
+    The tables say inf, and report.html's data (JSON, which has no infinity) holds "inf";
+    before, writing the page stopped on "Out of range float values are not JSON compliant"."""
+    import json
+    import re
+
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(
+        vast='{"p_up": 0.5, "lower": -1.7e308, "upper": 1.7e308}'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    report(out)
+    assert "| vast | 3 | 0 | 0.00 | 0.250 | 3 | 1.00 | inf |" in (
+        out / "tables" / "scores_aggregate.md").read_text()
+    page = (out / "report.html").read_text()
+    data = re.search(r'id="sample-data">(.*?)</script>', page, re.S).group(1)
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    rows = json.loads(data, parse_constant=refuse)
+    assert {r["winkler"] for r in rows} == {"inf"} and rows[0]["lower"] == -1.7e308

@@ -50,6 +50,13 @@ def test_winkler_fixtures(r, expected):
     assert coverage_score([r], [-0.01], [0.01])[0] == (1.0 if -0.01 <= r <= 0.01 else 0.0)
 
 
+def test_an_interval_wider_than_the_float_range_scores_inf_without_a_warning():
+    """Finite bounds whose width overflows: the score is inf (no RuntimeWarning: the suite
+    turns warnings into errors), in the public rule and in the run's row scores."""
+    assert winkler_loss([0.0, 0.0], [-1.7e308, -0.01], [1.7e308, 0.01]).tolist() == [
+        math.inf, pytest.approx(0.02)]
+
+
 def test_log_loss_of_a_half_is_ln2_on_either_outcome():
     assert log_loss([0, 1], [0.5, 0.5]) == pytest.approx([0.693147, 0.693147], abs=1e-6)
     assert log_loss([1], [0.0])[0] == pytest.approx(-math.log(1e-6))  # the declared clip

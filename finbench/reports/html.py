@@ -11,13 +11,13 @@ import html
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.core.outputs import write_text
 from finbench.reports.stats import RunData
+from finbench.reports.writers import json_number
 from finbench.runlog.transcripts import Transcripts
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
@@ -132,9 +132,9 @@ def _text(value) -> str:
     return "" if value is None or pd.isna(value) else str(value)
 
 
-def _num(value) -> float | None:
-    value = float(value) if value is not None and not pd.isna(value) else np.nan
-    return None if np.isnan(value) else value
+def _num(value) -> float | str | None:
+    """A cell for the page's JSON (:func:`~finbench.reports.writers.json_number`)."""
+    return None if value is None or pd.isna(value) else json_number(float(value))
 
 
 SAMPLE_CONTROLS = """<form id="filters">

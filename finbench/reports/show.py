@@ -6,7 +6,6 @@ alone (tasks, labels, rows, forecasts, transcripts)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
+from finbench.reports.writers import json_number
 from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
 from finbench.runlog.transcripts import Transcripts
 
@@ -111,8 +111,8 @@ def as_json(found: dict) -> str:
     as null, since JSON has no such numbers (Python's ``-Infinity`` breaks strict readers
     such as jq)."""
     def strict(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None if math.isnan(value) else "inf" if value > 0 else "-inf"
+        if isinstance(value, float):
+            return json_number(value)
         if isinstance(value, dict):
             return {k: strict(v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -26,6 +26,17 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def json_number(value: float) -> float | str | None:
+    """A float as JSON holds it: NaN as null, an infinity as the text ``"inf"`` or ``"-inf"``
+    (JSON has no such numbers; a Winkler score can pass the float range: an interval
+    [-1.7e308, 1.7e308] is valid and its width overflows)."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
 def fmt_p(value) -> str:
     """A p-value: three decimals, ``< 0.001`` below that (never a misleading ``0.000``)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

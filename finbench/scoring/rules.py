@@ -74,12 +74,14 @@ def log_loss(obs, prob, *, clip: float = LOG_LOSS_CLIP) -> np.ndarray:
 
 
 def winkler_loss(obs, lower, upper, *, alpha: float = ALPHA) -> np.ndarray:
-    """Winkler interval score of a central ``1 - alpha`` interval for realised ``obs``."""
+    """Winkler interval score of a central ``1 - alpha`` interval for realised ``obs``; inf
+    where the interval is wider than the float range holds (finite bounds, width overflows)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha: {alpha} is not in (0, 1)")
     r = _array("obs", obs)
     lo, hi = _interval(lower, upper, len(r))
-    return _core.winkler(r, lo, hi, alpha)
+    with np.errstate(over="ignore"):
+        return _core.winkler(r, lo, hi, alpha)
 
 
 def coverage_score(obs, lower, upper) -> np.ndarray:
@@ -90,9 +92,10 @@ def coverage_score(obs, lower, upper) -> np.ndarray:
 
 
 def interval_width(lower, upper) -> np.ndarray:
-    """``upper - lower`` per row."""
+    """``upper - lower`` per row (inf past the float range)."""
     lo, hi = _interval(lower, upper, np.asarray(lower).size)
-    return hi - lo
+    with np.errstate(over="ignore"):
+        return hi - lo
 
 
 def accuracy_score(obs, prob) -> np.ndarray:
