@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.audit import audit_run
-from finbench.core.errors import DataError
+from finbench.core.errors import DataError, StoreError
 from finbench.data.events.store import MANIFEST, EventStore
 from finbench.data.events.synth import CUTOFF_LEAD, write_event_sample
 from finbench.runner import run
@@ -36,6 +36,14 @@ def test_the_sample_is_reproducible_from_its_raw_files_in_the_public_shapes(tmp_
     assert markets.loc["m001", "event_group"] == markets.loc["m005", "event_group"] == "ev-0"
     assert markets.loc["m000", "event_group"] == "market:m000"  # no event: its own group
     assert store.verify() == []
+    # written again into the same folder: refused before anything changes (before: the raw
+    # files rewritten, then "post id(s) ... appear twice" from the ingest of the posts)
+    before = {p: p.read_bytes() for p in sorted((tmp_path / "s").rglob("*")) if p.is_file()}
+    with pytest.raises(StoreError, match=r"s/store: holds an event store already; the sample "
+                                         r"is written into a new folder"):
+        write_event_sample(tmp_path / "s")
+    assert {p: p.read_bytes() for p in sorted((tmp_path / "s").rglob("*"))
+            if p.is_file()} == before
 
 
 def _gamma(**changes) -> dict:

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.data.events.store import EventStore
+from finbench.core.errors import StoreError
+from finbench.data.events.store import MANIFEST, EventStore
 
 SEED = 20240301
 CANARY = "CANARY"
@@ -139,8 +140,13 @@ def write_raw(folder: Path, seed: int = SEED) -> dict[str, Path]:
 
 
 def write_event_sample(out: str | Path, seed: int = SEED) -> EventStore:
-    """The raw files under ``out/raw`` and the store they ingest into, ``out/store``."""
+    """The raw files under ``out/raw`` and the store they ingest into, ``out/store``; a folder
+    already holding a store is refused before anything is written (its posts would be added
+    twice, which an event store refuses)."""
     out = Path(out)
+    if (out / "store" / MANIFEST).exists():
+        raise StoreError(f"{out / 'store'}: holds an event store already; the sample is written "
+                         f"into a new folder (remove {out} first, as `make events-sample` does)")
     raw = write_raw(out / "raw", seed)
     store = EventStore.open_or_create(
         out / "store", synthetic=True,
