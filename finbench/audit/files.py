@@ -1,6 +1,6 @@
 """A run's files against what its manifest recorded when they were written: the content hash
-of every file, and the config against its file's hash and text; and an intraday run's tables
-against the columns the audit reads from them."""
+of every file, and the config against its file's hash and text; and a run's tables against
+the columns the audit reads from them."""
 
 from __future__ import annotations
 

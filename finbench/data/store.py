@@ -59,6 +59,22 @@ def snapshot_hash(partitions: dict[str, str], settings: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@contextmanager
+def read_guard(file, root, *, what: str, may_pass_again: bool = False):
+    """A read of a store's ``file`` (a store at ``root``) that fails (a damaged or missing
+    file, storage that does not answer) is a StoreError naming it, with the reader's own
+    message and the command that lists every ``what`` differing from the store's manifest."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as exc:
+        error = StoreError(
+            f"{file}: cannot be read ({exc}); `finbench data validate {root}` names every "
+            f"{what} that differs from the store's manifest (restore one from where it came: "
+            "ingest it again, or `finbench data copy`)")
+        error.may_pass_again = may_pass_again
+        raise error from None
+
+
 class Store:
     """A directory of date-partitioned Parquet files with a manifest of their hashes.
 
@@ -288,21 +304,12 @@ class Store:
             return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
                                  ).to_pandas()
 
-    @contextmanager
     def reading(self, rel: str):
-        """A read of the partition ``rel`` that fails (a damaged or missing file, storage that
-        does not answer) is a StoreError naming it, with the reader's own message; from
-        object storage it may pass the next time (``may_pass_again``: a Dask shard is then
-        retried), from a local folder it will not."""
-        try:
-            yield
-        except (pa.ArrowInvalid, OSError) as exc:
-            error = StoreError(
-                f"{self._file(rel)}: cannot be read ({exc}); `finbench data validate "
-                f"{self.root}` names every partition that differs from the store's manifest "
-                "(restore one from where it came: ingest it again, or `finbench data copy`)")
-            error.may_pass_again = self.remote
-            raise error from None
+        """:func:`read_guard` of the partition ``rel``; from object storage a failed read may
+        pass the next time (``may_pass_again``: a Dask shard is then retried), from a local
+        folder it will not."""
+        return read_guard(self._file(rel), self.root, what="partition",
+                          may_pass_again=self.remote)
 
     # -- reading --------------------------------------------------------------------------------
     def _bar_tables(self, tickers, start, end, *, columns) -> list[pa.Table]:

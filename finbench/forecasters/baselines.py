@@ -76,15 +76,15 @@ def _rows(inputs: Inputs) -> np.ndarray:
     return inputs.shared["history_rows"]
 
 
+_DIGESTS = "baseline_digests"  # inputs.shared[(_DIGESTS, input_signs)]: the digests
+
+
 def given_digests(inputs: Inputs, digests: dict[tuple[str, ...], pa.Array]) -> Inputs:
     """``inputs`` with the digests of its tasks' baseline input lines already known (per
     tuple of sign columns read, as :attr:`_Baseline.input_signs`; e.g. the audit's receipts,
     derived for every task): baselines answering them then hash nothing again."""
     inputs.shared.update({(_DIGESTS, signs): d for signs, d in digests.items()})
     return inputs
-
-
-_DIGESTS = "baseline_digests"  # inputs.shared[(_DIGESTS, input_signs)]: the digests
 
 
 class _Baseline(Forecaster):

@@ -13,7 +13,14 @@ def log_loss(obs, prob, clip):
 
 
 def winkler(obs, lower, upper, alpha):
-    return (upper - lower) + (2.0 / alpha) * ((lower - obs) * (obs < lower) + (obs - upper) * (obs > upper))
+    with np.errstate(over="ignore"):  # finite bounds past the float range score inf
+        below, above = (lower - obs) * (obs < lower), (obs - upper) * (obs > upper)
+        return (upper - lower) + (2.0 / alpha) * (below + above)
+
+
+def width(lower, upper):
+    with np.errstate(over="ignore"):  # as wide as [-1.7e308, 1.7e308]: inf
+        return upper - lower
 
 
 def covered(obs, lower, upper):

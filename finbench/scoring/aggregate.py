@@ -67,13 +67,12 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     y = frame["y"].astype("float64").to_numpy()
     r = frame["r"].to_numpy(float)
     nan = np.full(len(frame), np.nan)
-    # over: a valid interval as wide as [-1.7e308, 1.7e308] has the width and score inf
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         frame["brier"] = np.where(s, _core.brier(y, p), nan)
         frame["log_loss"] = np.where(s, _core.log_loss(y, p, clip), nan)
         frame["winkler"] = np.where(si, _core.winkler(r, lo, hi, alpha), nan)
         frame["covered"] = np.where(si, _core.covered(r, lo, hi), nan)
-        frame["width"] = np.where(si, hi - lo, nan)
+        frame["width"] = np.where(si, _core.width(lo, hi), nan)
         frame["correct"] = np.where(s, _core.correct(y, p), nan)
         frame["kelly"] = np.where(s, _core.kelly(y, p), nan)
         frame["tie"] = np.where(s, r == 0, nan)

@@ -80,8 +80,7 @@ def winkler_loss(obs, lower, upper, *, alpha: float = ALPHA) -> np.ndarray:
         raise ValueError(f"alpha: {alpha} is not in (0, 1)")
     r = _array("obs", obs)
     lo, hi = _interval(lower, upper, len(r))
-    with np.errstate(over="ignore"):
-        return _core.winkler(r, lo, hi, alpha)
+    return _core.winkler(r, lo, hi, alpha)
 
 
 def coverage_score(obs, lower, upper) -> np.ndarray:
@@ -94,8 +93,7 @@ def coverage_score(obs, lower, upper) -> np.ndarray:
 def interval_width(lower, upper) -> np.ndarray:
     """``upper - lower`` per row (inf past the float range)."""
     lo, hi = _interval(lower, upper, np.asarray(lower).size)
-    with np.errstate(over="ignore"):
-        return hi - lo
+    return _core.width(lo, hi)
 
 
 def accuracy_score(obs, prob) -> np.ndarray:

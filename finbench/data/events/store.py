@@ -16,7 +16,6 @@ import datetime as dt
 import hashlib
 import json
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ from finbench.core.location import is_uri
 from finbench.core.outputs import write_atomic, write_json
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
-from finbench.data.store import sha256_file
+from finbench.data.store import read_guard, sha256_file
 
 FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
@@ -104,19 +103,8 @@ class EventStore:
         file = self.path / name
         if name not in self.manifest["files"] or not file.is_file():
             raise StoreError(f"{self.path}: holds no {name} (ingest markets first)")
-        with self._reading(name):
+        with read_guard(file, self.path, what="file"):
             return pd.read_parquet(file)
-
-    @contextmanager
-    def _reading(self, rel: str):
-        """A read of the store's file ``rel`` that fails (damaged, or missing) is a StoreError
-        naming it, not the reader's traceback."""
-        try:
-            yield
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise StoreError(f"{self.path / rel}: cannot be read ({exc}); `finbench data "
-                             f"validate {self.path}` names every file that differs from the "
-                             "store's manifest") from None
 
     def post_dates(self) -> list[dt.date]:
         return sorted(dt.date.fromisoformat(rel.split("=")[1].split("/")[0])
@@ -128,7 +116,7 @@ class EventStore:
         days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
         tables = []
         for day in days:
-            with self._reading(_post_rel(day)):
+            with read_guard(self.path / _post_rel(day), self.path, what="file"):
                 tables.append(pq.read_table(self.path / _post_rel(day)))
         if not tables:
             return POSTS_SCHEMA.empty_table()
