@@ -27,6 +27,8 @@ CONTENT = {
     "nan": '{"p_up": NaN, "lower": -0.01, "upper": 0.01, "rationale": null}',
     "extra": json.dumps({**VALID, "confidence": "high"}),
     "notjson": "I think the stock will probably go up a little today.",
+    "hugeint": '{"p_up": 0.6, "lower": -1' + "0" * 400 + ', "upper": 0.01, "rationale": null}',
+    "twice": '{"p_up": 0.9, "lower": -0.01, "upper": 0.01, "p_up": 0.2, "rationale": null}',
     "prose": 'Sure! Here is my forecast: {"p_up": 0.55, "lower": -0.02, "upper": 0.02} Good luck.',
 }
 

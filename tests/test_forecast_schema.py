@@ -1,6 +1,6 @@
 import pytest
 
-from finbench.forecasters.answers import parse_answer
+from finbench.forecasters.answers import parse_answer, parse_class_answer, parse_event_answer
 
 
 def test_valid_answer_keeps_rationale():
@@ -55,3 +55,31 @@ def _frame(columns: dict):
 
     return pd.DataFrame({k: v.to_pylist() if isinstance(v, pa.Array) else v
                          for k, v in columns.items()})
+
+
+def test_an_integer_past_the_float_range_is_invalid_not_raised():
+    """JSON allows any integer; ``float()`` of one with 400 digits raised OverflowError, which
+    ended the run that read it (and every rerun: the answer is cached)."""
+    huge = "1" + "0" * 400
+    a = parse_answer(f'{{"p_up": 0.5, "lower": -{huge}, "upper": 0.01}}')
+    assert not a.valid and a.error.startswith("schema: lower: beyond the float range (given -1000")
+    assert a.error.endswith("... (402 characters))") and len(a.error) < 120
+    assert parse_event_answer(f'{{"p_yes": {huge}}}').error.startswith("schema: p_yes:")
+    ok = parse_answer('{"p_up": 1, "lower": -1, "upper": 9007199254740993}')
+    assert ok.valid and (ok.p_up, ok.lower, ok.upper) == (1.0, -1.0, 2.0 ** 53)
+    assert all(type(v) is float for v in (ok.p_up, ok.lower, ok.upper))
+
+
+@pytest.mark.parametrize("raw", [
+    '{"p_up": 0.9, "lower": -0.01, "upper": 0.01, "p_up": 0.2}',
+    '{"p_up": 0.5, "lower": -0.01, "upper": 0.01, "lower": -0.01}',
+])
+def test_a_field_named_twice_is_invalid_whichever_value_it_repeats(raw):
+    """Python's parser kept the last value, another keeps the first: the answer is not read
+    one way."""
+    a = parse_answer(raw)
+    assert not a.valid and a.raw == raw
+    assert a.error in ("schema: p_up: given twice", "schema: lower: given twice")
+    c = parse_class_answer('{"p_down": 0.2, "p_flat": 0.3, "p_up": 0.5, "p_flat": 0.3}',
+                           tolerance=1e-3)
+    assert c.error == "schema: p_flat: given twice"

@@ -49,6 +49,8 @@ BEHAVIOURS = [  # (model, valid, error fragment, requests per call)
     ("inverted", False, "lower 0.02 is above upper -0.02", 1),
     ("nan", False, "finite", 1),
     ("extra", False, "confidence: extra field", 1),
+    ("hugeint", False, "lower: beyond the float range", 1),
+    ("twice", False, "p_up: given twice", 1),
     ("notjson", False, "not_json", 1),
     ("refusal", False, "refusal: I can't help.", 1),
     ("length", False, "truncated: finish_reason=length", 1),

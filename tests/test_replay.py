@@ -235,3 +235,27 @@ def test_rows_csv_by_default_only_when_the_rows_fit_a_spreadsheet(tmp_path, samp
     assert any(line.startswith("rows.csv left out: the run's rows would not fit a "
                                "spreadsheet (9 rows)") for line in said)
     assert "rows.csv" not in json.loads((out / "manifest.json").read_text())["files"]
+
+
+def test_replay_cells_that_are_no_number_are_invalid_answers_not_numbers(tmp_path,
+                                                                          sample_store):
+    """A cell ``true`` was read as the probability 1.0 (``float(True)``); an integer of 400
+    digits ended the run in OverflowError. Each is now its row's invalid answer."""
+    huge = "1" + "0" * 400
+    (tmp_path / "r.csv").write_text("ticker,session,horizon,p_up,lower,upper\n"
+                                    "AAPL,2025-01-15,MORNING,true,-0.01,0.01\n"
+                                    f"AAPL,2025-01-15,MIDDAY,0.5,-{huge},0.01\n"
+                                    "AAPL,2025-01-15,CLOSE,0.5,-0.01,1e-2\n")
+    cfg = config(tmp_path, sample_store, """
+[[models]]
+name = "r"
+kind = "replay"
+path = "r.csv"
+""")
+    out = run(cfg, tmp_path / "run", echo=quiet)
+    f = pd.read_parquet(out / "forecasts.parquet").query("model == 'r'").set_index("task_id")
+    morning, midday, close = (f.loc[f"AAPL|2025-01-15|{h}"] for h in ("MORNING", "MIDDAY",
+                                                                          "CLOSE"))
+    assert not morning["valid"] and "(given 'true')" in morning["error"]
+    assert not midday["valid"] and midday["error"].startswith("schema: lower: beyond the float")
+    assert close["valid"] and (close["p_up"], close["upper"]) == (0.5, 0.01)

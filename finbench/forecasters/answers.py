@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -16,9 +17,21 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 FORECAST_VERSION = 1
-Number = StrictFloat | StrictInt
+
+
+def _as_float(value: float | int) -> float:
+    """A JSON number as the float it is stored as; an integer too large for one (JSON allows
+    ``1`` followed by 400 zeros) is refused, not raised."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise PydanticCustomError("float_range", "beyond the float range") from None
+
+
+Number = Annotated[StrictFloat | StrictInt, AfterValidator(_as_float)]
 
 
 class ForecastAnswer(BaseModel):
@@ -95,26 +108,14 @@ def parse_answer(raw: str | dict[str, Any], *, interval: bool = True) -> ParsedA
     """Validate a raw answer (JSON text or a mapping); never raises for a bad answer.
     ``interval=False``: the forecaster gives a probability only (:class:`ProbabilityAnswer`);
     a valid answer then has interval note ``not_applicable``."""
-    text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
-    if isinstance(raw, str):
-        try:
-            payload = json.loads(raw, parse_constant=_constant)
-        except ValueError as exc:
-            return ParsedAnswer(False, f"not_json: {exc}", text)
-    else:
-        payload = raw
-    if not isinstance(payload, dict):
-        return ParsedAnswer(False, f"schema: expected a JSON object, got {type(payload).__name__}",
-                            text)
-    try:
-        answer = (ForecastAnswer if interval else ProbabilityAnswer).model_validate(payload)
-    except ValidationError as exc:
-        return ParsedAnswer(False, "schema: " + _reasons(exc), text)
+    text, answer = _validated(raw, ForecastAnswer if interval else ProbabilityAnswer)
+    if isinstance(answer, ParsedAnswer):
+        return answer
     if not interval:
-        return ParsedAnswer(True, None, text, float(answer.p_up), rationale=answer.rationale,
+        return ParsedAnswer(True, None, text, answer.p_up, rationale=answer.rationale,
                             interval_note=NOT_APPLICABLE)
-    return ParsedAnswer(True, None, text, float(answer.p_up), float(answer.lower),
-                        float(answer.upper), answer.rationale)
+    return ParsedAnswer(True, None, text, answer.p_up, answer.lower, answer.upper,
+                        answer.rationale)
 
 
 def parse_event_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
@@ -129,7 +130,7 @@ def parse_event_answer(raw: str | dict[str, Any]) -> ParsedAnswer:
     text, answer = _validated(raw, EventAnswer)
     if isinstance(answer, ParsedAnswer):
         return answer
-    return ParsedAnswer(True, None, text, float(answer.p_yes), rationale=answer.rationale,
+    return ParsedAnswer(True, None, text, answer.p_yes, rationale=answer.rationale,
                         interval_note=NOT_APPLICABLE)
 
 
@@ -145,7 +146,7 @@ def parse_class_answer(raw: str | dict[str, Any], *, tolerance: float) -> Parsed
     text, answer = _validated(raw, ClassAnswer)
     if isinstance(answer, ParsedAnswer):
         return answer
-    q = (float(answer.p_down), float(answer.p_flat), float(answer.p_up))
+    q = (answer.p_down, answer.p_flat, answer.p_up)
     total = math.fsum(q)
     if abs(total - 1) > tolerance:
         return ParsedAnswer(False, f"schema: p_down + p_flat + p_up = {total:.6g}, not 1 within "
@@ -161,7 +162,9 @@ def _validated(raw: str | dict[str, Any], schema: type[BaseModel]
     says why not: not JSON, not an object, or the schema's reasons)."""
     text = raw if isinstance(raw, str) else json.dumps(raw, allow_nan=True, sort_keys=True)
     try:
-        payload = json.loads(raw, parse_constant=_constant) if isinstance(raw, str) else raw
+        payload = loads(raw) if isinstance(raw, str) else raw
+    except NameTwice as exc:
+        return text, ParsedAnswer(False, f"schema: {exc}", text)
     except ValueError as exc:
         return text, ParsedAnswer(False, f"not_json: {exc}", text)
     if not isinstance(payload, dict):
@@ -171,6 +174,26 @@ def _validated(raw: str | dict[str, Any], schema: type[BaseModel]
         return text, schema.model_validate(payload)
     except ValidationError as exc:
         return text, ParsedAnswer(False, "schema: " + _reasons(exc), text)
+
+
+class NameTwice(ValueError):
+    """A JSON object naming one field twice: which value was meant is not known (JSON
+    parsers differ: Python's keeps the last), so the answer is invalid, not read one way."""
+
+
+def loads(text: str) -> Any:
+    """Parse an answer's JSON text: ``NaN`` and ``Infinity`` read as floats (for the schema to
+    refuse by name); a field named twice in one object raises :class:`NameTwice`."""
+    return json.loads(text, parse_constant=_constant, object_pairs_hook=_once)
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in obj:
+            raise NameTwice(f"{name}: given twice")
+        obj[name] = value
+    return obj
 
 
 def _constant(name: str) -> float:
@@ -186,5 +209,12 @@ def _reasons(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"{field}: missing")
         else:
-            parts.append(f"{field}: {err['msg']} (given {err.get('input')!r})")
+            parts.append(f"{field}: {err['msg']} (given {_shown(err.get('input'))})")
     return "; ".join(parts)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A given value as the reason shows it: its repr, cut to ``limit`` characters with the
+    length said (the raw answer is kept whole beside the reason)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"

@@ -32,6 +32,7 @@ from finbench.forecasters.answers import (
     NOT_APPLICABLE,
     ForecastAnswer,
     ParsedAnswer,
+    loads,
     parse_answer,
     parse_class_answer,
     parse_event_answer,
@@ -145,13 +146,11 @@ def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnsw
         text = match.group(0)
     payload = text
     try:
-        obj = json.loads(text, parse_constant=lambda c: {"NaN": float("nan"),
-                                                         "Infinity": float("inf"),
-                                                         "-Infinity": float("-inf")}[c])
+        obj = loads(text)
         if isinstance(obj, dict) and obj.get("rationale", "") is None:
             obj.pop("rationale")  # strict schemas make the optional field required-nullable
             payload = obj
-    except ValueError:
+    except ValueError:  # not JSON, or a field named twice: the parser says which
         pass
     return replace(parse(payload), raw=content)
 

@@ -120,10 +120,13 @@ def _blank(value) -> bool:
 
 
 def _number(value):
-    """CSV cells arrive as text: numbers become floats; anything else stays for the schema."""
-    if isinstance(value, int | float):
+    """CSV cells arrive as text: a JSON number becomes that number; anything else stays text
+    for the schema to refuse (``true`` is no probability, though Python counts it as 1)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return value
     try:
-        return float(json.loads(str(value)))
-    except (ValueError, TypeError):
+        number = json.loads(str(value))
+    except ValueError:
         return str(value)
+    return number if isinstance(number, int | float) and not isinstance(number, bool) \
+        else str(value)
