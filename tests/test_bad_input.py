@@ -72,6 +72,25 @@ def test_an_unknown_calendar_is_named_as_a_config_key_and_nothing_is_made(tmp_pa
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(("tasks", "said"), [
+    ('target = "4pm"', "key 'tasks.target': Value error, '4pm' is not a clock time"),
+    ('horizons = {LATE = "25:00"}', "key 'tasks.horizons': Value error, horizon LATE: '25:00' "
+                                    "is not a clock time HH:MM or HH:MM:SS"),
+    ('horizons = {LATE = "16:00"}', "key 'tasks': Value error, horizons.LATE: 16:00 is not "
+                                    "before the target 15:55"),
+    ('target = "12:00"', "key 'tasks': Value error, horizons.MIDDAY: 12:30 is not before the "
+                         "target 12:00"),
+])
+def test_clock_times_are_checked_as_config_keys_before_the_run_starts(tmp_path, sample_store,
+                                                                     tasks, said):
+    """These were CalendarErrors naming no file, raised once the run directory was made."""
+    cfg = write(tmp_path / "cfg.toml", pilot(tmp_path, sample_store).read_text().replace(
+        "[tasks]\n", f"[tasks]\n{tasks}\n"))
+    assert f"ConfigError: {cfg}: {said}" in message(finbench("run", cfg, "--out",
+                                                               tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",

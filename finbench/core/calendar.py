@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import CalendarError
+from finbench.core.names import clock_time
 
 EARLY_CLOSE_RULES = ("skip", "shift")
 SHIFT_GAP = pd.Timedelta(minutes=5)
@@ -19,11 +20,9 @@ SHIFT_GAP = pd.Timedelta(minutes=5)
 
 def parse_clock(text: str, *, what: str) -> dt.time:
     """Parse ``HH:MM`` (or ``HH:MM:SS``) local clock text; ``what`` names the setting in errors."""
-    if isinstance(text, str) and len(text) in (5, 8):
-        try:
-            return dt.time.fromisoformat(text)
-        except ValueError:
-            pass
+    clock = clock_time(text)
+    if clock is not None:
+        return clock
     raise CalendarError(f"{what}: {text!r} is not a clock time HH:MM or HH:MM:SS")
 
 

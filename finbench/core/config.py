@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from finbench.core.errors import ConfigError
 from finbench.core.location import is_uri
-from finbench.core.names import is_timezone, ticker_problem
+from finbench.core.names import clock_time, is_timezone, ticker_problem
 
 CONFIG_VERSION = 1
 CLASSES = ("down", "flat", "up")  # the three-class partition of r, in its fixed order
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
-_CLOCK = re.compile(r"^\d{2}:\d{2}(:\d{2})?$")
 
 
 class _Strict(BaseModel):
@@ -106,14 +104,27 @@ class TasksConfig(_Strict):
         if not value:
             raise ValueError("at least one horizon is needed")
         for name, text in value.items():
-            if not _CLOCK.match(text):
-                raise ValueError(f"horizon {name}: {text!r} is not HH:MM")
+            if clock_time(text) is None:
+                raise ValueError(f"horizon {name}: {text!r} is not a clock time HH:MM or "
+                                 "HH:MM:SS")
+        return value
+
+    @field_validator("target")
+    @classmethod
+    def _target_clock(cls, value: str) -> str:
+        if clock_time(value) is None:
+            raise ValueError(f"{value!r} is not a clock time HH:MM or HH:MM:SS")
         return value
 
     @model_validator(mode="after")
     def _order(self) -> TasksConfig:
         if self.end < self.start:
             raise ValueError(f"end {self.end} is before start {self.start}")
+        late = [name for name, text in self.horizons.items()
+                if clock_time(text) >= clock_time(self.target)]
+        if late:
+            raise ValueError(f"horizons.{late[0]}: {self.horizons[late[0]]} is not before the "
+                             f"target {self.target}: a forecast is made before its target")
         if len(set(self.tickers)) != len(self.tickers):
             raise ValueError("tickers are listed more than once")
         return self

@@ -1,7 +1,9 @@
-"""Time zone names and bar lengths that FinBench accepts, checked where users give them."""
+"""Time zone names, clock times and bar lengths that FinBench accepts, checked where users
+give them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import zoneinfo
 
@@ -17,6 +19,21 @@ def is_timezone(name: object) -> bool:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         return False
     return True
+
+
+def clock_time(text: object) -> dt.time | None:
+    """A local clock time ``HH:MM`` or ``HH:MM:SS`` (None when ``text`` is none: ``25:00``,
+    ``9:30``, ``09:30:00.5``).
+
+    >>> clock_time("09:30"), clock_time("24:00"), clock_time("9:30")
+    (datetime.time(9, 30), None, None)
+    """
+    if isinstance(text, str) and len(text) in (5, 8) and text[2] == ":" and text.isascii():
+        try:
+            return dt.time.fromisoformat(text)
+        except ValueError:
+            return None
+    return None
 
 
 def bar_length_problem(seconds: object) -> str | None:
