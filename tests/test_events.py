@@ -15,12 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.audit import audit_run
-from finbench.core.errors import DataError, StoreError
+from finbench.core.config import load_config
+from finbench.core.errors import ConfigError, DataError, StoreError
 from finbench.data.events.store import MANIFEST, EventStore
 from finbench.data.events.synth import CUTOFF_LEAD, write_event_sample
 from finbench.runner import run
 from finbench.tracks.events.gate import retrieve
-from tests.event_helpers import event_config, make_store, market
+from tests.event_helpers import constants, event_config, make_store, market
 from tests.llm_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +105,57 @@ def test_bad_prices_and_dump_lines_are_named_and_nothing_is_written(tmp_path):
     assert "line 4: neither title (a submission) nor body (a comment)" in text
     assert (store / MANIFEST).read_text() == before  # nothing was written
     assert not list(store.parent.glob(".finbench-ingest-*"))
+
+
+def test_far_years_empty_times_and_vast_numbers_are_named_not_raised(tmp_path):
+    """A time of the year 9999 ended the ingest of markets or prices, and the reading of a
+    cutoffs file, in pandas' AssertionError ("please report a bug"); an integer of 400 digits
+    as a post's created_utc ended it in OverflowError. An empty cell showed as ``nan``."""
+    store = make_store(tmp_path / "d", [market(0, "NO", resolved="2024-03-02T12:00Z")])
+    folder = tmp_path / "d"
+    far = pd.read_csv(folder / "markets.csv").assign(closes_at="9999-01-01T00:00:00Z")
+    far.to_csv(folder / "far.csv", index=False)
+    prices = tmp_path / "prices.csv"
+    prices.write_text("market_id,time,price\nq0000,2300-02-01T00:00Z,0.5\nq0000,,0.5\n")
+    with pytest.raises(DataError) as err:
+        EventStore(store).add_markets(folder / "far.csv", prices)
+    assert ("row 2: closes_at '9999-01-01T00:00:00Z': an instant with its zone, of the years "
+            "1678-2261") in str(err.value)
+    with pytest.raises(DataError) as err:
+        EventStore(store).add_markets(folder / "markets.csv", prices)
+    text = str(err.value)
+    assert "row 2: time '2300-02-01T00:00Z': an instant with its zone" in text
+    assert "row 3: time (empty): an instant with its zone" in text
+    dump = tmp_path / "vast.jsonl"
+    dump.write_text('{"id": "v", "created_utc": 1' + "0" * 400 + ', "subreddit": "x", '
+                    '"body": "b"}\n')
+    with pytest.raises(DataError, match=r"line 1: created_utc 10000.*: whole seconds"):
+        EventStore(store).add_posts(dump)
+    cutoffs = tmp_path / "cutoffs.csv"
+    for t0, said in (("9999-01-01T00:00:00Z", "'9999-01-01T00:00:00Z'"), ("", "(empty)")):
+        cutoffs.write_text(f"market_id,t0\nq0000,{t0}\n")
+        cfg = event_config(tmp_path, store, constants(0.3), extra=f'cutoffs_file = "{cutoffs}"')
+        cfg.write_text(cfg.read_text().replace('cutoff = "lead"\nlead_hours = 24\n',
+                                               'cutoff = "given"\n'))
+        with pytest.raises(DataError) as err:
+            run(cfg, tmp_path / "run", echo=lambda *_: None)
+        assert f"row 2: t0 {said}: an instant with its zone, of the years 1678-2261" in str(
+            err.value.problems)
+
+
+@pytest.mark.parametrize(("cutoff", "key"), [
+    ('cutoff = "lead"\nlead_hours = 1e12', "lead_hours"),
+    ('cutoff = "lead"\nlead_hours = 24\nprice_max_age_hours = 1e300', "price_max_age_hours"),
+    ('cutoff = "open"\nopen_delay_hours = 1e12', "open_delay_hours"),
+])
+def test_spans_past_ten_years_are_refused_as_config_keys(tmp_path, cutoff, key):
+    """Each ended the run in pandas' OutOfBoundsTimedelta once the markets were read."""
+    store = make_store(tmp_path / "d", [market(0, "NO", resolved="2024-03-02T12:00Z")])
+    cfg = event_config(tmp_path, store, constants(0.3))
+    cfg.write_text(cfg.read_text().replace('cutoff = "lead"\nlead_hours = 24', cutoff))
+    with pytest.raises(ConfigError, match=rf"key 'tasks.{key}': Input should be less than or "
+                                          r"equal to 87672"):
+        load_config(cfg)
 
 
 def test_a_post_id_twice_is_refused(tmp_path):

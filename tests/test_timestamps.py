@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import ingest_headlines
+from finbench.data.ingest import ingest_bars, ingest_headlines
 from finbench.data.store import Store
 from finbench.data.timestamps import parse_utc
-from tests.helpers import write
+from tests.helpers import HEADER, bar_rows, write
 
 BANDS = {10**9: 10**9, 10**12: 10**6, 10**15: 10**3, 10**18: 1}  # band's low end: ns per unit
 LAST_NS = Fraction(92 * 10**17)
@@ -81,5 +81,40 @@ def test_a_headline_stamped_with_epoch_numbers(tmp_path):
                 '["AAPL"], "headline": "h", "source": "s"}\n')
     with pytest.raises(DataError) as info:
         ingest_headlines(bad, tmp_path / "s2")
-    assert ("rule 'published_at parses as a date-time' broken in 1 row(s): row 1 (9999999999)"
-            in str(info.value))
+    assert ("rule 'published_at parses as a date-time of the years 1678-2261' broken in 1 "
+            "row(s): row 1 (9999999999)" in str(info.value))
+
+
+FAR = ["9999-01-15T14:30:00Z", "2262-05-01T00:00:00Z", "1600-01-01T00:00:00Z"]
+
+
+@pytest.mark.parametrize("form", ["aware text", "naive text", "datetime64[us]",
+                                  "datetime64[us, UTC]"])
+def test_instants_int64_nanoseconds_cannot_hold_are_flagged_in_every_form(form):
+    """A year past 2261 or before 1678 (a typo: 9999, 2300) ended ingest in pandas'
+    OutOfBoundsDatetime; it is now a flagged row like any unreadable one, the rows beside it
+    read."""
+    given = [*FAR, "2261-12-31T00:00:00Z", "1678-01-01T00:00:00Z", "2025-01-15T14:30:00Z"]
+    if form == "naive text":
+        raw = pd.Series([t.removesuffix("Z") for t in given])
+    elif form == "aware text":
+        raw = pd.Series(given)
+    else:
+        raw = pd.Series(pd.to_datetime([t.removesuffix("Z") for t in given]).as_unit("us"))
+        if form.endswith("UTC]"):
+            raw = raw.dt.tz_localize("UTC")
+    parsed = parse_utc(raw, timezone="UTC")
+    assert parsed.unparseable.tolist() == [True] * 3 + [False] * 3
+    assert parsed.values.isna().tolist() == [True] * 3 + [False] * 3
+    assert [str(t) for t in parsed.values[3:]] == ["2261-12-31 00:00:00+00:00",
+                                                   "1678-01-01 00:00:00+00:00",
+                                                   "2025-01-15 14:30:00+00:00"]
+
+
+def test_a_bar_file_with_a_far_year_is_named_as_the_file_wrote_it(tmp_path):
+    text = HEADER + bar_rows("AAPL", [("2025-01-15T14:30:00Z", 101.0, 100.0),
+                                      ("9999-01-15T14:31:00Z", 101.0, 100.0)])
+    with pytest.raises(DataError) as info:
+        ingest_bars(write(tmp_path / "bars.csv", text), tmp_path / "s")
+    assert ("rule 'timestamp parses as a date-time of the years 1678-2261' broken in 1 row(s): "
+            "row 2 (ts='9999-01-15T14:31:00Z')") in str(info.value)

@@ -12,6 +12,8 @@ from pydantic import Field, field_validator, model_validator
 
 from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict, unique_names
 
+TEN_YEARS_HOURS = 24 * 3653
+
 
 class EventTasksConfig(_Strict):
     """Markets resolved in ``[resolved_from, resolved_to]`` (UTC dates), optionally of some
@@ -26,11 +28,13 @@ class EventTasksConfig(_Strict):
     resolved_to: dt.date
     categories: list[Annotated[str, Field(min_length=1)]] | None = None
     cutoff: Literal["open", "lead", "given"] = "lead"
-    open_delay_hours: Annotated[float, Field(ge=0)] = 0.0
-    lead_hours: Annotated[float, Field(gt=0)] | None = None
+    # spans in hours, at most ten years (a larger one is no market's, and past what an
+    # instant can be moved by)
+    open_delay_hours: Annotated[float, Field(ge=0, le=TEN_YEARS_HOURS)] = 0.0
+    lead_hours: Annotated[float, Field(gt=0, le=TEN_YEARS_HOURS)] | None = None
     cutoffs_file: Path | None = None
     # the market's price at t0 is its last price at or before t0, no older than this
-    price_max_age_hours: Annotated[float, Field(gt=0)] = 24.0
+    price_max_age_hours: Annotated[float, Field(gt=0, le=TEN_YEARS_HOURS)] = 24.0
 
     @model_validator(mode="after")
     def _rule(self) -> EventTasksConfig:

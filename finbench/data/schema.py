@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from finbench.core.names import ticker_problem
 from finbench.core.times import to_ns
-from finbench.data.timestamps import parse_utc
+from finbench.data.timestamps import YEARS, parse_utc
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 BAR_ALIASES: dict[str, tuple[str, ...]] = {
@@ -161,7 +161,8 @@ def validate_bars(
     def ts_text(r: int) -> str:
         return f"ts={str(ts_raw.iloc[r])!r}"
 
-    problems.add("timestamp parses as a date-time", parsed.unparseable, ts_text)
+    problems.add(f"timestamp parses as a date-time of the years {YEARS}", parsed.unparseable,
+                 ts_text)
     problems.add(
         "timestamp carries a zone (or pass --timezone TZ for naive timestamps)",
         parsed.naive,
@@ -304,7 +305,7 @@ def validate_headlines(
         if required:
             problems.add(f"{col} is present", missing)
         problems.add(
-            f"{col} parses as a date-time", parsed.unparseable & ~missing,
+            f"{col} parses as a date-time of the years {YEARS}", parsed.unparseable & ~missing,
             lambda r, c=column: shown(c.iloc[r]),
         )
         problems.add(
@@ -341,6 +342,15 @@ def shown(value) -> str:
     """A value as the file gave it: a numpy scalar as the plain number or flag it holds
     (``1.5``, not ``np.float64(1.5)``)."""
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def cell(value) -> str:
+    """A cell as a message shows it: :func:`shown`, or ``(empty)`` for a missing one (not
+    ``nan``, which the file did not hold)."""
+    if value is None or value is pd.NA or value is pd.NaT or (
+            isinstance(value, float | np.floating) and np.isnan(value)) or value == "":
+        return "(empty)"
+    return shown(value)
 
 
 def _ticker_list(value) -> list[str]:

@@ -9,7 +9,12 @@ _AWARE_SUFFIX = r"(?:Z|z|UTC|[+-]\d{2}(?::?\d{2})?)$"
 # Epoch numbers: the unit is read from the magnitude (1e9 s, 1e12 ms, 1e15 us, 1e18 ns: 2001-2261).
 _EPOCH_UNITS = ((1e9, 1e10, "s"), (1e12, 1e13, "ms"), (1e15, 1e16, "us"), (1e18, 1e19, "ns"))
 _NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
-_LAST_NS = 9.2e18  # 2261-07-15: a little before the last instant int64 nanoseconds hold
+# Instants are int64 nanoseconds (finbench.core.times): they hold 1677-09-21 to 2262-04-11;
+# a timestamp is read in the whole years inside that span, so a local time localised to UTC
+# never falls off either end
+FIRST, END = pd.Timestamp("1678-01-01"), pd.Timestamp("2262-01-01")
+YEARS = f"{FIRST.year}-{END.year - 1}"
+_LAST_NS = float(END.value)  # epoch numbers are read below this
 
 
 class ParsedTimes:
@@ -26,14 +31,17 @@ def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
 
     Naive values are localised with ``timezone`` when it is given and flagged otherwise;
     aware values are converted to UTC whatever ``timezone`` says. Nothing is guessed: a value
-    that does not parse is flagged, never dropped.
+    that does not parse, or lies outside the years :data:`YEARS`, is flagged, never dropped.
     """
     n = len(raw)
     missing = raw.isna().to_numpy()
     if isinstance(raw.dtype, pd.DatetimeTZDtype):
-        return ParsedTimes(raw.dt.tz_convert("UTC"), missing, np.zeros(n, bool))
+        far = outside_years(raw)
+        return ParsedTimes(raw.where(~far).dt.tz_convert("UTC"), missing | far,
+                           np.zeros(n, bool))
     if pd.api.types.is_datetime64_dtype(raw.dtype):
-        return _localise(raw, missing, missing.copy(), timezone)
+        far = outside_years(raw)
+        return _localise(raw.where(~far), missing | far, missing | far, timezone)
     if pd.api.types.is_integer_dtype(raw.dtype) or pd.api.types.is_float_dtype(raw.dtype):
         return _from_epoch(raw, missing)
     text = raw.astype("string").str.strip()
@@ -42,18 +50,28 @@ def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
     bad = missing.copy()
     if aware.any():
         parsed = pd.to_datetime(text[aware], format="ISO8601", utc=True, errors="coerce")
+        parsed = parsed.where(~outside_years(parsed))
         out[aware] = parsed
         bad[aware] |= parsed.isna().to_numpy()
     naive_rows = ~aware & ~missing
     naive_flag = np.zeros(n, bool)
     if naive_rows.any():
         parsed = pd.to_datetime(text[naive_rows], format="ISO8601", errors="coerce")
+        parsed = parsed.where(~outside_years(parsed))
         bad[naive_rows] |= parsed.isna().to_numpy()
         sub = _localise(parsed, parsed.isna().to_numpy(), parsed.isna().to_numpy(), timezone)
         out[naive_rows] = sub.values
         bad[naive_rows] |= sub.unparseable
         naive_flag[naive_rows] = sub.naive
     return ParsedTimes(out, bad, naive_flag & ~bad)
+
+
+def outside_years(times: pd.Series) -> np.ndarray:
+    """Which of ``times`` (any unit, with a zone or without) lie outside the years
+    :data:`YEARS`, where int64 nanoseconds cannot hold them (a missing time is not)."""
+    first, end = (FIRST, END) if times.dt.tz is None else (FIRST.tz_localize("UTC"),
+                                                           END.tz_localize("UTC"))
+    return ((times < first) | (times >= end)).to_numpy(bool)
 
 
 def _localise(

@@ -19,7 +19,8 @@ import pandas as pd
 
 from finbench.core.errors import DataError
 from finbench.data.ingest import read_table_file
-from finbench.data.schema import shown
+from finbench.data.schema import cell, shown
+from finbench.data.timestamps import END, FIRST, YEARS
 
 MARKET_COLUMNS = ("market_id", "question", "description", "category", "event_group",
                   "opened_at", "closes_at", "resolved_at", "outcome")
@@ -140,8 +141,8 @@ def check_markets(frame: pd.DataFrame, source: str) -> list[str]:
     for name in TIME_FIELDS:
         times[name], bad = parse_instants(frame[name])
         for i in np.flatnonzero(bad):
-            problems.append(f"{source}: {where[i]}: {name} {frame[name].iat[i]!r}: an instant "
-                            "with its zone (e.g. 2024-03-01T12:00:00Z)")
+            problems.append(f"{source}: {where[i]}: {name} {cell(frame[name].iat[i])}: "
+                            f"{INSTANT_RULE}")
     opened, resolved = times["opened_at"], times["resolved_at"]
     for i in np.flatnonzero((resolved < opened).to_numpy(bool)):
         problems.append(f"{source}: {where[i]}: resolved_at is before opened_at")
@@ -150,8 +151,13 @@ def check_markets(frame: pd.DataFrame, source: str) -> list[str]:
     return problems
 
 
+INSTANT_RULE = f"an instant with its zone, of the years {YEARS} (e.g. 2024-03-01T12:00:00Z)"
+_FIRST, _END = FIRST.tz_localize("UTC"), END.tz_localize("UTC")
+
+
 def parse_instants(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
-    """Times with a zone as UTC; (times, which could not be read or had no zone)."""
+    """Times with a zone as UTC; (times, which could not be read, had no zone or lie outside
+    the years :data:`~finbench.data.timestamps.YEARS`)."""
     out = pd.Series(pd.NaT, index=values.index, dtype="datetime64[ns, UTC]")
     bad = np.zeros(len(values), dtype=bool)
     for i, value in enumerate(values):
@@ -160,7 +166,7 @@ def parse_instants(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
         except (TypeError, ValueError):
             bad[i] = True
             continue
-        if pd.isna(stamp) or stamp.tzinfo is None:
+        if pd.isna(stamp) or stamp.tzinfo is None or not _FIRST <= stamp < _END:
             bad[i] = True
         else:
             out.iat[i] = stamp.tz_convert("UTC")
@@ -184,9 +190,10 @@ def read_prices(path: str | Path, market_ids) -> pd.DataFrame:
         frame = frame[list(PRICE_COLUMNS)].copy()
         frame["_where"] = [f"row {i + 2}" for i in range(len(frame))]
         frame["market_id"] = frame["market_id"].astype(str)
-        frame["time"], bad = parse_instants(frame["time"])
-        problems += [f"{path}: {frame['_where'].iat[i]}: time: an instant with its zone"
-                     for i in np.flatnonzero(bad)]
+        given = frame["time"]
+        frame["time"], bad = parse_instants(given)
+        problems += [f"{path}: {frame['_where'].iat[i]}: time {cell(given.iat[i])}: "
+                     f"{INSTANT_RULE}" for i in np.flatnonzero(bad)]
     price = pd.to_numeric(frame["price"], errors="coerce").to_numpy(float)
     where = frame["_where"].to_numpy(object)
     for i in np.flatnonzero(~((price >= 0) & (price <= 1))):

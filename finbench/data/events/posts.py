@@ -145,7 +145,7 @@ def _seconds(value) -> int | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of 400 digits
         return None
     if not math.isfinite(number) or number != int(number):
         return None

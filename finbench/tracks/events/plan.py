@@ -12,9 +12,10 @@ import pandas as pd
 
 from finbench.core.errors import ConfigError, DataError
 from finbench.core.event_config import EventRunConfig
-from finbench.data.events.markets import parse_instants
+from finbench.data.events.markets import INSTANT_RULE, parse_instants
 from finbench.data.events.store import EventStore
 from finbench.data.ingest import read_table_file
+from finbench.data.schema import cell
 
 OK = "ok"
 # why a task is not scored, in the order they are tested (the first that holds is recorded)
@@ -71,8 +72,8 @@ def cutoffs(config: EventRunConfig, markets: pd.DataFrame) -> pd.Series:
     if missing:
         raise DataError(f"{spec.cutoffs_file}: missing column(s) {', '.join(missing)}")
     times, bad = parse_instants(given["t0"])
-    problems = [f"{spec.cutoffs_file}: row {i + 2}: t0 {given['t0'].iat[i]!r}: an instant "
-                "with its zone" for i in np.flatnonzero(bad)]
+    problems = [f"{spec.cutoffs_file}: row {i + 2}: t0 {cell(given['t0'].iat[i])}: "
+                f"{INSTANT_RULE}" for i in np.flatnonzero(bad)]
     ids = given["market_id"].astype(str)
     problems += [f"{spec.cutoffs_file}: row {i + 2}: market_id {ids.iat[i]!r} appears twice"
                  for i in np.flatnonzero(ids.duplicated().to_numpy(bool))]
