@@ -91,6 +91,21 @@ def test_clock_times_are_checked_as_config_keys_before_the_run_starts(tmp_path, 
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(("prefix", "said"), [
+    (b"\xef\xbb\xbf", "starts with a byte-order mark (BOM), which TOML does not allow"),
+    (b'# caf\xe9\n', "not valid TOML ('utf-8' codec can't decode byte 0xe9"),
+    (b"[data\n", "not valid TOML (Expected ']'"),
+])
+def test_a_config_that_is_not_utf8_toml_is_named(tmp_path, sample_store, prefix, said):
+    """A byte-order mark (as some editors save) was 'Invalid statement (at line 1, column
+    1)', naming nothing the user could see."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_bytes(prefix + pilot(tmp_path, sample_store).read_bytes())
+    assert f"ConfigError: {cfg}: {said}" in message(finbench("run", cfg, "--out",
+                                                               tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",

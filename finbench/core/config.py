@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import hashlib
 import json
@@ -608,6 +609,9 @@ def _read_config(path: Path) -> tuple[bytes, str]:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+    if raw.startswith(codecs.BOM_UTF8):  # TOML has none; tomllib says "Invalid statement"
+        raise ConfigError(f"{path}: starts with a byte-order mark (BOM), which TOML does not "
+                          "allow: save it as UTF-8 without one")
     try:
         return raw, raw.decode()
     except UnicodeDecodeError as exc:
