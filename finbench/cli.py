@@ -152,7 +152,7 @@ def _data_fetch(args: argparse.Namespace) -> int:
     from finbench.data.vendors import get_vendor
 
     vendor = get_vendor(args.source, feed=args.feed)
-    tickers = [t.strip() for t in args.tickers.split(",") if t.strip()]
+    tickers = [t.strip() for t in args.tickers.split(",")]  # an empty entry is named
     summary = fetch(vendor, tickers, args.start, args.end, args.out)
     print(f"{args.source}: fetched {summary['fetched']} ticker-days ({summary['rows']} bars), "
           f"{summary['skipped']} already present; snapshot {summary['snapshot_sha256']}")

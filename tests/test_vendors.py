@@ -3,11 +3,13 @@ store: labels equal those of the same bars as a plain CSV. Fetch is resumable an
 
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
 
 from finbench.core.config import TasksConfig
+from finbench.core.errors import DataError
 from finbench.data.fetch import fetch
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
@@ -150,9 +152,27 @@ def test_an_interrupted_fetch_resumes_without_duplicates(tmp_path):
     assert store.manifest["sources"][-1]["vendor"] == "massive"
 
 
-def test_missing_key_is_a_clear_error(monkeypatch):
-    from finbench.core.errors import DataError
+@pytest.mark.parametrize(("tickers", "start", "end", "said"), [
+    (["AAPL"], "2025-01-16", "2025-01-15", "--end 2025-01-15 is before --start 2025-01-16"),
+    (["AAPL", ""], DAY, DAY, "--tickers: '' is not a non-empty text"),
+    (["AAPL", "MSFT", "AAPL"], DAY, DAY, "--tickers: AAPL listed more than once"),
+    ([], DAY, DAY, "--tickers names no ticker"),
+    (["AAPL"], "2025-01-18", "2025-01-19", "2025-01-18..2025-01-19 holds no session of the "
+                                           "exchange XNYS"),
+])
+def test_a_request_that_can_fetch_nothing_is_refused_before_a_store_is_made(
+        tmp_path, tickers, start, end, said):
+    """Each made an empty store and said "fetched 0 ticker-days" (a ticker listed twice was
+    fetched twice); an empty entry of --tickers was dropped without a word."""
+    calls = []
+    with pytest.raises(DataError, match=re.escape("alpaca: nothing fetched: ") + ".*"
+                       + re.escape(said)):
+        fetch(fixture_vendor("alpaca", calls), tickers, start, end, tmp_path / "s",
+              echo=lambda *_: None)
+    assert calls == [] and not (tmp_path / "s").exists()
 
+
+def test_missing_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("MASSIVE_API_KEY", raising=False)
     with pytest.raises(DataError, match="MASSIVE_API_KEY"):
         sources.Massive().keys()

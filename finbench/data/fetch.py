@@ -18,6 +18,7 @@ import pandas as pd
 
 from finbench.core.calendar import get_calendar, parse_session_date
 from finbench.core.errors import DataError
+from finbench.core.names import ticker_problem
 from finbench.core.progress import Countdown
 from finbench.data.schema import BARS_SCHEMA, validate_bars
 from finbench.data.store import Store
@@ -45,7 +46,13 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
     """Fetch every (ticker, session) in ``[start, end]`` not yet fetched from this vendor/feed."""
     first = parse_session_date(start, what="--start")
     last = parse_session_date(end, what="--end")
+    problems = request_problems(tickers, first, last)
+    if problems:
+        raise DataError(f"{vendor.name}: nothing fetched: {'; '.join(problems)}")
     sessions = get_calendar(calendar, first, last).sessions_in_range(first, last)
+    if not len(sessions):
+        raise DataError(f"{vendor.name}: nothing fetched: {first.date()}..{last.date()} holds "
+                        f"no session of the exchange {calendar}")
     store = Store.open_or_create(store_path)
     done = fetched_keys(store)
     total = len(sessions) * len(tickers)
@@ -88,6 +95,19 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
         store.save_manifest()
     return {"fetched": fetched, "rows": rows, "skipped": skipped,
             "snapshot_sha256": store.snapshot_sha256}
+
+
+def request_problems(tickers: list[str], first: pd.Timestamp, last: pd.Timestamp) -> list[str]:
+    """What is wrong with a fetch request (before a store is made): dates out of order,
+    no ticker, a ticker that is none (an empty entry of ``--tickers``) or listed twice."""
+    problems = [f"--end {last.date()} is before --start {first.date()}"] if last < first else []
+    if not tickers:
+        problems.append("--tickers names no ticker")
+    problems += [f"--tickers: {why}" for t in tickers if (why := ticker_problem(t))]
+    twice = sorted({t for t in tickers if tickers.count(t) > 1})
+    if twice:
+        problems.append(f"--tickers: {', '.join(twice)} listed more than once")
+    return problems
 
 
 def _stage(raw: pd.DataFrame, path: Path, vendor: Vendor, ticker: str, day, bar_seconds: int):
