@@ -116,10 +116,45 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
     labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
     labels = labels.set_index("task_id").loc[tasks["task_id"]].reset_index()
     out = Path(out)
+    outside_shards(out, dirs)
     with RunLock(out, command="finbench merge"):
+        check_target(out, first, tasks["task_id"])
         _write_merged(dirs, manifests, config, tasks, labels, out,
                       merged_from or [str(d) for d in dirs])
     return out
+
+
+def outside_shards(out: Path, dirs: list[Path]) -> None:
+    """A RunError if ``out`` is a shard or lies inside one (the merge would write over that
+    shard's files); shards inside ``out`` are fine (the Dask executor keeps them there)."""
+    target = out.resolve()
+    for d in dirs:
+        if target.is_relative_to(d.resolve()):
+            raise RunError(f"merge: --out {out} is the shard {d} or lies inside it; the merged "
+                           "run goes into a folder of its own")
+
+
+def check_target(out: Path, first: dict, task_ids: pd.Series) -> None:
+    """A RunError unless a run ``out`` holds already is of the same config, data snapshot
+    and tasks as the merge (a merge given again, or a run resumed under the Dask executor),
+    so nothing of another run is left beside the merged one."""
+    if not (out / MANIFEST).is_file():
+        return
+    held = json.loads((out / MANIFEST).read_text())
+    if held.get("config_sha256") != first.get("config_sha256"):
+        raise RunError(f"merge: {out} holds a run of another config "
+                       f"({str(held.get('config_sha256'))[:12]}, the shards' is "
+                       f"{first['config_sha256'][:12]}): use another --out")
+    seen = held.get("data", {}).get("snapshot_sha256")
+    if seen != first["data"]["snapshot_sha256"]:
+        raise RunError(f"merge: {out} holds a run that saw data snapshot {str(seen)[:12]}, "
+                       f"not the shards' {first['data']['snapshot_sha256'][:12]}: use another "
+                       "--out")
+    if (out / "tasks.parquet").is_file():
+        held_ids = pd.read_parquet(out / "tasks.parquet", columns=["task_id"])["task_id"]
+        if set(held_ids) != set(task_ids):
+            raise RunError(f"merge: {out} holds a run of other tasks ({len(held_ids)}, the "
+                           f"shards hold {len(task_ids)}): use another --out")
 
 
 def _merge_calls(dirs: list[Path], out: Path) -> None:
@@ -163,6 +198,8 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
                 with open(d / JOURNAL, "rb") as part:
                     shutil.copyfileobj(part, fh)
     (out / PARTS).mkdir(exist_ok=True)
+    for stale in (out / PARTS).glob("*.parquet"):  # of a run held before: the merge is whole
+        stale.unlink()
     number = 0
     for d in dirs:
         for part in sorted((d / PARTS).glob("*.parquet")) if (d / PARTS).is_dir() else []:

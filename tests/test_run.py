@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -340,6 +341,39 @@ def test_overlapping_shards_are_refused(run_dir, tmp_path):
     b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
     with pytest.raises(RunError, match="shards overlap"):
         merge_shards([a, b], tmp_path / "m")
+
+
+def test_a_merge_never_writes_over_a_shard_or_another_run(run_dir, tmp_path):
+    """``merge A B --out A`` wrote the merged run over shard A (SameFileError midway, A's
+    files changed); ``--out`` holding another run got the merged files beside that run's
+    report, tables and figures. A merge given again, or over the unsharded run of the same
+    config, goes on, and a journal part of the run held before is not left behind (the last
+    written row of a task counts, so it would have stood for the merged answer)."""
+    from finbench.core.errors import RunError
+    from finbench.runlog.journal import PARTS
+    from finbench.shards import merge_shards
+
+    cfg = run_dir.parent / "cfg.toml"
+    a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
+    b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
+    before = {p: p.read_bytes() for p in sorted(a.rglob("*")) if p.is_file()}
+    for out in (a, a / "inside"):
+        with pytest.raises(RunError, match=rf"--out {out} is the shard {a} or lies inside it"):
+            merge_shards([a, b], out)
+    assert {p: p.read_bytes() for p in sorted(a.rglob("*")) if p.is_file()} == before
+    other = run(cfg, tmp_path / "other", echo=lambda *_: None,
+                shard=("2025-01-13", "2025-01-14"))
+    with pytest.raises(RunError, match="other holds a run of other tasks"):
+        merge_shards([a, b], other)
+    merged = merge_shards([a, b], tmp_path / "m")
+    stale = merged / PARTS / "000099.parquet"
+    stale.write_bytes((a / PARTS / "000000.parquet").read_bytes())
+    merge_shards([a, b], merged)
+    assert not stale.exists() and audit_run(merged) == []
+    whole = tmp_path / "whole"
+    shutil.copytree(run_dir, whole)
+    merge_shards([a, b], whole)
+    assert (whole / "scores.csv").read_bytes() == (run_dir / "scores.csv").read_bytes()
 
 
 @pytest.mark.parametrize("batch_rows", [1 << 19, 7])
