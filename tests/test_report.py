@@ -166,6 +166,12 @@ def test_paper_pools_several_runs_with_prefixed_names(pilot, tmp_path):
     paper([pilot, other], tmp_path / "paper")
     text = (tmp_path / "paper" / "tables" / "scores_aggregate.md").read_text()
     assert "pilot/coin" in text and "again/coin" in text
+    # into a run's folder, the pooled tables replaced that run's own report tables
+    before = {p: p.read_bytes() for p in sorted(other.rglob("*")) if p.is_file()}
+    with pytest.raises(RunError, match=f"{other}: is a run directory, whose tables/ and "
+                                       "figures/ are its own report's"):
+        paper([pilot, other], other)
+    assert {p: p.read_bytes() for p in sorted(other.rglob("*")) if p.is_file()} == before
 
 
 def _scored_rows(horizons: list[str], seed: int = 4) -> pd.DataFrame:

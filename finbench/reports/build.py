@@ -28,6 +28,7 @@ from finbench.reports.stats import (
 from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
 from finbench.runlog.rundir import (
     INPUTS,
+    MANIFEST,
     SCORED,
     check_recorded,
     finished_run,
@@ -277,6 +278,9 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
     side would be scored on different tasks) unless ``allow_different_tasks``, which prints
     how the task sets overlap.
     """
+    if (Path(out) / MANIFEST).is_file():
+        raise RunError(f"{out}: is a run directory, whose tables/ and figures/ are its own "
+                       "report's; the paper's go into a folder of their own (default: paper)")
     labels = run_labels(run_dirs)
     events = [r for r in run_dirs if load_run_config(finished_run(r)).track == "events"]
     if events:
