@@ -3,6 +3,7 @@ the magnitude, integers exact, floats rounded up to the microsecond (never to an
 instant), anything out of the bands flagged, not guessed. Checked against exact rational
 arithmetic."""
 
+import datetime as dt
 import math
 from fractions import Fraction
 
@@ -18,7 +19,8 @@ from finbench.data.timestamps import parse_utc
 from tests.helpers import HEADER, bar_rows, write
 
 BANDS = {10**9: 10**9, 10**12: 10**6, 10**15: 10**3, 10**18: 1}  # band's low end: ns per unit
-LAST_NS = Fraction(92 * 10**17)
+# read below 2262-01-01 (the years int64 nanoseconds hold whole), counted in days here
+LAST_NS = Fraction((dt.date(2262, 1, 1) - dt.date(1970, 1, 1)).days * 86_400 * 10**9)
 
 
 def reference(value: int | float) -> int | None:
