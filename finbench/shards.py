@@ -35,6 +35,7 @@ from finbench.runlog.rundir import (
     finished_run,
     journal_parts,
     now,
+    read_manifest,
     record_files,
 )
 from finbench.runlog.runlock import RunLock
@@ -91,7 +92,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
     for d in dirs:
         # what it reads or copies: a changed file is never carried into the merged run
         check_recorded(finished_run(d), [*INPUTS, JOURNAL, *journal_parts(d)])
-        manifests.append(json.loads((d / MANIFEST).read_text()))
+        manifests.append(read_manifest(d))
     first = manifests[0]
     for d, m in zip(dirs[1:], manifests[1:], strict=True):
         for key, what in (("config_sha256", "config file"),):
@@ -140,7 +141,7 @@ def check_target(out: Path, first: dict, task_ids: pd.Series) -> None:
     so nothing of another run is left beside the merged one."""
     if not (out / MANIFEST).is_file():
         return
-    held = json.loads((out / MANIFEST).read_text())
+    held = read_manifest(out)
     if held.get("config_sha256") != first.get("config_sha256"):
         raise RunError(f"merge: {out} holds a run of another config "
                        f"({str(held.get('config_sha256'))[:12]}, the shards' is "
@@ -219,4 +220,4 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
                 "files": {}}
     write_json(out / MANIFEST, manifest)
     rescore(out)
-    record_files(out, json.loads((out / MANIFEST).read_text()))
+    record_files(out, read_manifest(out))

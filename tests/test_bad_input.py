@@ -106,6 +106,33 @@ def test_a_config_that_is_not_utf8_toml_is_named(tmp_path, sample_store, prefix,
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(("manifest", "said"), [
+    (None, "not a run's manifest (format 'finbench-store', not 'finbench-run')"),
+    ("not json", "not valid JSON (Expecting value"),
+    ("[1]", "not a run's manifest (format 'list', not 'finbench-run')"),
+])
+def test_a_folder_holding_another_manifest_is_no_run_to_resume(tmp_path, sample_store,
+                                                              manifest, said):
+    """A store given as --out was 'holds a run of a different config (?): (the run's config,
+    which this FinBench cannot read) differ'; a manifest that is not JSON, a traceback."""
+    import shutil
+
+    out = tmp_path / "out"
+    if manifest is None:
+        shutil.copytree(sample_store, out)
+    else:
+        out.mkdir()
+        (out / "manifest.json").write_text(manifest)
+    def held():  # the lock file is the run's lock, taken before the folder is looked at
+        return {p: p.read_bytes() for p in sorted(out.rglob("*"))
+                if p.is_file() and p.name != ".finbench.lock"}
+
+    before = held()
+    assert f"RunError: {out / 'manifest.json'}: {said}" in message(
+        finbench("run", pilot(tmp_path, sample_store), "--out", out))
+    assert held() == before
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",

@@ -20,6 +20,7 @@ from finbench.data.store import sha256_file
 from finbench.forecasters.rows import FORECAST_COLUMNS
 
 MANIFEST = "manifest.json"
+RUN_FORMAT = "finbench-run"  # the manifest's "format" (a store's says "finbench-store")
 FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 # the files of a run whose content hashes its manifest records ("files"), beside the journal
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
@@ -66,10 +67,7 @@ def finished_run(run_dir: str | Path) -> Path:
         raise RunError(f"{run_dir / 'forecasts.parquet'}: has no column {', '.join(lacking)}: the "
                        "run was made by an older FinBench (CHANGELOG.md says what changed); run "
                        "its config again into a new directory")
-    try:
-        json.loads((run_dir / MANIFEST).read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RunError(f"{run_dir / MANIFEST}: not valid JSON ({exc})") from None
+    read_manifest(run_dir)
     return run_dir
 
 
@@ -97,7 +95,18 @@ def check_recorded(run_dir: Path, names) -> None:
 
 
 def read_manifest(run_dir: Path) -> dict:
-    return json.loads((Path(run_dir) / MANIFEST).read_text())
+    """A run's manifest; a RunError naming the file when it is no JSON object of the run
+    format (a store's manifest, say, in a folder given as a run)."""
+    path = Path(run_dir) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RunError(f"{path}: not valid JSON ({exc})") from None
+    found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+    if found != RUN_FORMAT:
+        raise RunError(f"{path}: not a run's manifest (format {found!r}, not {RUN_FORMAT!r}): "
+                       "give a run directory, or another folder for a new run")
+    return manifest
 
 
 def load_run_config(run_dir: Path) -> RunConfig:

@@ -13,6 +13,7 @@ import pandas as pd
 from finbench.core.config import RunConfig, baseline_names, interval_reference
 from finbench.core.version import __version__
 from finbench.reports.tables import render_text, summary_frame
+from finbench.runlog.rundir import RUN_FORMAT
 
 
 def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
@@ -20,7 +21,7 @@ def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
     """The manifest as the label pass leaves it (docs/spec.md §9): versions, the config and
     its source, the data snapshot (``data``: the track's facts), the tasks' facts."""
     return {
-        "format": "finbench-run",
+        "format": RUN_FORMAT,
         "version": 1,
         "package_version": __version__,
         "git_revision": _git_revision(),

@@ -24,7 +24,7 @@ from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
 from finbench.runlog.forecast_table import ForecastTable
 from finbench.runlog.journal import Journal
-from finbench.runlog.rundir import MANIFEST, now, record_files
+from finbench.runlog.rundir import MANIFEST, now, read_manifest, record_files
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
@@ -116,7 +116,7 @@ class RunSteps:
         """A directory holding a run resumes only the same config and shard."""
         if not self.manifest_path.is_file():
             return
-        old = self.old = json.loads(self.manifest_path.read_text())
+        old = self.old = read_manifest(self.out)
         self.revisions = old.get("config_revisions") or [_revision_entry(old, None)]
         if old.get("config_sha256") != self.source["config_sha256"]:
             self._revise(old)
