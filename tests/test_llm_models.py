@@ -95,6 +95,13 @@ def test_a_changed_extra_body_is_a_different_request_for_the_cache(tmp_path, sam
      "extra_body.temperature: FinBench sets 'temperature' itself; give it as the model's own "
      "key 'temperature'"),
     ("[models.extra_body]\nstream = true\n", "extra_body.stream: FinBench sets 'stream' itself"),
+    # the native head's request carried extra_body's, not the recorded top_logprobs
+    ("[models.extra_body]\ntop_logprobs = 5\n", "extra_body.top_logprobs: FinBench sets "
+     "'top_logprobs' itself; give it as the model's own key 'top_logprobs'"),
+    ("[models.extra_body]\nlogprobs = false\n", "extra_body.logprobs: FinBench sets "
+     "'logprobs' itself (with head = 'native', the one head that reads them)"),
+    ("[models.extra_body]\nresponse_format = {type = 'text'}\n", "FinBench sets "
+     "'response_format' itself (from structured and format)"),
     ("[models.extra_body]\nwhen = 2025-01-15T10:00:00Z\n",
      "extra_body is not JSON (Object of type datetime is not JSON serializable); TOML dates"),
 ])

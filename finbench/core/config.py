@@ -278,18 +278,27 @@ class OpenAIModel(_ModelBase):
         return self
 
 
-OWN_KEYS = ("model", "messages", "response_format", "temperature", "seed", "max_tokens",
-            "max_completion_tokens", "reasoning_effort", "stream", "n")
+# what FinBench sets in a request itself, and where its value comes from: extra_body may not
+# set it (the request would then differ from what the config records)
+OWN_KEYS = {
+    **{key: f"give it as the model's own key {key!r}" for key in (
+        "model", "temperature", "seed", "max_tokens", "max_completion_tokens",
+        "reasoning_effort", "top_logprobs")},
+    "messages": "the track's prompt",
+    "response_format": "from structured and format",
+    "logprobs": "with head = 'native', the one head that reads them",
+    "stream": "one answer per request, not streamed",
+    "n": "one answer per request, not streamed",
+}
 
 
 def _check_extra_body(extra: dict[str, Any]) -> None:
     """``extra_body`` must be JSON and must not set what FinBench sets from its own keys."""
     for key in extra:
         if key in OWN_KEYS:
-            own = key if key in OpenAIModel.model_fields else None
-            raise ValueError(f"extra_body.{key}: FinBench sets {key!r} itself" + (
-                f"; give it as the model's own key {own!r}" if own else
-                " (one answer per request, not streamed)"))
+            why = OWN_KEYS[key]
+            raise ValueError(f"extra_body.{key}: FinBench sets {key!r} itself"
+                             + (f"; {why}" if why.startswith("give") else f" ({why})"))
     try:
         json.dumps(extra, allow_nan=False)
     except (TypeError, ValueError) as exc:
