@@ -161,10 +161,15 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 def _tasks(args: argparse.Namespace) -> int:
     from finbench.core.config import load_config
+    from finbench.core.errors import RunError
+    from finbench.runlog.rundir import MANIFEST
     from finbench.tracks.intraday.facts import summary
     from finbench.tracks.intraday.label_pass import resolve
     from finbench.tracks.intraday.plan import plan_run
 
+    if args.out and (Path(args.out) / MANIFEST).is_file():
+        raise RunError(f"{args.out}: holds {MANIFEST} (a run's or a store's), whose tasks and "
+                       "labels are its own; `finbench tasks` writes into a folder of its own")
     config = load_config(args.config)
     if config.track != "intraday":
         from finbench.tracks import open_track

@@ -614,3 +614,11 @@ def test_tasks_command_prints_json_on_stdout_and_progress_on_stderr(run_dir, tmp
     assert pd.read_parquet(tmp_path / "t" / "labels.parquet").equals(
         pd.read_parquet(run_dir / "labels.parquet"))
     assert re.fullmatch(r"labels: (\d+)/\1 reads, [\d.]+s elapsed, ETA 0\.0s\n", cli.stderr)
+    # into a run's folder, they replaced its tasks and labels (its audit then failed)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    cli = subprocess.run([sys.executable, "-m", "finbench", "tasks",
+                          str(run_dir.parent / "cfg.toml"), "--out", str(run_dir)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and (f"RunError: {run_dir}: holds manifest.json (a run's or a "
+                                    "store's), whose tasks and labels are its own") in cli.stderr
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
