@@ -33,6 +33,18 @@ CONTENT = {
 }
 
 
+# 200 answers that are no chat completion (a proxy's page, a provider's bug)
+MALFORMED = {
+    "notobject": [1, 2],
+    "badchoice": {"choices": ["x"]},
+    "badmessage": {"choices": [{"message": "hi", "finish_reason": "stop"}]},
+    "badusage": {"choices": [{"message": {"content": json.dumps(VALID)},
+                              "finish_reason": "stop"}], "usage": "n/a"},
+    "numbercontent": {"choices": [{"message": {"content": 0.6}, "finish_reason": "stop"}]},
+    "html": b"<html><body>Service temporarily unavailable</body></html>",  # a proxy's page
+}
+
+
 # OpenAI's reasoning models: max_tokens and a temperature other than the default are refused
 REASONING = re.compile(r"^(o\d|gpt-5)")
 SNAPSHOT = "-2025-04-16"  # what a reasoning model id is served as (a dated snapshot)
@@ -205,6 +217,12 @@ class ChatServer:
             return 200, self._completion(model, None, refusal="I can't help.")
         if model == "length":
             return 200, self._completion(model, '{"p_up": 0.6, "low', finish="length")
+        if model == "parts":  # content as a list of parts, as some providers answer
+            return 200, self._completion(model, [
+                {"type": "thinking", "thinking": "the drift is up"},
+                {"type": "text", "text": CONTENT["valid"]}])
+        if model in MALFORMED:
+            return 200, MALFORMED[model]
         return 200, self._completion(model, CONTENT.get(model, CONTENT["valid"]))
 
     def _as_provider(self, h, profile: str, body: dict) -> None:
@@ -358,10 +376,12 @@ class ChatServer:
             pass  # the client gave up (a timeout test, or a killed run)
 
     @staticmethod
-    def _send(h, status: int, payload: dict, headers: dict | None = None) -> None:
-        data = json.dumps(payload).encode()
+    def _send(h, status: int, payload: dict | bytes, headers: dict | None = None) -> None:
+        """``payload`` as JSON; bytes as an HTML page."""
+        raw = isinstance(payload, bytes)
+        data = payload if raw else json.dumps(payload).encode()
         h.send_response(status)
-        h.send_header("content-type", "application/json")
+        h.send_header("content-type", "text/html" if raw else "application/json")
         h.send_header("content-length", str(len(data)))
         for k, v in (headers or {}).items():
             h.send_header(k, v)

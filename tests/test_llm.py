@@ -51,6 +51,12 @@ BEHAVIOURS = [  # (model, valid, error fragment, requests per call)
     ("extra", False, "confidence: extra field", 1),
     ("hugeint", False, "lower: beyond the float range", 1),
     ("twice", False, "p_up: given twice", 1),
+    ("parts", True, None, 1),  # content as parts: the text part is the answer
+    ("badusage", True, None, 1),  # usage that is no object: no tokens counted
+    # a 200 that is no chat completion ended the run; now a call without answer
+    ("html", False, "api_error: the answer is no JSON object (a text)", 1),
+    ("badmessage", False, "api_error: choices[0].message is a text, not an object", 1),
+    ("numbercontent", False, "api_error: choices[0].message.content is a number, not text", 1),
     ("notjson", False, "not_json", 1),
     ("refusal", False, "refusal: I can't help.", 1),
     ("length", False, "truncated: finish_reason=length", 1),
@@ -76,6 +82,8 @@ def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_st
             assert rows["error"].str.contains(fragment, regex=False).all(), (model, rows["error"])
         if model in ("notjson", "nan", "extra", "length"):
             assert (rows["raw"] != "").all(), model  # raw text kept
+        if fragment and fragment.startswith("api_error"):  # asked again by the next run
+            assert (rows["answer_status"] == "error").all(), model
         counts = [c for (m, _), c in server.counts.items() if m == model]
         assert sorted(counts) == [per_call] * 3, (model, counts)
     assert elapsed < 30

@@ -20,7 +20,8 @@ import pandas as pd
 
 from finbench.core.errors import ModelStopped
 from finbench.core.outputs import write_json, write_text
-from finbench.forecasters.llm import answer_record, completion_response
+from finbench.forecasters.completion import completion_dict
+from finbench.forecasters.llm import answer_record
 
 MAX_REQUESTS = 50_000          # per batch file (the API's limit)
 MAX_BYTES = 190 * 1024 * 1024  # under the API's 200 MB per file
@@ -192,7 +193,6 @@ class BatchJob:
 
     def _records(self, client, batch, entry, receipts, cache) -> tuple[list[dict], list[dict]]:
         """The journal rows of a finished batch, and the transcripts of its calls."""
-        from openai.types.chat import ChatCompletion
 
         f = self.forecaster
         sent = [json.loads(line) for line in (self.folder / entry["path"]).read_text().splitlines()]
@@ -214,9 +214,8 @@ class BatchJob:
                     results[item["custom_id"]] = {
                         "transport_error": f"batch_error: http_{status}: {message}".strip()}
                     continue
-                completion = ChatCompletion.model_validate(response["body"])
-                results[item["custom_id"]] = {**completion_response(completion),
-                                              "body": response["body"]}
+                results[item["custom_id"]] = {**completion_dict(response.get("body")),
+                                              "body": response.get("body")}
         records, transcripts = [], []
         for custom_id in wanted:
             receipt = receipts[custom_id]

@@ -39,6 +39,7 @@ from finbench.forecasters.answers import (
 )
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
+from finbench.forecasters.completion import completion_dict
 from finbench.forecasters.logprobs import RULE, read_native
 from finbench.forecasters.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
@@ -440,38 +441,6 @@ class OpenAIForecaster(Forecaster):
              f"{stats['tokens_in']}+{stats['tokens_out']}{cost}, cached {stats['cached']}, "
              f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
         sys.stdout.flush()
-
-
-def completion_dict(data: dict) -> dict:
-    """What FinBench keeps of a chat completion given as JSON: content, refusal, finish
-    reason, usage."""
-    choices = data.get("choices") or []
-    if not choices:
-        return {"transport_error": "api_error: response without choices"}
-    message = choices[0].get("message") or {}
-    out = {"content": message.get("content"), "refusal": message.get("refusal"),
-           "finish_reason": choices[0].get("finish_reason"), "usage": data.get("usage") or {},
-           "model": data.get("model"), "system_fingerprint": data.get("system_fingerprint")}
-    tokens = ((choices[0].get("logprobs") or {}).get("content") or [])
-    if tokens:  # the first answer token's top log-probabilities (a native head reads them)
-        out["top_logprobs"] = tokens[0].get("top_logprobs") or []
-    return out
-
-
-def completion_response(resp) -> dict:
-    """What FinBench keeps of a chat completion (an SDK object): content, refusal, finish
-    reason, usage."""
-    if not resp.choices:
-        return {"transport_error": "api_error: response without choices"}
-    choice = resp.choices[0]
-    usage = resp.usage.model_dump() if resp.usage else {}
-    out = {"content": choice.message.content, "refusal": getattr(choice.message, "refusal", None),
-           "finish_reason": choice.finish_reason, "usage": usage, "model": resp.model,
-           "system_fingerprint": getattr(resp, "system_fingerprint", None)}
-    tokens = (choice.logprobs.content or []) if getattr(choice, "logprobs", None) else []
-    if tokens:  # as completion_dict keeps them: a native head reads the first token's
-        out["top_logprobs"] = [t.model_dump() for t in tokens[0].top_logprobs or []]
-    return out
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
