@@ -193,7 +193,6 @@ class BatchJob:
 
     def _records(self, client, batch, entry, receipts, cache) -> tuple[list[dict], list[dict]]:
         """The journal rows of a finished batch, and the transcripts of its calls."""
-
         f = self.forecaster
         sent = [json.loads(line) for line in (self.folder / entry["path"]).read_text().splitlines()]
         wanted = [line["custom_id"] for line in sent]
