@@ -179,6 +179,15 @@ def _task(t0: int) -> pd.DataFrame:
                          "t0": [pd.Timestamp(t0, unit="s", tz="UTC")]})
 
 
+def test_a_window_of_posts_with_no_term_retrieves_nothing():
+    """Posts of stopwords or one-letter words only ("this", "ok?", "a") in a market's window
+    ended the run in bm25s' "max() arg is an empty sequence"."""
+    t0 = 1_710_000_000
+    posts = _posts([t0 - 3600, t0 - 60], ["this", "a ?"])
+    found = retrieve(posts, _task(t0), lookback=pd.Timedelta(days=30), k=5)[0]
+    assert found.post_ids == [] and found.scores == []
+
+
 def test_posts_at_or_after_t0_are_never_retrieved_even_when_they_match_best():
     t0 = 1_710_000_000
     best = "Will the river dam break? The river dam broke: resolved YES"

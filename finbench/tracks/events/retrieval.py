@@ -16,6 +16,8 @@ def bm25_scores(texts: list[str], query: str) -> np.ndarray:
     import bm25s
 
     corpus = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    if not corpus.vocab:  # every text is stopwords or shorter than a term (bm25s raises)
+        return np.zeros(len(texts))
     index = bm25s.BM25()
     index.index(corpus, show_progress=False)
     terms = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
