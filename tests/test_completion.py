@@ -50,6 +50,8 @@ def test_content_parts_are_the_text_of_their_text_parts():
      "the first token's top_logprobs are not objects with a token and a logprob"),
     ({"choices": [{"message": {"content": "x"}, "logprobs": {"content": "x"}}]},
      "choices[0].logprobs.content is no list of objects"),
+    ({"choices": [{"message": {"content": "x"}, "logprobs": [{"token": "up"}]}]},
+     "choices[0].logprobs is a list, not an object"),
 ])
 def test_a_body_that_is_no_chat_completion_is_a_call_without_answer(data, said):
     assert completion_dict(data) == {"transport_error": f"api_error: {said}"}

@@ -60,7 +60,9 @@ def completion_problem(data: Any) -> str | None:
 def _logprobs_problem(logprobs: Any) -> str | None:
     if logprobs is None:
         return None
-    tokens = logprobs.get("content") if isinstance(logprobs, dict) else logprobs
+    if not isinstance(logprobs, dict):
+        return f"choices[0].logprobs is a {_kind(logprobs)}, not an object"
+    tokens = logprobs.get("content")
     if tokens is None:
         return None
     if not isinstance(tokens, list) or not all(isinstance(t, dict) for t in tokens):
