@@ -293,6 +293,17 @@ def _paper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed(text: str) -> int:
+    """A generator's seed: a whole number >= 0 (numpy's generators take no other)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="finbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -329,12 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     copy.set_defaults(func=_data_copy)
     synth = data.add_parser("synth", help="write the synthetic sample store")
     synth.add_argument("--out", required=True)
-    synth.add_argument("--seed", type=int, default=20250115)
+    synth.add_argument("--seed", type=_seed, default=20250115)
     synth.set_defaults(func=_data_synth)
     synth_events = data.add_parser("synth-events", help="write the synthetic event sample "
                                    "(raw files in public shapes, and the store made from them)")
     synth_events.add_argument("--out", required=True)
-    synth_events.add_argument("--seed", type=int, default=20240301)
+    synth_events.add_argument("--seed", type=_seed, default=20240301)
     synth_events.set_defaults(func=_data_synth_events)
     fetch = data.add_parser("fetch", help="fetch vendor minute bars into a store (resumable)")
     fetch.add_argument("--source", required=True,

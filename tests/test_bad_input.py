@@ -133,6 +133,21 @@ def test_a_folder_holding_another_manifest_is_no_run_to_resume(tmp_path, sample_
     assert held() == before
 
 
+def test_a_negative_seed_is_refused_where_it_is_given(tmp_path, sample_store):
+    """numpy's generators take none: the sample's generator ended in "ValueError: expected
+    non-negative integer", and a config's report seed let the run finish and then ended
+    every report so."""
+    for verb in ("synth", "synth-events"):
+        got = finbench("data", verb, "--out", tmp_path / verb, "--seed", "-1")
+        assert got.returncode == 2 and (f"finbench data {verb}: error: argument --seed: '-1' is "
+                                        "not a whole number >= 0") in got.stderr
+        assert not (tmp_path / verb).exists()
+    cfg = write(tmp_path / "cfg.toml", pilot(tmp_path, sample_store).read_text()
+                + "[report]\nseed = -5\n")
+    assert (f"ConfigError: {cfg}: key 'report.seed': Input should be greater than or equal to "
+            "0") in message(finbench("run", cfg, "--out", tmp_path / "r"))
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",

@@ -158,6 +158,17 @@ def test_spans_past_ten_years_are_refused_as_config_keys(tmp_path, cutoff, key):
         load_config(cfg)
 
 
+def test_a_negative_bootstrap_seed_is_refused(tmp_path):
+    """numpy's generators take none: the run finished, and every report ended in
+    'ValueError: expected non-negative integer'."""
+    store = make_store(tmp_path / "d", [market(0, "NO", resolved="2024-03-02T12:00Z")])
+    cfg = event_config(tmp_path, store, constants(0.3))
+    cfg.write_text(cfg.read_text().replace("bootstrap_replicates = 200", "seed = -1"))
+    with pytest.raises(ConfigError, match=r"key 'scores.seed': Input should be greater than "
+                                          r"or equal to 0 \(given -1\)"):
+        load_config(cfg)
+
+
 def test_a_post_id_twice_is_refused(tmp_path):
     post = {"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "same"}
     with pytest.raises(DataError, match="post id.* appear twice"):

@@ -386,7 +386,7 @@ class ReportConfig(_Strict):
     """Statistics of reports: bootstrap by whole clusters, and when rows are too few."""
 
     bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
-    seed: int = 20250115
+    seed: Annotated[int, Field(ge=0)] = 20250115  # numpy's generators take no negative seed
     cluster: Literal["session", "session_ticker"] = "session"
     level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     min_n: Annotated[int, Field(ge=1)] = 30

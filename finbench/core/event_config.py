@@ -121,7 +121,7 @@ REFERENCE_KINDS = ("constant", "frozen_frequency", "category_rate", "market_pric
 class EventScoresConfig(_Strict):
     log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
     bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
-    seed: int = 20240301
+    seed: Annotated[int, Field(ge=0)] = 20240301  # numpy's generators take no negative seed
     level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     min_group_cases: Annotated[int, Field(ge=1)] = 5  # per-group rows from this many cases
 
