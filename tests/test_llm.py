@@ -94,6 +94,24 @@ def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_st
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
 
 
+def test_a_response_cache_that_is_no_database_is_named(tmp_path, sample_store, server,
+                                                        monkeypatch):
+    """A damaged cache file (or a cache folder that is a file) ended the run in sqlite's
+    DatabaseError or a FileExistsError traceback."""
+    from finbench.core.errors import RunError
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "responses.sqlite").write_text("not a database, not at all" * 10)
+    (tmp_path / "afile").write_text("")
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")])
+    for folder, said in (("bad", "file is not a database"), ("afile", "File exists")):
+        monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / folder))
+        with pytest.raises(RunError, match=rf"{tmp_path / folder}/responses.sqlite: the response "
+                                           rf"cache cannot be opened \(.*{said}"):
+            run(cfg, tmp_path / f"out-{folder}", echo=lambda *_: None)
+    assert server.total == 0
+
+
 def test_text_mode_extracts_the_json_object(tmp_path, sample_store, server):
     cfg = config(tmp_path, sample_store, server.base_url, [("prose", "prose")],
                  extra='structured = "text"\n')

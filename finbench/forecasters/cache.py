@@ -9,6 +9,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from finbench.core.errors import RunError
+
 CACHE_ENV = "FINBENCH_CACHE_DIR"
 
 
@@ -31,13 +33,18 @@ class ResponseCache:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
-                         "response TEXT NOT NULL)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
+                             "response TEXT NOT NULL)")
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise RunError(f"{self.path}: the response cache cannot be opened ({exc}); move it "
+                           f"aside, or set {CACHE_ENV} to another folder") from None
 
     def get(self, key: str) -> dict | None:
         with self._lock:
