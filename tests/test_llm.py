@@ -112,6 +112,28 @@ def test_a_response_cache_that_is_no_database_is_named(tmp_path, sample_store, s
     assert server.total == 0
 
 
+def test_content_parts_pass_the_audit_and_damaged_transcripts_are_a_violation(
+        tmp_path, sample_store, server):
+    """The audit read a transcript's content parts as a list, so every row of such a model
+    'differs from the row's raw text'; a damaged transcripts.sqlite ended the audit, show
+    and report in sqlite's DatabaseError."""
+    from finbench.audit import audit_run
+    from finbench.core.errors import RunError
+    from finbench.reports.show import show
+
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "parts")])
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    rows = pd.read_parquet(out / "forecasts.parquet").query("model == 'm'")
+    assert rows["valid"].all() and (rows["p_up"] == 0.6).all()
+    assert audit_run(out, echo=lambda *_: None) == []
+    (out / "transcripts.sqlite").write_bytes(b"not a database " * 100)
+    said = f"{out / 'transcripts.sqlite'}: cannot be read as the run's transcripts"
+    problems = audit_run(out, echo=lambda *_: None)
+    assert any(p.startswith(said) for p in problems), problems
+    with pytest.raises(RunError, match=said):
+        show(out, "AAPL|2025-01-15|MORNING")
+
+
 def test_text_mode_extracts_the_json_object(tmp_path, sample_store, server):
     cfg = config(tmp_path, sample_store, server.base_url, [("prose", "prose")],
                  extra='structured = "text"\n')

@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.audit.rows import capped
+from finbench.core.errors import RunError
 from finbench.core.lookup import positions
+from finbench.forecasters.completion import completion_dict
 from finbench.runlog.transcripts import Transcripts
 from finbench.tracks.base import messages_sha256
 
@@ -47,6 +49,8 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
             content = _native_text(call["response"]) if native else _content(call["response"])
             if status[task] == "answered" and content is not None and content != raw[task]:
                 problems.append(f"{name}: the answer received differs from the row's raw text")
+    except RunError as exc:  # the file is damaged: a violation, not a traceback
+        problems.append(str(exc))
     finally:
         transcripts.close()
     missing = [f"forecasts.parquet ({task}, {model}): no transcript of its call"
@@ -57,19 +61,14 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
 
 def _native_text(response: dict) -> str | None:
     """What a native head's row keeps as its raw text: the first token's top
-    log-probabilities as received (JSON)."""
-    body = response.get("body")
-    if not (isinstance(body, dict) and body.get("choices")):
-        return None
-    tokens = ((body["choices"][0].get("logprobs") or {}).get("content") or [])
-    return json.dumps(tokens[0].get("top_logprobs") or [], sort_keys=True) if tokens else None
+    log-probabilities as received (JSON), read from the body as the run read it."""
+    kept = completion_dict(response.get("body"))
+    return json.dumps(kept["top_logprobs"], sort_keys=True) if "top_logprobs" in kept else None
 
 
 def _content(response: dict) -> str | None:
-    """The message content a response carried (None: no message, e.g. a refusal or a call
-    without answer)."""
-    body = response.get("body")
-    if isinstance(body, dict) and body.get("choices"):
-        message = body["choices"][0].get("message") or {}
-        return None if message.get("refusal") else message.get("content")
-    return None
+    """The message content a response carried, read from the body as the run read it
+    (:func:`~finbench.forecasters.completion.completion_dict`: the text of content parts);
+    None: no message, e.g. a refusal or a call without answer."""
+    kept = completion_dict(response.get("body"))
+    return None if "transport_error" in kept or kept.get("refusal") else kept.get("content")

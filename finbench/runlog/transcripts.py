@@ -15,6 +15,8 @@ import sqlite3
 import zlib
 from pathlib import Path
 
+from finbench.core.errors import RunError
+
 TRANSCRIPTS = "transcripts.sqlite"
 LEVEL = 6  # zlib level: prompts of one run share most of their text
 
@@ -48,18 +50,39 @@ class Transcripts:
 
     def _open(self, create: bool) -> sqlite3.Connection | None:
         if self._db is None and (create or self.path.is_file()):
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS transcripts (model TEXT NOT NULL, task_id TEXT NOT "
-                "NULL, attempt INTEGER NOT NULL, input_sha256 TEXT NOT NULL, messages BLOB NOT "
-                "NULL, response BLOB NOT NULL, PRIMARY KEY (model, task_id, attempt))")
-            self._db.execute("CREATE TABLE IF NOT EXISTS dictionary (id INTEGER PRIMARY KEY, "
-                             "zdict BLOB NOT NULL)")
-            row = self._db.execute("SELECT zdict FROM dictionary WHERE id = 1").fetchone()
-            self._zdict = row[0] if row else None
+            try:
+                self._db = self._connect()
+            except sqlite3.DatabaseError as exc:
+                self._db = None
+                raise self._damaged(exc) from None
         return self._db
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> RunError:
+        return RunError(f"{self.path}: cannot be read as the run's transcripts ({exc}); the "
+                        "file is damaged: restore it from a copy of the run")
+
+    def _rows(self, cursor: sqlite3.Cursor, batch: int):
+        """The cursor's rows, ``batch`` at a time; a damaged page is a RunError naming the
+        file."""
+        try:
+            while rows := cursor.fetchmany(batch):
+                yield rows
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS transcripts (model TEXT NOT NULL, task_id TEXT NOT "
+            "NULL, attempt INTEGER NOT NULL, input_sha256 TEXT NOT NULL, messages BLOB NOT "
+            "NULL, response BLOB NOT NULL, PRIMARY KEY (model, task_id, attempt))")
+        db.execute("CREATE TABLE IF NOT EXISTS dictionary (id INTEGER PRIMARY KEY, "
+                   "zdict BLOB NOT NULL)")
+        row = db.execute("SELECT zdict FROM dictionary WHERE id = 1").fetchone()
+        self._zdict = row[0] if row else None
+        return db
 
     def _dictionary(self, first: dict) -> bytes:
         """The run's preset dictionary, made from its first call when there is none yet."""
@@ -107,8 +130,9 @@ class Transcripts:
         cursor = db.execute("SELECT model, task_id, MAX(attempt), input_sha256, messages, "
                             "response FROM transcripts WHERE model = ? GROUP BY task_id",
                             (model,))
-        for row in cursor:  # SQLite takes the other columns from the row holding the MAX
-            yield self._entry(row)
+        for rows in self._rows(cursor, 1000):
+            # SQLite takes the other columns from the row holding the MAX
+            yield from (self._entry(row) for row in rows)
 
     def each(self, batch: int = 1000):
         """Every stored call, a list of up to ``batch`` at a time (each as :meth:`put` takes
@@ -118,7 +142,7 @@ class Transcripts:
             return
         cursor = db.execute("SELECT model, task_id, attempt, input_sha256, messages, response "
                             "FROM transcripts ORDER BY model, task_id, attempt")
-        while rows := cursor.fetchmany(batch):
+        for rows in self._rows(cursor, batch):
             yield [self._entry(row) for row in rows]
 
     def close(self) -> None:
