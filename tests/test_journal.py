@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from finbench.core.errors import RunError
 from finbench.runlog.forecast_table import ordered_table
 from finbench.runlog.journal import FORECAST_SCHEMA, Journal
 
@@ -272,7 +273,13 @@ def test_a_journal_line_of_the_wrong_type_names_the_file_and_column(tmp_path):
     journal.append_records(rows([("a", "m1", 0.1)]).to_pandas().to_dict("records"))
     with open(tmp_path / "journal.jsonl", "a") as fh:
         fh.write('{"task_id": "b", "model": "m1", "p_up": "high"}\n')
-    with pytest.raises(ValueError, match=r"journal\.jsonl: not journal lines .*p_up"):
+    with pytest.raises(RunError, match=r"journal\.jsonl: line 2 is not a journal line .*p_up"):
+        journal.table()
+    with open(tmp_path / "journal.jsonl", "a") as fh:  # an audit or resume: one line, no trace
+        fh.write('garbage {\n')
+    (tmp_path / "journal.jsonl").write_text((tmp_path / "journal.jsonl").read_text().replace(
+        '"p_up": "high"', '"p_up": 0.5'))
+    with pytest.raises(RunError, match=r"journal\.jsonl: line 3 is not a journal line"):
         journal.table()
 
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text
 from finbench.core.outputs import writing
 from finbench.forecasters.rows import (
@@ -249,7 +250,9 @@ class Journal:
                 parse_options=pj.ParseOptions(explicit_schema=_LINE_SCHEMA,
                                               unexpected_field_behavior="ignore"))
         except pa.ArrowInvalid as error:
-            raise ValueError(f"{self.path}: not journal lines ({error})") from error
+            raise RunError(f"{self.path}: {_first_bad_line(data.slice(0, end))} is not a "
+                           f"journal line ({error}); the file was changed after the run wrote "
+                           "it: restore it from a copy of the run") from None
 
     def frame(self) -> pd.DataFrame:
         """Every journalled row as a typed frame (later rows win, though none repeat)."""
@@ -280,6 +283,18 @@ def drop_torn_tail(path: Path) -> None:
             return
         data = fh.seek(0) or fh.read()
         fh.truncate(data.rfind(b"\n") + 1)
+
+
+def _first_bad_line(data: pa.Buffer) -> str:
+    """``line N``: the first line of ``data`` that is no journal line, read one at a time
+    (only when Arrow's reader has refused the file: it names no line)."""
+    for number, line in enumerate(data.to_pybytes().splitlines(), 1):
+        try:
+            pj.read_json(pa.BufferReader(line), parse_options=pj.ParseOptions(
+                explicit_schema=_LINE_SCHEMA, unexpected_field_behavior="ignore"))
+        except pa.ArrowInvalid:
+            return f"line {number}"
+    return "a line"
 
 
 def _whole_lines(data: pa.Buffer) -> int:
