@@ -312,6 +312,28 @@ def journal_part_added(d):
     return ["journal.parts/000099.parquet: a journal part manifest.json does not record"]
 
 
+def journal_part_damaged(d):
+    part = sorted((d / "journal.parts").glob("*.parquet"))[0]
+    part.write_bytes(b"not parquet")
+    return [f"journal.parts/{part.name}: content differs from the hash",
+            f"journal.parts/{part.name}: cannot be read as a journal part"]
+
+
+def journal_line_not_json(d):
+    with open(d / "journal.jsonl", "a") as fh:
+        fh.write("garbage {\n")
+    lines = len((d / "journal.jsonl").read_text().splitlines())
+    return ["journal.jsonl: content differs from the hash",
+            f"journal.jsonl: line {lines} is not a journal line"]
+
+
+def transcripts_damaged(d):
+    for side in d.glob("transcripts.sqlite-*"):  # SQLite would read the pages from its WAL
+        side.unlink()
+    (d / "transcripts.sqlite").write_bytes(b"not a database " * 100)
+    return ["transcripts.sqlite: cannot be read as the run's transcripts"]
+
+
 def scores_value(d):
     edit_table(d / "scores.parquet", lambda t: t.assign(
         brier=t["brier"].where(~((t["model"] == "coin") & (t["slice_kind"] == "overall")), 0.1)))
@@ -365,6 +387,7 @@ EDITS = [llm_p_up, coin_p_up, widened_interval, dropped_row, duplicated_row,
          baseline_detail, flipped_y, changed_r, changed_status, manifest_alpha,
          manifest_config_invalid, manifest_config_hash, manifest_skipped, manifest_snapshot,
          journal_part, journal_line_edited, journal_line_dropped, journal_part_added,
+         journal_part_damaged, journal_line_not_json, transcripts_damaged,
          scores_value, scores_csv, rows_value, tasks_dropped, labels_column_dropped,
          labels_r_as_text, tasks_column_dropped, forecasts_p_up_as_text]
 

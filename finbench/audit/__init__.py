@@ -50,7 +50,7 @@ from finbench.audit.rows import (
 from finbench.audit.scores import score_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
-from finbench.core.errors import FinbenchError
+from finbench.core.errors import FinbenchError, RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, from_ns, to_ns
@@ -129,7 +129,10 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo)
     receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
                         prompts="openai" in kinds, each_chunk=again.contexts)
     again.digests = receipts.baseline_sha  # hashed once: baselines answering again reuse them
-    problems += _row_problems(run_dir, plan, models, again)
+    try:
+        problems += _row_problems(run_dir, plan, models, again)
+    except RunError as exc:  # a journal file that cannot be read: the rest is still checked
+        problems.append(f"{exc} (the rows were not compared with the journal)")
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
     for m in models:
         if m.kind == "openai":

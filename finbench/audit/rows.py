@@ -20,6 +20,7 @@ from finbench.core.floats import within_ulps
 from finbench.core.lookup import positions
 from finbench.forecasters.llm import read_answer
 from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
+from finbench.runlog.journal import read_part
 
 SHOWN = 20  # violations named per model and check; the rest are counted
 # answer columns a recomputation must give again (latency is a measurement, not an answer)
@@ -102,7 +103,7 @@ class JournalRows:
         n = len(task_ids)
         self.source = np.full(n, -2, np.int64)  # part number, -1: a line, -2: none
         self.row = np.full(n, -1, np.int64)
-        ids = [pq.read_table(part, columns=["task_id"]).column("task_id").combine_chunks()
+        ids = [read_part(part, columns=["task_id"]).column("task_id").combine_chunks()
                for part in parts] + [lines.column("task_id").combine_chunks()]
         at = positions(pa.concat_arrays([a.cast(pa.string()) for a in ids]), task_ids)
         source = np.repeat(np.r_[np.arange(len(parts)), -1], [len(a) for a in ids])

@@ -66,7 +66,7 @@ class Journal:
         """The task ids journalled, per model."""
         self.flush()
         out: dict[str, list[str]] = {}
-        for table in [self._lines(), *(pq.read_table(part, columns=["task_id", "model"])
+        for table in [self._lines(), *(read_part(part, columns=["task_id", "model"])
                                        for part in self._part_files())]:
             for model in pc.unique(table.column("model")).to_pylist():
                 rows = table.filter(pc.equal(table.column("model"), model))
@@ -185,13 +185,13 @@ class Journal:
         wins, as in :func:`ordered_table`)."""
         mine = lines.filter(pc.equal(lines.column("model"), model))
         if not mine.num_rows:
-            written = [arrow_text(pq.read_table(p, columns=["task_id"]).column("task_id"))
+            written = [arrow_text(read_part(p, columns=["task_id"]).column("task_id"))
                        for p in parts]
             if written and pa.concat_arrays(written).equals(ids):
                 for part in parts:
-                    yield pq.read_table(part, schema=FORECAST_SCHEMA)
+                    yield read_part(part, schema=FORECAST_SCHEMA)
                 return
-        tables = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in parts]
+        tables = [read_part(p, schema=FORECAST_SCHEMA) for p in parts]
         if mine.num_rows:
             tables.append(_typed_lines(mine))
         if tables:
@@ -202,7 +202,7 @@ class Journal:
         Parts of models not listed are left out."""
         found: dict[str, list[Path]] = {}
         for part in self._part_files():
-            names = pc.unique(pq.read_table(part, columns=["model"]).column("model"))
+            names = pc.unique(read_part(part, columns=["model"]).column("model"))
             if len(names) != 1:
                 return None
             if names[0].as_py() in models:
@@ -265,7 +265,7 @@ class Journal:
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
         self.flush()
-        parts = [pq.read_table(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
+        parts = [read_part(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
         lines = self._lines()
         if lines.num_rows:
             parts.append(_typed_lines(lines))
@@ -283,6 +283,16 @@ def drop_torn_tail(path: Path) -> None:
             return
         data = fh.seek(0) or fh.read()
         fh.truncate(data.rfind(b"\n") + 1)
+
+
+def read_part(path: Path, **kwargs) -> pa.Table:
+    """A journal part (``kwargs``: those of ``pq.read_table``); a damaged one is a RunError
+    naming it."""
+    try:
+        return pq.read_table(path, **kwargs)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RunError(f"{path}: cannot be read as a journal part ({exc}); the file is damaged: "
+                       "restore it from a copy of the run") from None
 
 
 def _first_bad_line(data: pa.Buffer) -> str:
