@@ -336,6 +336,24 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
     scores = pd.read_parquet(out / "scores.parquet")
     assert set(scores["model"]) == {"market", "one_percent", "frozen_jan_feb",
                                     "category_rate", "in-sample frequency"}
+    # the report's tables hold the stored numbers, rounded for reading, each skill with its
+    # n and both raw scores (the gap table printed 12 digits)
+    from finbench.reports.build import report
+
+    tables, _ = report(out)
+    assert {p.name for p in tables} >= {"event_skill.md", "event_market_gap.md",
+                                        "event_scores.csv", "event_exclusions.tex"}
+    skill = pd.read_parquet(out / "skill.parquet").query("slice_kind == 'overall'")
+    text = (out / "tables" / "event_skill.md").read_text()
+    for rec in skill.itertuples():
+        assert (f"| {rec.model} | {rec.reference} | all | {rec.n} | {rec.positives} | "
+                f"{rec.brier_model:.4f} | {rec.brier_reference:.4f} | {rec.bss:.4f} [") in text
+    gap = pd.read_csv(out / "market_gap.csv")
+    text = (out / "tables" / "event_market_gap.md").read_text()
+    for rec in gap.itertuples():
+        assert (f"| {rec.model} | market | {rec.n} | {rec.mean_abs_gap:.4f} | "
+                f"{rec.median_abs_gap:.4f} | {rec.max_abs_gap:.4f} |") in text
+    pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "event_market_gap.csv"), gap)
 
 
 def test_the_readme_event_config_runs_as_written(tmp_path, monkeypatch):

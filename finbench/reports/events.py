@@ -78,6 +78,7 @@ def event_report(run_dir: Path) -> list[Path]:
                          "the others are excluded by the declared rule (void markets are "
                          "never scored as NO).")
     gap = pd.read_csv(run_dir / "market_gap.csv")
-    paths += write_table(gap, out, "event_market_gap", "|p_model - p_market| on the markets "
-                         "both answered.")
+    shown = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
+    paths += write_table(shown, out, "event_market_gap", "|p_model - p_market| on the markets "
+                         "both answered.", raw=gap)
     return paths
