@@ -356,6 +356,28 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
     pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "event_market_gap.csv"), gap)
 
 
+def test_a_torn_event_table_is_named_and_score_mends_the_score_outputs(tmp_path, monkeypatch):
+    """A skill.parquet or retrieval.parquet that is no Parquet ended the audit in Arrow's
+    traceback; score now writes the score outputs again even when one is torn."""
+    from finbench.core.errors import RunError
+    from finbench.scoring.run import score_run
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(SAMPLE / "store"))
+    (tmp_path / "p.toml").write_text(text)
+    out = run(tmp_path / "p.toml", tmp_path / "run", echo=lambda *_: None)
+    kept = (out / "skill.parquet").read_bytes()
+    (out / "skill.parquet").write_bytes(b"torn")
+    with pytest.raises(RunError, match="skill.parquet: cannot be read"):
+        audit_run(out)
+    score_run(out)
+    assert (out / "skill.parquet").read_bytes() == kept and audit_run(out) == []
+    (out / "retrieval.parquet").write_bytes(b"torn")
+    with pytest.raises(RunError, match="retrieval.parquet: cannot be read"):
+        audit_run(out)
+
+
 def test_the_readme_event_config_runs_as_written(tmp_path, monkeypatch):
     import re
 

@@ -488,6 +488,22 @@ def test_changed_scores_stop_the_report_until_score_writes_them_again(clean, tmp
     assert (copy / "tables").is_dir()
 
 
+@pytest.mark.parametrize("torn", ["scores.parquet", "rows.parquet"])
+def test_a_torn_score_output_is_mended_by_score(clean, tmp_path, torn):
+    """The refusal of a torn scores.parquet named `finbench score` as the mend, but score
+    itself refused the run for that file."""
+    from finbench import RunError
+
+    copy = tmp_path / "run"
+    shutil.copytree(clean, copy)
+    (copy / torn).write_bytes(b"x")
+    with pytest.raises(RunError, match=rf"{torn}: cannot be read .*`finbench score`"):
+        _readers()["report"](copy)
+    _readers()["score"](copy)
+    assert (copy / torn).read_bytes() == (clean / torn).read_bytes()
+    assert audit_run(copy) == []
+
+
 def test_a_file_the_manifest_does_not_record_is_refused_through_the_cli(clean, tmp_path, capsys):
     """A forecast table the manifest holds no hash of (a run stopped between writing it and
     recording it, or a record removed): one line, exit 2."""

@@ -38,9 +38,14 @@ SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
           "exclusions.csv", "market_gap.csv")
 
 
-def finished_run(run_dir: str | Path) -> Path:
-    """``run_dir`` as a Path, once it holds every file a finished run writes; else a RunError
-    naming the folder and what it lacks."""
+# what scoring writes (``finbench score`` mends a torn one, so it does not check them)
+SCORE_OUTPUTS = ("scores.parquet", "rows.parquet", "scores3.parquet", "skill.parquet")
+
+
+def finished_run(run_dir: str | Path, *, scored: bool = True) -> Path:
+    """``run_dir`` as a Path, once it holds every file a finished run writes, each Parquet
+    file readable (``scored=False``: the score outputs left unchecked, for the command that
+    writes them again); else a RunError naming the folder and what it lacks."""
     if is_uri(run_dir):
         raise RunError(f"{run_dir}: a run on object storage is read from a local copy: "
                        f"finbench data copy {run_dir} LOCAL_FOLDER")
@@ -53,8 +58,9 @@ def finished_run(run_dir: str | Path) -> Path:
                 "them when the same `finbench run` command is given again"
                 if (run_dir / MANIFEST).is_file() else "")
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)}){hint}")
+    optional = ("retrieval.parquet", *(SCORE_OUTPUTS if scored else ()))
     for name in [f for f in FINISHED if f.endswith(".parquet")] + [
-            f for f in ("scores.parquet", "rows.parquet") if (run_dir / f).is_file()]:
+            f for f in optional if (run_dir / f).is_file()]:
         try:
             pq.read_metadata(run_dir / name)
         except (pa.ArrowInvalid, OSError) as exc:

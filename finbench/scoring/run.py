@@ -48,7 +48,7 @@ class RunScores:
     :attr:`tally`."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.dir = finished_run(run_dir)
+        self.dir = finished_run(run_dir, scored=False)
         self.config = load_run_config(self.dir)
         skipped = read_manifest(self.dir).get("skipped_models", {})
         self.tasks = pd.read_parquet(self.dir / "tasks.parquet")
@@ -132,7 +132,7 @@ def model_rows(path: Path, model: str) -> pd.DataFrame:
 def score_run(run_dir: str | Path) -> pd.DataFrame:
     """Recompute every score from the stored forecasts, labels and tasks alone (holding the
     run directory's lock) and write ``scores.*`` and ``rows.*``."""
-    run_dir = finished_run(run_dir)
+    run_dir = finished_run(run_dir, scored=False)  # it writes the score outputs again
     with RunLock(run_dir, command=f"finbench score {run_dir}"):
         check_recorded(run_dir, INPUTS)
         return rescore(run_dir)
@@ -141,7 +141,7 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
 def rescore(run_dir: Path) -> pd.DataFrame:
     """:func:`score_run` for a caller that holds the run directory's lock; the content hashes
     of the files written are recorded in the manifest."""
-    config = load_run_config(finished_run(run_dir))
+    config = load_run_config(finished_run(run_dir, scored=False))
     if config.track == "events":
         from finbench.scoring.event_run import EVENT_FILES, write_event_scores
 
