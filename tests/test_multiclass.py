@@ -452,3 +452,18 @@ def test_a_three_class_forecast_depends_on_its_task_alone(tmp_path, sample_store
     pd.testing.assert_frame_equal(short.sort_values(key).reset_index(drop=True),
                                   long.sort_values(key).reset_index(drop=True))
     assert len(short) == 18
+
+
+def test_the_printed_class_summary_says_undef_where_a_reference_scores_zero():
+    """It printed "nan" where the tables say "undef" (a reference that scored 0)."""
+    import pandas as pd
+
+    from finbench.runner.manifest import render_class_summary
+
+    table = pd.DataFrame({"slice_kind": ["overall"], "model": ["m"], "n": [17],
+                          "brier": [0.706], "rps": [0.235], "accuracy": [0.53],
+                          "bss3_freq": [float("nan")], "bss3_freq_n": [17],
+                          "bss3_uni": [-0.0588], "bss3_uni_n": [17], "n_valid": [18],
+                          "n_tasks": [18], "n_error": [0]})
+    text = render_class_summary(table)
+    assert "undef (17)" in text and "-0.059 (17)" in text and "nan" not in text

@@ -13,6 +13,7 @@ import pandas as pd
 from finbench.core.config import RunConfig, baseline_names, interval_reference
 from finbench.core.version import __version__
 from finbench.reports.tables import render_text, summary_frame
+from finbench.reports.writers import fmt
 from finbench.runlog.rundir import RUN_FORMAT
 
 
@@ -93,13 +94,13 @@ def render_class_summary(table: pd.DataFrame) -> str:
     refs = [c[5:-2] for c in overall.columns if c.startswith("bss3_") and c.endswith("_n")]
     shown = pd.DataFrame({
         "Model": overall["model"], "N": overall["n"],
-        "Brier3": overall["brier"].map(lambda v: f"{v:.3f}"),
-        "RPS": overall["rps"].map(lambda v: f"{v:.3f}"),
-        "Acc.": overall["accuracy"].map(lambda v: f"{v:.2f}"),
-        **{f"BSS3_{r} (n)": [f"{v:.3f} ({int(n)})" for v, n in zip(
+        "Brier3": overall["brier"].map(fmt),
+        "RPS": overall["rps"].map(fmt),
+        "Acc.": overall["accuracy"].map(lambda v: fmt(v, 2)),
+        **{f"BSS3_{r} (n)": [f"{fmt(v)} ({int(n)})" for v, n in zip(
             overall[f"bss3_{r}"], overall[f"bss3_{r}_n"], strict=True)] for r in refs},
         "Valid": [f"{v}/{t - e}" for v, t, e in zip(overall["n_valid"], overall["n_tasks"],
                                                      overall["n_error"], strict=True)]})
     return ("Three classes (down, flat, up), all horizons:\n" + render_text(shown)
             + "\nBrier3 and RPS: lower is better; BSS3 = 1 - Brier3_model / Brier3_reference on "
-            "the (n) paired rows both scored.")
+            "the (n) paired rows both scored; 'undef' = zero reference score or no paired rows.")
