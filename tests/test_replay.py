@@ -2,6 +2,7 @@
 horizons only, probability-only forecasters, and the per-row score export."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -259,3 +260,25 @@ path = "r.csv"
     assert not morning["valid"] and "(given 'true')" in morning["error"]
     assert not midday["valid"] and midday["error"].startswith("schema: lower: beyond the float")
     assert close["valid"] and (close["p_up"], close["upper"]) == (0.5, 0.01)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("ticker,session,horizon,p_up\nAAPL,2025-01-15,MORNING,0.5\n,2025-01-15,MIDDAY,0.5\n",
+     "rule 'ticker is not empty' broken in rows 2"),
+    ("task_id,p_up\nAAPL|2025-01-15|MORNING,0.5\nnull,0.5\n",
+     "rule 'task_id is not empty' broken in rows 2"),
+    ("model,task_id,p_up\nm,AAPL|2025-01-15|MORNING,0.5\n,AAPL|2025-01-15|MIDDAY,0.5\n",
+     "rule 'model is not empty' broken in rows 2"),
+    ("task_id,lower,upper\nAAPL|2025-01-15|MORNING,-0.01,0.01\n",
+     "has no p_up column (columns: task_id, lower, upper)"),
+])
+def test_a_replay_row_that_names_no_task_or_model_is_named(tmp_path, sample_store, text, said):
+    """An empty key cell ended the run in a TypeError (joining the names of rows outside the
+    run) or sorting model names; a file without p_up made every row invalid without a word
+    about the file."""
+    (tmp_path / "r.csv").write_text(text)
+    cfg = config(tmp_path, sample_store, '[[models]]\nname = "r"\nkind = "replay"\n'
+                                         'path = "r.csv"\n' + ('model = "m"\n' if "model," in text
+                                                              else ""))
+    with pytest.raises(DataError, match=re.escape(f"r.csv: {said}")):
+        run(cfg, tmp_path / "run", echo=quiet)

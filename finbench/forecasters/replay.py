@@ -33,12 +33,17 @@ def load_replay(path, model: str | None = None) -> pd.DataFrame:
     frame = read_table_file(path)
     if frame.empty:
         raise DataError(f"{path}: replay file has no rows")
+    if "p_up" not in frame:
+        raise DataError(f"{path}: has no p_up column (columns: {', '.join(map(str, frame))})")
+    _filled(frame, path, ["model"] if "model" in frame else [])
     frame = _model_rows(frame, path, model)
     if "task_id" not in frame:
         missing = [c for c in ("ticker", "session", "horizon") if c not in frame]
         if missing:
             raise DataError(f"{path}: needs a task_id column or ticker, session, horizon "
                             f"(missing: {', '.join(missing)})")
+    _filled(frame, path, ["task_id"] if "task_id" in frame else ["ticker", "session", "horizon"])
+    if "task_id" not in frame:
         session = pd.to_datetime(frame["session"].astype(str), format="%Y-%m-%d",
                                  errors="coerce")
         bad = frame.index[session.isna().to_numpy()]
@@ -56,6 +61,17 @@ def load_replay(path, model: str | None = None) -> pd.DataFrame:
                         f"{'upper' if 'lower' in frame else 'lower'}: give both columns of the "
                         "interval, or neither for a probability-only forecaster")
     return frame
+
+
+def _filled(frame: pd.DataFrame, path, keys: list[str]) -> None:
+    """A DataError naming the rows where a key column (what names a row's model or task) is
+    empty."""
+    for key in keys:
+        empty = frame[key].isna() | (frame[key].astype("string").str.strip() == "")
+        if empty.any():
+            rows = [str(i + 1) for i in frame.index[empty.to_numpy(bool)][:5]]
+            raise DataError(f"{path}: rule '{key} is not empty' broken in rows "
+                            f"{', '.join(rows)} (a row names its model and task)")
 
 
 def _model_rows(frame: pd.DataFrame, path, model: str | None) -> pd.DataFrame:
