@@ -56,6 +56,24 @@ def test_collapsed_candidate_mass_is_invalid_and_kept():
     assert head.candidate_mass == pytest.approx(1e-6)
 
 
+@pytest.mark.parametrize(("logprobs", "error"), [
+    ([-0.2, float("nan"), -1.6], "bad_logprob: a listed log-probability is no number <= 0 (nan)"),
+    ([0.5, -1.0, -2.0], "bad_logprob: a listed log-probability is no number <= 0 (0.5)"),
+    ([1000.0, -1.0, -2.0], "bad_logprob: a listed log-probability is no number <= 0 (1000.0)"),
+    ([0.0, -0.5, -2.0], "listed_mass_above_1: the listed probabilities sum to 1.74"),
+])
+def test_a_list_that_is_no_distribution_makes_the_head_invalid(logprobs, error):
+    """NaN gave a valid head of NaN probabilities; a positive log-probability a probability
+    above 1 (or, from 710 on, an OverflowError that ended the run)."""
+    listed = [{"token": t, "logprob": lp} for t, lp in zip("UFD", logprobs, strict=True)]
+    head = read_native(listed, LABELS, min_mass=0.5)
+    assert not head.valid and head.error.startswith(error)
+    assert all(not math.isnan(b) for b in head.absent.values())
+    ok = read_native([{"token": "U", "logprob": 0.0}, {"token": "F", "logprob": -math.inf}],
+                     LABELS)  # certain: 1 and 0 are probabilities
+    assert ok.valid and ok.forecast == (0.0, 0.0, 1.0)
+
+
 def test_an_absent_label_is_bounded_and_a_split_one_invalid():
     head = read_native(top(U=0.7, F=0.2, Other=0.01), LABELS)
     assert head.valid and head.absent == {"D": pytest.approx(0.01)}

@@ -15,6 +15,10 @@ by the extraction rule ``native-v1``, which never invents a probability:
    is the labels' masses divided by the candidate mass (an absent label: 0). Below the
    declared minimum candidate mass the head is invalid (``candidate_mass_below_min``), its
    values kept but not scored.
+6. A list that is no probability distribution makes the head invalid first: a listed
+   log-probability that is not a number ``<= 0`` (``bad_logprob``: NaN, or a positive one,
+   whose probability would exceed 1), or listed probabilities summing above 1 (by more than
+   rounding, :data:`LISTED_SLACK`; ``listed_mass_above_1``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from finbench.core.config import CLASSES
 from finbench.core.errors import ConfigError
 
 RULE = "native-v1"
+LISTED_SLACK = 1e-6  # rounding of the listed log-probabilities a sum may exceed 1 by
 
 
 @dataclass
@@ -69,22 +74,30 @@ def read_native(top_logprobs: list[dict], labels: dict[str, str], *,
     raw = [0.0, 0.0, 0.0]
     seen: set[str] = set()
     tokens, split = [], []
-    listed = [math.exp(t["logprob"]) for t in top_logprobs]
+    wrong = [t["logprob"] for t in top_logprobs if not t["logprob"] <= 0]  # NaN too
+    listed = [math.exp(t["logprob"]) if t["logprob"] <= 0 else math.nan for t in top_logprobs]
     for t, p in zip(top_logprobs, listed, strict=True):
         text = t["token"].strip()
         if text in index:
-            raw[index[text]] += p
+            raw[index[text]] += 0.0 if math.isnan(p) else p  # a bad one: the head is invalid
             seen.add(text)
             tokens.append({k: t[k] for k in ("token", "logprob", "bytes") if k in t})
         elif text and any(label.startswith(text) and label != text for label in index):
             split += [label for label in index if label.startswith(text) and label != text]
-    smallest = min(listed) if listed else 1.0
+    known = [p for p in listed if not math.isnan(p)]
+    smallest = min(known) if known else 1.0
     absent = {label: smallest for label in index if label not in seen}
     mass = sum(raw)
     forecast = tuple(m / mass for m in raw) if mass > 0 else (math.nan,) * 3
     head = NativeHead(forecast=forecast, raw=tuple(raw), candidate_mass=mass,
                       excluded_mass=1.0 - mass, valid=True, absent=absent, tokens=tokens)
-    if split:
+    if wrong:
+        head.valid, head.error = False, (f"bad_logprob: a listed log-probability is no number "
+                                         f"<= 0 ({wrong[0]!r})")
+    elif math.fsum(listed) > 1 + LISTED_SLACK:
+        head.valid, head.error = False, (f"listed_mass_above_1: the listed probabilities sum to "
+                                         f"{math.fsum(listed):.6g}")
+    elif split:
         head.valid, head.error = False, f"label_split: {', '.join(sorted(set(split)))}"
     elif mass <= 0:
         head.valid, head.error = False, "no_label_listed: none of the labels is in the top list"
