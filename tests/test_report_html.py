@@ -101,3 +101,30 @@ def test_a_large_run_embeds_its_first_rows_and_says_so(pilot_html, monkeypatch):
     assert "The first 10 of 63 rows are here." in text
     monkeypatch.undo()
     report(pilot_html.parent)  # the module's page as it was, for any test after this one
+
+
+def test_a_model_text_holding_script_markup_leaves_the_page_whole(tmp_path, sample_store):
+    """A rationale holding "<!--<script>" swallowed the samples' data block and the page's
+    script after it (only "</" was escaped): the sample browser stayed empty."""
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="Playwright is not installed (pip install playwright)")
+    from tests.helpers import aapl_config, scripted_toml
+
+    said = "up <!--<script> then </script> and </p>"
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(
+        m='{"p_up": 0.6, "lower": -0.01, "upper": 0.01, "rationale": "' + said + '"}'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    report(out)
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
+        page = browser.new_page()
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((out / "report.html").as_uri())
+        assert page.inner_text("#count") == "3 of 3 samples"
+        page.locator("#sample-list tbody tr").first.click()
+        assert said in page.inner_text("#detail")
+        browser.close()
+    assert problems == []

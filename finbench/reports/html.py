@@ -56,7 +56,9 @@ def write_html(run_dir: Path, data: RunData, shown: dict, figures: list[Path]) -
                  '<table id="sample-list"><thead><tr><th>task</th><th>model</th><th>p_up</th>'
                  '<th>interval</th><th>outcome</th><th>answer</th><th>Brier</th></tr></thead>'
                  '<tbody></tbody></table><pre id="detail"></pre></section>')
-    data_json = json.dumps(samples, allow_nan=False, ensure_ascii=False).replace("</", "<\\/")
+    # every "<" escaped: a model's text holding "</script>" or "<!--<script>" would end or
+    # swallow the data block and the page's script after it
+    data_json = json.dumps(samples, allow_nan=False, ensure_ascii=False).replace("<", "\\u003c")
     page = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>FinBench "
             f"{html.escape(data.name)}</title><style>{STYLE}</style></head><body>"
             + "".join(parts)
