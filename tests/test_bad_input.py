@@ -160,6 +160,12 @@ def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
      '"headline": "x", "source": "y"}', "tickers is a list of symbols or a ';'-joined text"),
     ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AA\\nPL"], '
      '"headline": "x", "source": "y"}', "every ticker has no whitespace, control character"),
+    # it would have stood twice in AAPL's context (and counted twice against max_headlines)
+    ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AAPL", "MSFT", "AAPL"], '
+     '"headline": "x", "source": "y"}', "rule 'tickers lists each symbol once' broken in 1 "
+                                        "row(s): row 1 (tickers=['AAPL', 'MSFT', 'AAPL'])"),
+    ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": "AAPL;AAPL", '
+     '"headline": "x", "source": "y"}', "tickers lists each symbol once"),
 ])
 def test_headline_lines_that_break_a_rule_are_named_and_nothing_is_written(tmp_path, line, rule):
     f = write(tmp_path / "news.jsonl", line + "\n")

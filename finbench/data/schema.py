@@ -324,6 +324,10 @@ def validate_headlines(
     problems.add("every ticker has no whitespace, control character or '|'",
                  tickers.map(lambda ts: any(ticker_problem(t) for t in ts)).to_numpy(bool),
                  lambda r: f"tickers={shown(tickers.iloc[r])}")
+    # listed twice, the headline would stand twice in that ticker's context
+    problems.add("tickers lists each symbol once",
+                 tickers.map(lambda ts: len(set(ts)) < len(ts)).to_numpy(bool),
+                 lambda r: f"tickers={shown(tickers.iloc[r])}")
     out["tickers"] = tickers
     for col in ("headline", "source"):
         text = raw[mapping[col]].astype("string").str.strip()
