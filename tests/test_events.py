@@ -169,6 +169,29 @@ def test_a_negative_bootstrap_seed_is_refused(tmp_path):
         load_config(cfg)
 
 
+def test_a_market_not_open_at_its_cutoff_is_asked_of_no_model(tmp_path):
+    """A lead longer than a market's life put its t0 before it opened: building its context
+    (the question did not exist yet) ended the whole run in LookaheadError. Such a task is
+    now asked of no model (no forecast row), the others go on, and the audit holds it so."""
+    short = market(1, "YES", resolved="2024-04-02T12:00Z", days_open=2)  # opened 2 days before
+    store = make_store(tmp_path / "d", [market(0, "NO", resolved="2024-04-01T12:00Z"), short])
+    cfg = event_config(tmp_path, store, constants(0.3), lead_hours=24 * 5)
+    said = []
+    out = run(cfg, tmp_path / "run", echo=said.append)
+    labels = pd.read_parquet(out / "labels.parquet").set_index("market_id")
+    assert labels.loc["q0001", "status"] == "t0_before_open"
+    assert labels.loc["q0000", "status"] == "ok"
+    rows = pd.read_parquet(out / "forecasts.parquet")
+    assert rows["task_id"].str.startswith("q0000|").all() and len(rows) == 1
+    assert any("1 task(s) are asked of no model: their market opened after t0" in s
+               for s in said)
+    assert audit_run(out) == []
+    extra = rows.assign(task_id=labels.loc["q0001", "task_id"])  # a row no model could give
+    pd.concat([rows, extra]).to_parquet(out / "forecasts.parquet", index=False)
+    assert any("has a row of task q0001|" in p and "opened after its t0" in p
+               for p in audit_run(out))
+
+
 def test_a_post_id_twice_is_refused(tmp_path):
     post = {"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "same"}
     with pytest.raises(DataError, match="post id.* appear twice"):

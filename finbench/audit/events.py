@@ -54,14 +54,15 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
-    problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models])
+    askable = track.askable()  # a market not open at t0 is asked of no model
+    problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models], askable)
     problems += _time_problems(forecasts, tasks)
-    rows = np.arange(len(track.tasks))
-    gated = next(track.context_batches(np.ones(len(rows), bool))).inputs(rows)
+    rows = np.flatnonzero(askable)
+    gated = next(track.context_batches(askable)).inputs(np.arange(len(rows)))
     for model in models:
         mine = forecasts[forecasts["model"] == model.name].set_index("task_id")
         if model.kind in REFERENCE_KINDS:
-            problems += _reference_problems(track, model, mine, gated)
+            problems += _reference_problems(track, model, mine, gated, rows)
         else:
             problems += _llm_problems(run_dir, track, model, mine, gated)
     again = event_tables(run_dir, config, skipped)
@@ -88,17 +89,22 @@ def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) 
     return problems
 
 
-def _coverage(forecasts: pd.DataFrame, task_ids: pd.Series, names: list[str]) -> list[str]:
-    """Every task of every model once, and no other row."""
+def _coverage(forecasts: pd.DataFrame, task_ids: pd.Series, names: list[str],
+              askable: np.ndarray) -> list[str]:
+    """Every task that can be asked (``askable``) of every model once, and no other row."""
     problems = []
     counts = forecasts.groupby(["model", "task_id"]).size()
+    never = set(task_ids[~askable])
     for name in names:
         have = counts.loc[name] if name in counts.index.get_level_values(0) else pd.Series(
             dtype=int)
-        missing = task_ids[~task_ids.isin(have.index)]
+        missing = task_ids[askable & ~task_ids.isin(have.index).to_numpy(bool)]
         twice = have[have > 1]
         problems += [f"forecasts.parquet: model {name} has no row of task {t}"
                      for t in missing.head(SHOWN)]
+        problems += [f"forecasts.parquet: model {name} has a row of task {t}, whose market "
+                     "opened after its t0 (no model can be asked it)"
+                     for t in [t for t in have.index if t in never][:SHOWN]]
         problems += [f"forecasts.parquet: model {name} answers task {t} {n} times"
                      for t, n in twice.head(SHOWN).items()]
     foreign = sorted(set(forecasts["model"]) - set(names))
@@ -115,12 +121,12 @@ def _time_problems(forecasts: pd.DataFrame, tasks: pd.DataFrame) -> list[str]:
             "after t0" for r in late.head(SHOWN).itertuples()]
 
 
-def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame, gated) -> list[str]:
-    """The reference answers again from the store (``gated``: every task's gated inputs);
-    its rows must match."""
+def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame, gated,
+                        rows: np.ndarray) -> list[str]:
+    """The reference answers again from the store (``gated``: the gated inputs of the tasks
+    at ``rows``, those that can be asked); its rows must match."""
     forecaster = build_forecaster(model, track.prompt)
-    inputs = gated if forecaster.needs_context else track.plain_inputs(
-        np.arange(len(track.tasks)))
+    inputs = gated if forecaster.needs_context else track.plain_inputs(rows)
     again = forecaster.forecast(inputs).to_pandas().set_index("task_id")
     have = mine.reindex(again.index)
     problems = []
@@ -145,7 +151,7 @@ def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame, 
     problems = []
     prompt = track.prompt.for_model(model)
     sha = [prompt.sha256(m) for m in prompt.messages(gated.contexts)]
-    ids = track.tasks["task_id"]
+    ids = gated.tasks["task_id"]  # the tasks that can be asked
     for task, want in zip(ids, sha, strict=True):
         if task in mine.index and mine.at[task, "input_sha256"] != want:
             problems.append(f"forecasts.parquet ({task}, {model.name}): input_sha256 is not the "

@@ -213,13 +213,14 @@ class RunSteps:
         batch)."""
         done, ids = self.journal.done_by_model(), self.track.tasks["task_id"]
         errors = self.journal.open_errors()
+        askable = self.track.askable()
         for f in self.forecasters:
             sent = sorted(self.jobs[f.name].submitted_task_ids()) if f.name in self.jobs else []
             finished = [*done.get(f.name, []), *sent]
             retry = self._retries(f, errors.get(f.name, {}))
             if retry:
                 finished = [t for t in finished if t not in retry]
-            asked = f.asked(self.track.tasks)
+            asked = f.asked(self.track.tasks) & askable
             self.todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
             self.notes[f.name] = [*f.notes(self.track.tasks), *([] if asked.all() else [
                 f"asked {int(asked.sum())} of the run's {len(ids)} tasks; the others are not "

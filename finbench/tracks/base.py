@@ -110,6 +110,12 @@ class Track(ABC):
         frame, written as Parquet); none by default."""
         return {}
 
+    def askable(self) -> np.ndarray:
+        """Which of :attr:`tasks` can be asked at all (by default every one). A task that
+        cannot (its question did not exist yet at its cutoff) is asked of no forecaster and
+        has no forecast row; its label says why it is not scored."""
+        return np.ones(len(self.tasks), dtype=bool)
+
     @abstractmethod
     def warnings(self, labels: pd.DataFrame) -> list[str]:
         """What a user should know before anything is paid for; a RunError when nothing can

@@ -96,6 +96,11 @@ class EventsTrack(Track):
             "task_id", "rank", "post_id", "created_utc", "score"]).astype(
             {"rank": np.int64, "score": np.float64})}
 
+    def askable(self) -> np.ndarray:
+        """A market not yet open at ``t0`` cannot be asked: its question and terms were not
+        known then (its label's status is ``t0_before_open``)."""
+        return (self.tasks["t0"] >= self.tasks["opened_at"]).to_numpy(bool)
+
     def warnings(self, labels: pd.DataFrame) -> list[str]:
         ok = labels["status"] == OK
         if not ok.any():
@@ -103,6 +108,11 @@ class EventsTrack(Track):
                            " (void markets, cutoffs outside the market's life, or no price "
                            "at t0)")
         out = []
+        early = int((~self.askable()).sum())
+        if early:
+            out.append(f"{early} task(s) are asked of no model: their market opened after t0, "
+                       "so its question was not known then (not scored: t0_before_open, or "
+                       "an exclusion tested before it)")
         if not (labels.loc[ok, "y"] == 1).any():
             out.append(f"no positive cases: none of the {int(ok.sum())} scored markets "
                        "resolved YES (kept in, flagged in every table)")
