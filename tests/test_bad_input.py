@@ -148,6 +148,31 @@ def test_a_negative_seed_is_refused_where_it_is_given(tmp_path, sample_store):
             "0") in message(finbench("run", cfg, "--out", tmp_path / "r"))
 
 
+@pytest.mark.parametrize("store", ["sample", "events_sample/store"])
+@pytest.mark.parametrize(("written", "said"), [
+    (b"{", "not valid JSON (Expecting property name"),
+    (b"[1]", "not a store manifest (a JSON list, not an object)"),
+    (b"\xff\xfe\x00", "not valid JSON"),
+])
+def test_a_store_manifest_that_is_no_json_object_is_named(tmp_path, store, written, said):
+    """A list ended `data validate` in AttributeError, and an event store's damaged manifest
+    ended a run in JSONDecodeError."""
+    import shutil
+
+    copy = tmp_path / "store"
+    shutil.copytree(ROOT / "data" / store, copy)
+    (copy / "manifest.json").write_bytes(written)
+    assert f"StoreError: {copy / 'manifest.json'}: {said}" in message(
+        finbench("data", "validate", copy))
+    if store.startswith("events"):  # a run reads it as an event store
+        cfg = write(tmp_path / "events.toml", f'track = "events"\n[data]\nstore = "{copy}"\n'
+                    "[tasks]\nresolved_from = 2024-03-01\nresolved_to = 2024-06-30\n"
+                    'cutoff = "lead"\nlead_hours = 72\n[[models]]\nname = "c"\n'
+                    'kind = "constant"\np = 0.2\n')
+        assert f"StoreError: {copy / 'manifest.json'}: {said}" in message(
+            finbench("run", cfg, "--out", tmp_path / "r"))
+
+
 def test_a_shard_that_is_not_two_dates_is_named(tmp_path, sample_store):
     assert "shard garbage:x is not START:END" in message(
         finbench("run", pilot(tmp_path, sample_store), "--out", tmp_path / "r", "--shard",

@@ -75,6 +75,19 @@ def read_guard(file, root, *, what: str, may_pass_again: bool = False):
         raise error from None
 
 
+def manifest_object(data: bytes | str, where: str) -> dict:
+    """A store's manifest read from its bytes; a StoreError naming ``where`` when it is not
+    a JSON object (damaged, or not a manifest)."""
+    try:
+        manifest = json.loads(data)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are no text
+        raise StoreError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise StoreError(f"{where}: not a store manifest (a JSON {type(manifest).__name__}, "
+                         "not an object)")
+    return manifest
+
+
 class Store:
     """A directory of date-partitioned Parquet files with a manifest of their hashes.
 
@@ -95,10 +108,8 @@ class Store:
         manifest_path = f"{self.path}/{MANIFEST}"
         if not is_file(self.fs, join(self.root, MANIFEST)):
             raise StoreError(f"{self.path}: not a FinBench store (no {MANIFEST})")
-        try:
-            self.manifest = json.loads(read_bytes(self.fs, join(self.root, MANIFEST)))
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{manifest_path}: not valid JSON ({exc})") from exc
+        self.manifest = manifest_object(read_bytes(self.fs, join(self.root, MANIFEST)),
+                                        manifest_path)
         if self.manifest.get("format") != STORE_FORMAT:
             raise StoreError(f"{manifest_path}: format is not {STORE_FORMAT!r}")
         if self.manifest.get("version") != STORE_VERSION:

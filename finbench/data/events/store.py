@@ -29,7 +29,7 @@ from finbench.core.location import is_uri
 from finbench.core.outputs import write_atomic, write_json
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
-from finbench.data.store import read_guard, sha256_file
+from finbench.data.store import manifest_object, read_guard, sha256_file
 
 FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
@@ -68,7 +68,7 @@ class EventStore:
         if not file.is_file():
             raise StoreError(f"{self.path}: no {MANIFEST} (ingest markets and posts first: "
                              "finbench data ingest --markets/--posts)")
-        self.manifest = json.loads(file.read_text())
+        self.manifest = manifest_object(file.read_bytes(), str(file))
         if self.manifest.get("format") != FORMAT:
             raise StoreError(f"{file}: not an event store (format "
                              f"{self.manifest.get('format')!r}, expected {FORMAT!r})")
