@@ -153,14 +153,26 @@ def test_a_negative_seed_is_refused_where_it_is_given(tmp_path, sample_store):
     (b"{", "not valid JSON (Expecting property name"),
     (b"[1]", "not a store manifest (a JSON list, not an object)"),
     (b"\xff\xfe\x00", "not valid JSON"),
+    ("snapshot_sha256", "snapshot_sha256 is 5, not a text: the manifest was changed or damaged"),
+    ("synthetic", "synthetic is 5, not true or false"),
+    ("files", "does not map each file to its SHA-256"),
 ])
 def test_a_store_manifest_that_is_no_json_object_is_named(tmp_path, store, written, said):
-    """A list ended `data validate` in AttributeError, and an event store's damaged manifest
-    ended a run in JSONDecodeError."""
+    """A list ended `data validate` in AttributeError, an event store's damaged manifest a run
+    in JSONDecodeError, and a field of another kind in a TypeError further on."""
     import shutil
 
     copy = tmp_path / "store"
     shutil.copytree(ROOT / "data" / store, copy)
+    if isinstance(written, str):  # a field of the manifest changed to a number
+        manifest = json.loads((copy / "manifest.json").read_text())
+        field = "partitions" if written == "files" and "partitions" in manifest else written
+        if written == "files":
+            manifest[field] = {name: 5 for name in manifest[field]}
+            said = f"{field} {said}"
+        else:
+            manifest[field] = 5
+        written = json.dumps(manifest).encode()
     (copy / "manifest.json").write_bytes(written)
     assert f"StoreError: {copy / 'manifest.json'}: {said}" in message(
         finbench("data", "validate", copy))

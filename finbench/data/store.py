@@ -88,6 +88,27 @@ def manifest_object(data: bytes | str, where: str) -> dict:
     return manifest
 
 
+def check_fields(manifest: dict, where: str, fields: dict[str, type], files: str) -> None:
+    """A StoreError naming ``where`` when one of ``fields`` (name: JSON kind) is of another
+    kind, or ``files`` does not map file names to hashes (the manifest was edited or
+    damaged: what reads it would fail further on, less clearly)."""
+    for name, kind in fields.items():
+        value = manifest.get(name)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise StoreError(f"{where}: {name} is {value!r}, not {_KINDS[kind]}: the manifest "
+                             "was changed or damaged")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in manifest[files].items()):
+        raise StoreError(f"{where}: {files} does not map each file to its SHA-256: the "
+                         "manifest was changed or damaged")
+
+
+_KINDS = {str: "a text", int: "a whole number", bool: "true or false", list: "a list",
+          dict: "an object"}
+STORE_FIELDS = {"format": str, "version": int, "synthetic": bool, "description": str,
+                "bar_seconds": int, "bar_timestamp": str, "timezone": str, "sources": list,
+                "partitions": dict, "snapshot_sha256": str}
+
+
 class Store:
     """A directory of date-partitioned Parquet files with a manifest of their hashes.
 
@@ -116,6 +137,7 @@ class Store:
             raise StoreError(
                 f"{manifest_path}: version {self.manifest.get('version')!r} is not {STORE_VERSION}"
             )
+        check_fields(self.manifest, manifest_path, STORE_FIELDS, "partitions")
         problem = bar_length_problem(self.manifest.get("bar_seconds"))
         if problem:
             raise StoreError(f"{manifest_path}: bar_seconds {problem}")

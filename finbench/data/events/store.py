@@ -29,10 +29,14 @@ from finbench.core.location import is_uri
 from finbench.core.outputs import write_atomic, write_json
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
-from finbench.data.store import manifest_object, read_guard, sha256_file
+from finbench.data.store import check_fields, manifest_object, read_guard, sha256_file
 
 FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
+
+
+EVENT_FIELDS = {"format": str, "version": int, "files": dict, "dumps": list, "synthetic": bool,
+                "description": str, "snapshot_sha256": str}
 
 
 def is_event_store(path: str | Path) -> bool:
@@ -72,6 +76,7 @@ class EventStore:
         if self.manifest.get("format") != FORMAT:
             raise StoreError(f"{file}: not an event store (format "
                              f"{self.manifest.get('format')!r}, expected {FORMAT!r})")
+        check_fields(self.manifest, str(file), EVENT_FIELDS, "files")
 
     @classmethod
     def open_or_create(cls, path: str | Path, *, synthetic: bool = False,
