@@ -137,7 +137,6 @@ class Store:
             raise StoreError(
                 f"{manifest_path}: version {self.manifest.get('version')!r} is not {STORE_VERSION}"
             )
-        check_fields(self.manifest, manifest_path, STORE_FIELDS, "partitions")
         problem = bar_length_problem(self.manifest.get("bar_seconds"))
         if problem:
             raise StoreError(f"{manifest_path}: bar_seconds {problem}")
@@ -147,6 +146,7 @@ class Store:
         if not is_timezone(self.manifest.get("timezone")):
             raise StoreError(f"{manifest_path}: timezone {self.manifest.get('timezone')!r} is "
                              "not a time zone name (e.g. America/New_York)")
+        check_fields(self.manifest, manifest_path, STORE_FIELDS, "partitions")
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
