@@ -126,6 +126,8 @@ def test_content_parts_pass_the_audit_and_damaged_transcripts_are_a_violation(
     rows = pd.read_parquet(out / "forecasts.parquet").query("model == 'm'")
     assert rows["valid"].all() and (rows["p_up"] == 0.6).all()
     assert audit_run(out, echo=lambda *_: None) == []
+    for side in out.glob("transcripts.sqlite-*"):  # SQLite would read the pages from its WAL
+        side.unlink()
     (out / "transcripts.sqlite").write_bytes(b"not a database " * 100)
     said = f"{out / 'transcripts.sqlite'}: cannot be read as the run's transcripts"
     problems = audit_run(out, echo=lambda *_: None)
