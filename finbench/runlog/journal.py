@@ -58,6 +58,11 @@ class Journal:
         self._synced_at, self._unsynced = time.monotonic(), False
         self.transcripts = Transcripts(run_dir)
 
+    def close(self) -> None:
+        """Close the transcripts' database (SQLite folds its write-ahead log into the file);
+        the journal reopens it if used again."""
+        self.transcripts.close()
+
     def done(self) -> set[tuple[str, str]]:
         """Every (task_id, model) journalled."""
         return {(t, m) for m, ids in self.done_by_model().items() for t in ids}

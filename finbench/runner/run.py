@@ -47,22 +47,30 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
                  "releasing the folder (killed?); resuming its run")
         steps = RunSteps(config, source, out, echo=echo, shard=shard,
                          laps=Laps(timings, cpu_timings), rate_share=rate_share)
-        steps.check_directory()        # a resumed run: same config, shard and data
-        steps.open_track()             # tasks planned; no market data read yet
-        steps.build_forecasters()      # models that cannot run here are skipped, with why
-        steps.label()                  # the label pass; tasks, labels and manifest written
-        steps.collect_batches(batch=batch, dry_run=dry_run)
-        steps.find_work(dry_run=dry_run)  # what each forecaster still owes
-        steps.forecast(batch=batch, dry_run=dry_run)  # answers journalled as they come
-        steps.submit_batches(batch=batch, dry_run=dry_run)
-        if dry_run:
-            steps.print_estimates()
-            return out
-        if steps.pending:
-            steps.print_pending()
-            return out
-        steps.write_forecast_table()
-        steps.judge_stances()          # with [analysis.stance] method = "judge"
-        steps.score()
-        steps.finish()
+        try:
+            _steps(steps, batch=batch, dry_run=dry_run)
+        finally:
+            steps.close()  # the transcripts' database, before the folder is let go
     return out
+
+
+def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
+    """A run's steps in order (the caller holds the folder's lock)."""
+    steps.check_directory()        # a resumed run: same config, shard and data
+    steps.open_track()             # tasks planned; no market data read yet
+    steps.build_forecasters()      # models that cannot run here are skipped, with why
+    steps.label()                  # the label pass; tasks, labels and manifest written
+    steps.collect_batches(batch=batch, dry_run=dry_run)
+    steps.find_work(dry_run=dry_run)  # what each forecaster still owes
+    steps.forecast(batch=batch, dry_run=dry_run)  # answers journalled as they come
+    steps.submit_batches(batch=batch, dry_run=dry_run)
+    if dry_run:
+        steps.print_estimates()
+        return
+    if steps.pending:
+        steps.print_pending()
+        return
+    steps.write_forecast_table()
+    steps.judge_stances()          # with [analysis.stance] method = "judge"
+    steps.score()
+    steps.finish()

@@ -112,6 +112,12 @@ class RunSteps:
         self.pending, self.estimates = 0, {}
         self.revisions: list[dict] = []  # the run's configs, first to this one
 
+    def close(self) -> None:
+        """Let go of what the run holds open (the journal's transcripts database)."""
+        journal = getattr(self, "journal", None)
+        if journal is not None:
+            journal.close()
+
     def check_directory(self) -> None:
         """A directory holding a run resumes only the same config and shard."""
         if not self.manifest_path.is_file():
@@ -348,13 +354,15 @@ class RunSteps:
         table = pq.read_table(self.out / "forecasts.parquet",
                               columns=["task_id", "model", "rationale"])
         rows = table.filter(pc.is_valid(table.column("rationale"))).to_pandas()
-        judge = StanceJudge(spec.judge, self.track.prompt)
+        judge, log = StanceJudge(spec.judge, self.track.prompt), StanceLog(self.out)
         try:
-            judge.judge(StanceLog(self.out), rows, self.echo)
+            judge.judge(log, rows, self.echo)
         except ModelStopped as exc:
             self.echo(f"STOPPED stance judge: {exc}")
             self.manifest["stance_judge"] = {"stopped": str(exc)}
             return
+        finally:
+            log.transcripts.close()
         self.manifest["stance_judge"] = {"method": judge.method, "rationales": len(rows)}
         self.lap("stance judge")
 
