@@ -117,11 +117,11 @@ def test_content_parts_pass_the_audit_and_damaged_transcripts_are_a_violation(
     """The audit read a transcript's content parts as a list, so every row of such a model
     'differs from the row's raw text'; a damaged transcripts.sqlite ended the audit, show
     and report in sqlite's DatabaseError."""
+    import gc
+
     from finbench.audit import audit_run
     from finbench.core.errors import RunError
     from finbench.reports.show import show
-
-    import gc
 
     cfg = config(tmp_path, sample_store, server.base_url, [("m", "parts")])
     gc.disable()  # the run closes its transcripts itself, not a collection of its objects

@@ -44,6 +44,11 @@ def quiet(*_):
     return None
 
 
+def replay_toml(name: str, path: str, extra: str = "") -> str:
+    """A ``[[models]]`` block of a replay model reading ``path`` (``extra``: more keys)."""
+    return f'\n[[models]]\nname = "{name}"\nkind = "replay"\npath = "{path}"\n{extra}'
+
+
 def test_a_pilot_csv_of_several_models_asked_some_horizons_is_scored_on_what_was_asked(
         tmp_path, sample_store):
     """Such a file was refused ("one forecast per task"); a MORNING-only model showed Valid
@@ -84,12 +89,7 @@ horizons = ["MORNING"]
 
 def test_a_file_of_several_models_needs_one_picked(tmp_path, sample_store):
     (tmp_path / "pilot.csv").write_text(PILOT_CSV)
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "r"
-kind = "replay"
-path = "pilot.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("r", "pilot.csv"))
     with pytest.raises(DataError, match=r"pilot.csv: holds rows of several models "
                        r"\(DeepSeek-V3, GPT-4o\); pick one with model = "):
         run(cfg, tmp_path / "run", echo=quiet)
@@ -105,12 +105,7 @@ def test_a_probability_only_replay_is_scored_on_its_probability(tmp_path, sample
         "ticker,session,horizon,p_up\n" + "".join(
             f"{t},2025-01-15,{h},0.5{i}\n" for i, (t, h) in enumerate(
                 (t, h) for t in ("AAPL", "MSFT", "NVDA") for h in ("MORNING", "MIDDAY", "CLOSE"))))
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "market"
-kind = "replay"
-path = "market.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("market", "market.csv"))
     out = run(cfg, tmp_path / "run", echo=quiet)
     f = pd.read_parquet(out / "forecasts.parquet").query("model == 'market'")
     assert f["valid"].all() and (f["interval_note"] == "not_applicable").all()
@@ -165,22 +160,12 @@ def test_bad_replay_rows_and_horizons_are_named(tmp_path, sample_store):
     (tmp_path / "bad.csv").write_text("ticker,session,horizon,p_up,lower,upper\n"
                                       "AAPL,2025-01-15,MORNING,0.5,-0.01,0.01\n"
                                       "AAPL,2025-13-45,MIDDAY,0.5,-0.01,0.01\n")
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "r"
-kind = "replay"
-path = "bad.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("r", "bad.csv"))
     with pytest.raises(DataError, match=r"bad.csv: row 2: session '2025-13-45' is not a date"):
         run(cfg, tmp_path / "run", echo=quiet)
     (tmp_path / "half.csv").write_text("ticker,session,horizon,p_up,lower\n"
                                        "AAPL,2025-01-15,MORNING,0.5,-0.01\n")
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "r"
-kind = "replay"
-path = "half.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("r", "half.csv"))
     with pytest.raises(DataError, match="half.csv: has lower but not upper"):
         run(cfg, tmp_path / "run2", echo=quiet)
     cfg = config(tmp_path, sample_store, """
@@ -199,12 +184,7 @@ def test_replay_rows_for_tasks_outside_the_run_are_counted_and_named(tmp_path, s
                                     "AAPL,2025-01-15,MORNING,0.5,-0.01,0.01\n"
                                     "ZZZZ,2025-01-15,MIDDAY,0.4,-0.02,0.02\n"
                                     "AAPL,2025-01-14,MIDDAY,0.4,-0.02,0.02\n")
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "r"
-kind = "replay"
-path = "r.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("r", "r.csv"))
     said = []
     out = run(cfg, tmp_path / "run", echo=said.append)
     note = ("2 row(s) of r.csv are for no task of this run and are not scored "
@@ -247,12 +227,7 @@ def test_replay_cells_that_are_no_number_are_invalid_answers_not_numbers(tmp_pat
                                     "AAPL,2025-01-15,MORNING,true,-0.01,0.01\n"
                                     f"AAPL,2025-01-15,MIDDAY,0.5,-{huge},0.01\n"
                                     "AAPL,2025-01-15,CLOSE,0.5,-0.01,1e-2\n")
-    cfg = config(tmp_path, sample_store, """
-[[models]]
-name = "r"
-kind = "replay"
-path = "r.csv"
-""")
+    cfg = config(tmp_path, sample_store, replay_toml("r", "r.csv"))
     out = run(cfg, tmp_path / "run", echo=quiet)
     f = pd.read_parquet(out / "forecasts.parquet").query("model == 'r'").set_index("task_id")
     morning, midday, close = (f.loc[f"AAPL|2025-01-15|{h}"] for h in ("MORNING", "MIDDAY",
@@ -277,8 +252,7 @@ def test_a_replay_row_that_names_no_task_or_model_is_named(tmp_path, sample_stor
     run) or sorting model names; a file without p_up made every row invalid without a word
     about the file."""
     (tmp_path / "r.csv").write_text(text)
-    cfg = config(tmp_path, sample_store, '[[models]]\nname = "r"\nkind = "replay"\n'
-                                         'path = "r.csv"\n' + ('model = "m"\n' if "model," in text
-                                                              else ""))
+    cfg = config(tmp_path, sample_store, replay_toml(
+        "r", "r.csv", 'model = "m"\n' if "model," in text else ""))
     with pytest.raises(DataError, match=re.escape(f"r.csv: {said}")):
         run(cfg, tmp_path / "run", echo=quiet)
