@@ -72,6 +72,13 @@ class Transcripts:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            return self._prepared(db)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+
+    def _prepared(self, db: sqlite3.Connection) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(
