@@ -138,11 +138,14 @@ def _blank(value) -> bool:
 def _number(value):
     """CSV cells arrive as text: a JSON number becomes that number; anything else stays text
     for the schema to refuse (``true`` is no probability, though Python counts it as 1)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if _is_number(value):
         return value
     try:
         number = json.loads(str(value))
     except ValueError:
         return str(value)
-    return number if isinstance(number, int | float) and not isinstance(number, bool) \
-        else str(value)
+    return number if _is_number(number) else str(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
