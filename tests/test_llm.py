@@ -401,6 +401,47 @@ def test_batch_mode_submits_once_polls_and_collects(tmp_path, sample_store, serv
     assert audit_run(out) == []
 
 
+@pytest.mark.parametrize("damage, rule", [
+    (b"not json", "line 4: is no JSON;"),
+    (b"[1, 2]", "line 4: is no JSON object;"),
+    (b'{"custom_id": "AAPL|2025-01-15|NOPE", "response": null}',
+     "line 4: custom_id 'AAPL|2025-01-15|NOPE' is no request of this batch;"),
+    (b'{"custom_id": "AAPL|2025-01-15|MORNING", "response": null}',
+     "line 4: custom_id 'AAPL|2025-01-15|MORNING' is answered twice;"),
+    ({"response": "ok"}, "line 1: response is no JSON object;"),
+    ({"error": 5}, "line 1: error is no JSON object;"),
+])
+def test_a_damaged_batch_result_file_stops_the_model_and_is_read_again(
+        tmp_path, sample_store, server, damage, rule):
+    cfg = config(tmp_path, sample_store, server.base_url, [("b", "valid")])
+    out = tmp_path / "out"
+    run(cfg, out, echo=lambda *_: None, batch=True)
+    good = server.files["file-out-batch-1"]
+    first, *rest = good.splitlines()
+    assert len(rest) == 2 and json.loads(first)["custom_id"] == "AAPL|2025-01-15|MORNING"
+    if isinstance(damage, bytes):  # a line more
+        damaged = good + damage + b"\n"
+    else:                          # the first line's field replaced
+        damaged = b"\n".join([json.dumps({**json.loads(first), **damage}).encode(), *rest])
+    server.files["file-out-batch-1"] = damaged
+    run(cfg, out, echo=lambda *_: None)  # in progress
+    lines = []
+    run(cfg, out, echo=lines.append)     # completed: its result file is read and refused
+    stopped = {x for x in lines if x.startswith("STOPPED")}  # said when met and at the end
+    assert len(stopped) == 1
+    stopped = stopped.pop()
+    assert "the Batch API's result file file-out-batch-1" in stopped
+    assert rule in stopped
+    assert not (out / "journal").exists() or not any((out / "journal").iterdir())
+    state = json.loads((out / "batches" / "b.json").read_text())
+    assert not state["files"][0].get("collected")
+    server.files["file-out-batch-1"] = good  # the provider's file read whole next time
+    run(cfg, out, echo=lambda *_: None)
+    f = pd.read_parquet(out / "forecasts.parquet")
+    assert len(f[f["model"] == "b"]) == 3 and f[f["model"] == "b"]["valid"].all()
+    assert server.batch_calls["upload"] == 1 and server.batch_calls["create"] == 1
+
+
 def test_a_batch_run_killed_after_upload_creates_the_batch_once(tmp_path, sample_store, server):
     from finbench.forecasters.batch import BatchJob
 

@@ -201,14 +201,14 @@ class BatchJob:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
-            for line in client.files.content(file_id).text.splitlines():
-                if not line.strip():
-                    continue
-                item = json.loads(line)
+            for item in _result_items(client.files.content(file_id).text, file_id,
+                                      f.name, set(wanted), results):
                 response = item.get("response") or {}
                 status = response.get("status_code")
                 if item.get("error") or status != 200:
-                    err = item.get("error") or (response.get("body") or {}).get("error") or {}
+                    body = response.get("body")
+                    err = item.get("error") or (body.get("error") if isinstance(body, dict)
+                                                else None) or {}
                     message = err.get("message", "") if isinstance(err, dict) else str(err)
                     results[item["custom_id"]] = {
                         "transport_error": f"batch_error: http_{status}: {message}".strip()}
@@ -231,3 +231,36 @@ class BatchJob:
                                 "input_sha256": receipt["input_sha256"],
                                 "messages": messages[custom_id], "response": response})
         return records, transcripts
+
+
+def _result_items(text: str, file_id: str, model: str, wanted: set[str], seen: dict):
+    """The result lines of one Batch API file, each checked before it is read. A line that
+    is no JSON object, has no ``custom_id`` of this batch, answers a request twice (in either
+    file: ``seen`` holds what the other gave) or holds a ``response`` or ``error`` of the
+    wrong kind stops the model (:class:`ModelStopped`)
+    naming the file and line: its requests cannot be told apart, so none is journalled, the
+    batch stays uncollected and the same command reads the file again."""
+    def bad(number: int, rule: str) -> ModelStopped:
+        return ModelStopped(f"{model}: the Batch API's result file {file_id}, line {number}: "
+                            f"{rule}; the batch is not collected and the same command reads "
+                            "the file again")
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise bad(number, "is no JSON") from None
+        if not isinstance(item, dict):
+            raise bad(number, "is no JSON object") from None
+        custom_id = item.get("custom_id")
+        if not isinstance(custom_id, str) or custom_id not in wanted:
+            raise bad(number, f"custom_id {custom_id!r} is no request of this batch")
+        if custom_id in seen:
+            raise bad(number, f"custom_id {custom_id!r} is answered twice")
+        if not isinstance(item.get("response"), dict | None):
+            raise bad(number, "response is no JSON object")
+        if not isinstance(item.get("error"), dict | str | None):
+            raise bad(number, "error is no JSON object")
+        yield item
