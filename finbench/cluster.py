@@ -118,7 +118,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
              "machines need it at that path (or give an object-storage store)")
     if not remote:
         out = Path(out)
-    cluster = None if scheduler else _local_cluster(LocalCluster, workers)
+    cluster = None if scheduler else _local_cluster(LocalCluster,
+                                                     _local_size(workers, len(ranges), echo))
     try:
         with _client(Client, scheduler, cluster) as client:
             if not remote:  # once connected: a scheduler that cannot be reached leaves none
@@ -147,8 +148,20 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     return merged
 
 
-def _local_cluster(cluster_class, workers: int | None):
-    """A LocalCluster of ``workers`` processes (by default one per core) that ignore SIGINT:
+def _local_size(workers: int | None, shards: int, echo) -> int:
+    """How many processes the LocalCluster starts: ``workers`` (by default one per core), but
+    never more than there are shards, as a worker beyond them would get no task (``--workers
+    100000`` would otherwise try to start that many processes); said when it is fewer than
+    asked."""
+    asked = workers or os.cpu_count() or 1
+    if workers is not None and workers > shards:
+        echo(f"note: {workers} workers asked, but the run has {shards} shards (one per month); "
+             f"the LocalCluster starts {shards}")
+    return max(1, min(asked, shards))
+
+
+def _local_cluster(cluster_class, workers: int):
+    """A LocalCluster of ``workers`` processes that ignore SIGINT:
     Ctrl-C in a terminal reaches every process of its group, and the client alone answers it
     (closing the cluster), so the workers print no traceback of their own. (An ignored signal
     stays ignored in the processes started while it is, and Python then leaves it so.)"""
@@ -158,7 +171,7 @@ def _local_cluster(cluster_class, workers: int | None):
     if previous is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return cluster_class(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+        return cluster_class(n_workers=workers, threads_per_worker=1,
                              processes=True, dashboard_address=None,
                              silence_logs=logging.ERROR)
     finally:

@@ -47,7 +47,11 @@ def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample
             for d in (merged, single))
     pd.testing.assert_frame_equal(a, b)
     assert audit_run(merged) == []
-    again = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)  # resumes
+    said = []  # resumes; more workers asked than there are shards start one per shard
+    again = run_on_dask(cfg, tmp_path / "dask", workers=64, echo=said.append)
+    assert said[:2] == ["note: 64 workers asked, but the run has 3 shards (one per month); the "
+                        "LocalCluster starts 3", said[1]]
+    assert said[1].startswith("3 shards on 3 workers (a LocalCluster)")
     assert (again / "scores.csv").read_bytes() == (single / "scores.csv").read_bytes()
 
 
