@@ -12,21 +12,26 @@ from finbench.core.errors import FinbenchError
 
 
 def _data_ingest(args: argparse.Namespace) -> int:
-    from finbench.data.ingest import ingest_bars, ingest_headlines
+    from finbench.data.ingest import ingest_files
 
     did = "would ingest" if args.dry_run else "ingested"
+    if args.markets or args.posts:
+        return _ingest_events(args, did)
+    if args.prices:
+        raise FinbenchError("data ingest: --prices goes with --markets (the markets they price)")
+    if not args.file and not args.headlines:
+        raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both (or "
+                            "--markets/--posts for an event store)")
+    done = ingest_files(args.out, bars=args.file, headlines=args.headlines, ticker=args.ticker,
+                        timezone=args.timezone, bar_timestamp=args.bar_timestamp,
+                        bar_seconds=args.bar_seconds, dry_run=args.dry_run)
     if args.headlines:
-        summary = ingest_headlines(args.headlines, args.out, timezone=args.timezone,
-                                   dry_run=args.dry_run)
+        summary = done["headlines"]
         print(f"{did} {summary['rows']} headlines into {args.out}"
               + (f", replacing {summary['replaced']} stored headline(s) with the same id"
                  if summary["replaced"] else ""))
     if args.file:
-        summary = ingest_bars(
-            args.file, args.out, ticker=args.ticker, timezone=args.timezone,
-            bar_timestamp=args.bar_timestamp, bar_seconds=args.bar_seconds,
-            dry_run=args.dry_run,
-        )
+        summary = done["bars"]
         print(f"{did} {summary['rows']} bars of {', '.join(summary['tickers'])} into "
               f"{args.out} ({len(summary['partitions'])} date partition(s))")
         replaced = summary["replaced"]
@@ -35,13 +40,6 @@ def _data_ingest(args: argparse.Namespace) -> int:
                   f"{r['date']}: {r['stored']} stored bar(s) by {r['new']}")
         if len(replaced) > 20:
             print(f"  ... and {len(replaced) - 20} more ticker-days replaced")
-    if args.markets or args.posts:
-        return _ingest_events(args, did)
-    if args.prices:
-        raise FinbenchError("data ingest: --prices goes with --markets (the markets they price)")
-    if not args.file and not args.headlines:
-        raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both (or "
-                            "--markets/--posts for an event store)")
     if args.dry_run:
         print("dry run: nothing was written")
         return 0

@@ -226,6 +226,43 @@ def test_bars_that_would_make_labels_meaningless_are_refused(tmp_path, ticker, p
     assert store_files(tmp_path / "store") == {}
 
 
+NEWS = ('{"id": 1, "published_at": "2025-01-15T14:00:00Z", "tickers": ["AAPL"], '
+        '"headline": "x", "source": "y"}\n')
+
+
+def test_bars_and_headlines_given_together_are_ingested_all_or_nothing(tmp_path, sample_copy):
+    """The headlines were written first: bars that then broke a rule left them in the store,
+    a new store was made for 60-second bars whatever --bar-seconds said (so five-minute
+    bars with --headlines never went in), and a bars file given with --markets or --prices
+    was ingested before the command was refused."""
+    news = write(tmp_path / "news.jsonl", NEWS)
+    five = write(tmp_path / "bars5.csv", HEADER + bar_rows("AAPL", [
+        ("2025-01-15T14:30:00Z", 101.0, 100.0), ("2025-01-15T14:35:00Z", 102.0, 101.0)]))
+    broken = write(tmp_path / "broken.csv", HEADER + "AAPL,2025-01-15T14:30:00Z,1,2,3,4,x\n")
+    new = tmp_path / "new"
+    assert "volume" in message(finbench("data", "ingest", broken, "--headlines", news,
+                                        "--out", new))
+    assert store_files(new) == {}
+    before = store_files(sample_copy)
+    message(finbench("data", "ingest", broken, "--headlines", news, "--out", sample_copy))
+    assert store_files(sample_copy) == before
+    assert "store holds 60-second bars, not 300" in message(finbench(
+        "data", "ingest", five, "--headlines", news, "--bar-seconds", 300, "--out", sample_copy))
+    assert store_files(sample_copy) == before
+    for other in ("--markets", "--prices"):
+        said = message(finbench("data", "ingest", five, other, news, "--out", tmp_path / "ev"))
+        assert "an event store takes" in said or "--prices goes with --markets" in said
+        assert store_files(tmp_path / "ev") == {}
+    done = finbench("data", "ingest", five, "--headlines", news, "--bar-seconds", 300,
+                    "--out", new)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        f"ingested 1 headlines into {new}", f"ingested 2 bars of AAPL into {new} (1 date "
+                                            "partition(s))"]
+    manifest = json.loads((new / "manifest.json").read_text())
+    assert manifest["bar_seconds"] == 300
+
+
 def test_a_label_is_never_ok_without_a_finite_return():
     with pytest.raises(ValueError, match=r"task T\|2025-01-15\|H: reference price 1e-300 and "
                        r"target price 1e\+300 give no finite log return"):

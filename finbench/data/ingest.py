@@ -124,37 +124,9 @@ def ingest_bars(
     ticker-day: bars stored before, bars now). ``dry_run``: validate and work out the
     summary, write nothing (not even a new store).
     """
-    if bar_timestamp not in BAR_TIMESTAMPS:
-        raise DataError(f"--bar-timestamp: {bar_timestamp!r} is not one of start, end")
-    problem = bar_length_problem(bar_seconds)
-    if problem:
-        raise DataError(f"--bar-seconds: {problem}")
-    check_timezone(timezone)
-    raw = read_table_file(file)
-    bars, problems = validate_bars(
-        raw, file=str(file), ticker=ticker, timezone=timezone,
-        bar_timestamp=bar_timestamp, bar_seconds=bar_seconds,
-    )
-    if problems:
-        raise DataError(
-            f"{file}: {len(problems)} validation rule(s) broken; nothing was written", problems
-        )
-    summary = {"rows": len(bars), "tickers": sorted(bars["ticker"].unique())}
-    if dry_run and not (Path(store) / "manifest.json").is_file():
-        dates = bars["ts"].dt.tz_convert(DEFAULT_ZONE).dt.date.unique()
-        return {**summary, "partitions": [f"bars/date={d}/part.parquet" for d in sorted(dates)],
-                "replaced": [], "snapshot_sha256": None}
-    target = (Store(store) if dry_run else Store.open_or_create(store, bar_seconds=bar_seconds))
-    source = {
-        "file": Path(file).name,
-        "sha256": sha256_file(Path(file)),
-        "rows": len(bars),
-        "bar_timestamp": bar_timestamp,
-        "timezone": timezone,
-    }
-    written, replaced = target.add_bars(bars, source=source, dry_run=dry_run)
-    return {**summary, "partitions": written, "replaced": replaced,
-            "snapshot_sha256": target.snapshot_sha256}
+    return ingest_files(store, bars=file, ticker=ticker, timezone=timezone,
+                        bar_timestamp=bar_timestamp, bar_seconds=bar_seconds,
+                        dry_run=dry_run)["bars"]
 
 
 def ingest_headlines(
@@ -163,21 +135,81 @@ def ingest_headlines(
     """Validate a headlines file and add it to ``store``; on any broken rule nothing is written.
     Returns rows, partitions written and how many stored headlines (same ids) were replaced;
     ``dry_run``: write nothing."""
+    return ingest_files(store, headlines=file, timezone=timezone, dry_run=dry_run)["headlines"]
+
+
+def ingest_files(
+    store: str | Path,
+    *,
+    bars: str | Path | None = None,
+    headlines: str | Path | None = None,
+    ticker: str | None = None,
+    timezone: str | None = None,
+    bar_timestamp: str = "start",
+    bar_seconds: int = 60,
+    dry_run: bool = False,
+) -> dict:
+    """A bars file and/or a headlines file into ``store``, all or nothing across both: each
+    is read and checked before either is written (headlines first, as they are checked), and
+    a new store is made with the bars' length. Returns ``{"bars": summary or None,
+    "headlines": summary or None}`` (see :func:`ingest_bars`, :func:`ingest_headlines`)."""
+    if bar_timestamp not in BAR_TIMESTAMPS:
+        raise DataError(f"--bar-timestamp: {bar_timestamp!r} is not one of start, end")
+    problem = bar_length_problem(bar_seconds)
+    if problem:
+        raise DataError(f"--bar-seconds: {problem}")
     check_timezone(timezone)
-    raw = read_table_file(file)
-    headlines, problems = validate_headlines(raw, file=str(file), timezone=timezone)
+    checked = {}
+    if headlines is not None:
+        checked["headlines"] = _checked(headlines, validate_headlines(
+            read_table_file(headlines), file=str(headlines), timezone=timezone), {})
+    if bars is not None:
+        checked["bars"] = _checked(bars, validate_bars(
+            read_table_file(bars), file=str(bars), ticker=ticker, timezone=timezone,
+            bar_timestamp=bar_timestamp, bar_seconds=bar_seconds),
+            {"bar_timestamp": bar_timestamp, "timezone": timezone})
+    exists = (Path(store) / "manifest.json").is_file()
+    if dry_run and not exists:
+        return {"bars": _new_store_bars(checked["bars"][0]) if "bars" in checked else None,
+                "headlines": _new_store_headlines(checked["headlines"][0])
+                if "headlines" in checked else None}
+    target = (Store(store) if dry_run or (exists and "bars" not in checked)
+              else Store.open_or_create(store, bar_seconds=bar_seconds))
+    out: dict = {"bars": None, "headlines": None}
+    if "headlines" in checked:
+        frame, source = checked["headlines"]
+        written, replaced = target.add_headlines(frame, source=source, dry_run=dry_run)
+        out["headlines"] = {"rows": len(frame), "partitions": written, "replaced": replaced}
+    if "bars" in checked:
+        frame, source = checked["bars"]
+        written, replaced = target.add_bars(frame, source=source, dry_run=dry_run)
+        out["bars"] = {"rows": len(frame), "tickers": sorted(frame["ticker"].unique()),
+                       "partitions": written, "replaced": replaced}
+    return {kind: None if summary is None
+            else {**summary, "snapshot_sha256": target.snapshot_sha256}
+            for kind, summary in out.items()}
+
+
+def _checked(file: str | Path, validated: tuple[pd.DataFrame, list], source: dict):
+    """A validated file's rows and the store's record of where they came from; a DataError
+    listing its broken rules, if any."""
+    frame, problems = validated
     if problems:
         raise DataError(
             f"{file}: {len(problems)} validation rule(s) broken; nothing was written", problems
         )
-    if (Path(store) / "manifest.json").is_file():
-        target = Store(store)
-    elif dry_run:
-        return {"rows": len(headlines), "partitions": [], "replaced": 0,
-                "snapshot_sha256": None}
-    else:
-        target = Store.open_or_create(store)
-    source = {"file": Path(file).name, "sha256": sha256_file(Path(file)), "rows": len(headlines)}
-    written, replaced = target.add_headlines(headlines, source=source, dry_run=dry_run)
-    return {"rows": len(headlines), "partitions": written, "replaced": replaced,
-            "snapshot_sha256": target.snapshot_sha256}
+    return frame, {"file": Path(file).name, "sha256": sha256_file(Path(file)),
+                   "rows": len(frame), **source}
+
+
+def _new_store_bars(bars: pd.DataFrame) -> dict:
+    """A dry run's bars summary for a store not yet made: every date partition is new."""
+    dates = bars["ts"].dt.tz_convert(DEFAULT_ZONE).dt.date.unique()
+    return {"rows": len(bars), "tickers": sorted(bars["ticker"].unique()),
+            "partitions": [f"bars/date={d}/part.parquet" for d in sorted(dates)],
+            "replaced": [], "snapshot_sha256": None}
+
+
+def _new_store_headlines(headlines: pd.DataFrame) -> dict:
+    """A dry run's headlines summary for a store not yet made."""
+    return {"rows": len(headlines), "partitions": [], "replaced": 0, "snapshot_sha256": None}
