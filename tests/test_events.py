@@ -377,6 +377,45 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
         assert (f"| {rec.model} | market | {rec.n} | {rec.mean_abs_gap:.4f} | "
                 f"{rec.median_abs_gap:.4f} | {rec.max_abs_gap:.4f} |") in text
     pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "event_market_gap.csv"), gap)
+    # reliability: each model's bins hold its scored rows, its YES and its mean forecast
+    overall = scores.query("slice_kind == 'overall'").set_index("model")
+    bins = pd.read_csv(out / "tables" / "event_reliability.csv")
+    rows = pd.read_parquet(out / "rows.parquet").query("scored")
+    for model, part in bins.groupby("model"):
+        assert part["count"].sum() == part["n"].iloc[0] == overall.loc[model, "n"]
+        assert part["yes"].sum() == overall.loc[model, "positives"]
+        mine = rows[rows["model"] == model]
+        assert (part["count"] * part["mean_prob"]).sum() == pytest.approx(mine["p_yes"].sum())
+    constant = bins[bins["model"] == "one_percent"]  # ties share a bin: one
+    assert constant[["count", "yes", "mean_prob"]].values.tolist() == [[42, 11, 0.01]]
+    _, figures = report(out)
+    assert sorted(p.name for p in figures) == ["event_reliability.pdf", "event_reliability.png",
+                                               "event_skill.pdf", "event_skill.png"]
+    drawn = {p.name: p.read_bytes() for p in figures}
+    _, figures = report(out)  # the same run's report again: the same bytes
+    assert {p.name: p.read_bytes() for p in figures} == drawn
+
+
+def test_event_reliability_bins_each_model_on_its_own_scored_rows():
+    """20 distinct forecasts make 10 equal-mass bins of 2; an unscored row (an invalid
+    answer) is in no bin; a model whose forecasts all tie has one bin."""
+    from finbench.reports.event_figures import event_reliability
+
+    p = [round(0.01 * k, 2) for k in range(1, 21)]
+    y = [0, 0, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1]
+    rows = pd.DataFrame({
+        "model": ["llm"] * 21 + ["flat"] * 3, "p_yes": p + [0.99, 0.3, 0.3, 0.3],
+        "y": y + [1, 0, 1, 0], "scored": [True] * 20 + [False] + [True] * 3})
+    bins = event_reliability(rows)
+    llm = bins[bins["model"] == "llm"]
+    assert llm["bin"].tolist() == list(range(10)) and (llm["n"] == 20).all()
+    assert llm["count"].tolist() == [2] * 10
+    assert llm["yes"].tolist() == [0, 1, 0, 2, 1, 0, 0, 2, 2, 1]
+    assert llm["mean_prob"].tolist() == pytest.approx([0.015 + 0.02 * k for k in range(10)])
+    assert llm["obs_freq"].tolist() == [0, 0.5, 0, 1, 0.5, 0, 0, 1, 1, 0.5]
+    flat = bins[bins["model"] == "flat"]
+    assert flat[["n", "count", "yes", "mean_prob"]].values.tolist() == [[3, 3, 1, 0.3]]
+    assert flat["obs_freq"].iloc[0] == pytest.approx(1 / 3)
 
 
 def test_a_torn_event_table_is_named_and_score_mends_the_score_outputs(tmp_path, monkeypatch):

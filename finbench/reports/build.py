@@ -258,7 +258,7 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
 
         with RunLock(run_dir, command=f"finbench report {run_dir}"):
             check_recorded(run_dir, INPUTS + SCORED)
-            return event_report(run_dir), []
+            return event_report(run_dir)
     with RunLock(run_dir, command=f"finbench report {run_dir}"):
         check_recorded(run_dir, INPUTS + SCORED)
         data = load_run(run_dir)

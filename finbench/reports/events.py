@@ -1,6 +1,7 @@
-"""``finbench report`` of an event run: tables (CSV, Markdown, LaTeX) from its stored scores
-only. Every skill stands beside its N, positives and both raw scores; a slice without a YES
-says so; the in-sample frequency is labelled descriptive; exclusions are counted by reason."""
+"""``finbench report`` of an event run: tables (CSV, Markdown, LaTeX) and figures from its
+stored scores and rows only. Every skill stands beside its N, positives and both raw scores;
+a slice without a YES says so; the in-sample frequency is labelled descriptive; exclusions
+are counted by reason."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finbench.reports.event_figures import RELIABILITY_BINS, event_figures, event_reliability
 from finbench.reports.writers import write_table
 
 
@@ -50,8 +52,8 @@ def _skill(frame: pd.DataFrame) -> pd.DataFrame:
         "note": np.where(frame["no_positive_cases"], "no positive cases", "")})
 
 
-def event_report(run_dir: Path) -> list[Path]:
-    """The event run's tables into ``RUN/tables``."""
+def event_report(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures``."""
     scores = pd.read_parquet(run_dir / "scores.parquet")
     skill = pd.read_parquet(run_dir / "skill.parquet")
     out = run_dir / "tables"
@@ -81,4 +83,13 @@ def event_report(run_dir: Path) -> list[Path]:
     shown = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
     paths += write_table(shown, out, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered.", raw=gap)
-    return paths
+    bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
+    shown = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
+                                                         "obs_freq")})
+    paths += write_table(shown, out, "event_reliability", f"Reliability: per model, up to "
+                         f"{RELIABILITY_BINS} equal-mass bins of its own p_yes on its n scored "
+                         "rows (valid answers; invalid ones are counted in event_scores), "
+                         "with each bin's count, YES count, mean forecast and observed "
+                         "frequency of YES. No interval: a bin of few markets says little.",
+                         raw=bins)
+    return paths, event_figures(run_dir, bins)

@@ -1,0 +1,86 @@
+"""Figures of an event run, drawn from its stored ``rows`` and ``skill`` only: how reliable
+each model's probabilities of YES are (equal-mass bins, as rare events crowd near 0), and
+its Brier skill against each reference with the event-group bootstrap interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from finbench.reports import figures as F
+from finbench.scoring.calibration import bin_index
+
+RELIABILITY_BINS = 10  # equal-mass bins per model (fewer where its forecasts tie)
+
+
+def event_reliability(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model, on its scored rows (valid answers on scored markets): equal-mass bins of
+    ``p_yes`` with their edges, count, YES count, mean forecast and observed frequency of YES.
+    Each model is binned on its own forecasts; ``n`` is its number of scored rows."""
+    out = []
+    for model, part in rows[rows["scored"]].groupby("model", sort=False):
+        p, y = part["p_yes"].to_numpy(float), part["y"].to_numpy(np.int64)
+        idx, edges = bin_index(p, bins=RELIABILITY_BINS, strategy="quantile")
+        k = len(edges) - 1
+        count = np.bincount(idx, minlength=k)
+        yes = np.bincount(idx, weights=y, minlength=k).astype(np.int64)
+        used = count > 0
+        out.append(pd.DataFrame({
+            "model": model, "n": len(p), "bin": np.arange(k)[used], "lower": edges[:-1][used],
+            "upper": edges[1:][used], "count": count[used], "yes": yes[used],
+            "mean_prob": np.bincount(idx, weights=p, minlength=k)[used] / count[used],
+            "obs_freq": yes[used] / count[used]}))
+    columns = ["model", "n", "bin", "lower", "upper", "count", "yes", "mean_prob", "obs_freq"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def plot_event_reliability(bins: pd.DataFrame, *, ax=None):
+    """Observed frequency of YES against mean forecast per bin, a line per model; a marker's
+    area grows with its bin's count, and the legend gives each model's n."""
+    ax = F._ax(ax)
+    ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+    for model, part in bins.groupby("model", sort=False):
+        line, = ax.plot(part["mean_prob"], part["obs_freq"], lw=1.0,
+                        label=f"{model} (n={int(part['n'].iloc[0])})")
+        ax.scatter(part["mean_prob"], part["obs_freq"], s=12 + 4 * part["count"],
+                   color=line.get_color(), alpha=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("mean forecast p_yes (equal-mass bins)")
+    ax.set_ylabel("observed frequency of YES")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_event_skill(skill: pd.DataFrame):
+    """A panel per reference: each other model's Brier skill against it on all markets, with
+    the bootstrap interval and the n both answered; an undefined skill is said under its
+    model, with no bar. Returns the first panel (``save`` writes the whole figure)."""
+    refs = list(dict.fromkeys(skill["reference"]))
+    _, axes = F.plt.subplots(1, len(refs), figsize=(4.0 * len(refs), 3.6), squeeze=False)
+    for ax, ref in zip(axes[0], refs, strict=True):
+        part = skill[skill["reference"] == ref]
+        table = pd.DataFrame({
+            "model": [f"{m}\n(undefined)" if u else m
+                      for m, u in zip(part["model"], part["bss_undefined"], strict=True)],
+            "bss": part["bss"].to_numpy(float), "bss_lo": part["bss_lo"].to_numpy(float),
+            "bss_hi": part["bss_hi"].to_numpy(float), "bss_n": part["n"].to_numpy(),
+            "bss_ref": ref})
+        F.plot_skill_by_model(table, ax=ax)
+    return axes[0][0]
+
+
+def event_figures(run_dir: Path, bins: pd.DataFrame) -> list[Path]:
+    """The event run's figures into ``RUN/figures``: reliability (from ``bins``, the
+    table :func:`event_reliability` made) and, when the run has references, skill."""
+    folder = run_dir / "figures"
+    paths = []
+    if len(bins):
+        paths += F.save(plot_event_reliability(bins), folder, "event_reliability")
+    skill = pd.read_parquet(run_dir / "skill.parquet")
+    overall = skill[skill["slice_kind"] == "overall"]
+    if len(overall):
+        paths += F.save(plot_event_skill(overall), folder, "event_skill")
+    return paths
