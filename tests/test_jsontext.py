@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -68,3 +69,21 @@ def test_length_mismatch_is_an_error():
 
     with pytest.raises(ValueError, match="2 values for 3 rows"):
         json_lines({"x": np.array([1.0, 2.0])}, 3)
+
+
+def test_fields_made_once_close_several_objects_as_if_written_with_them():
+    from finbench.core.jsontext import json_fields
+
+    tail = json_fields({"window_last": np.array(["2025-01-14", None], object),
+                        "skipped": np.array([0, 3])}, 2)
+    assert tail.keys == ("skipped", "window_last")
+    assert tail.text.to_pylist() == ['"skipped":0,"window_last":"2025-01-14"',
+                                     '"skipped":3,"window_last":null']
+    own = {"p": np.array([0.5, 0.25]), "rate_count": np.array([4, 8])}
+    assert json_array(own, 2, tail).to_pylist() == json_array(
+        {**own, "skipped": np.array([0, 3]),
+         "window_last": np.array(["2025-01-14", None], object)}, 2).to_pylist()
+    assert json_array({}, 2, tail).to_pylist() == [
+        '{"skipped":0,"window_last":"2025-01-14"}', '{"skipped":3,"window_last":null}']
+    with pytest.raises(ValueError, match="do not all sort after"):
+        json_array({"z": np.array([1, 2])}, 2, tail)

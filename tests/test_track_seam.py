@@ -57,9 +57,6 @@ class ToyTrack(Track):
     def summary(self, labels):
         return {"tasks": len(self.tasks)}
 
-    def batches(self):
-        return []
-
     def plain_inputs(self, rows):
         raise AssertionError("no forecaster of this test reads history alone")
 
@@ -108,7 +105,7 @@ def test_a_config_opens_the_intraday_track(sample_store, tmp_path):
     assert track.name == "intraday" and len(track.tasks) == 3
     labels = track.label(contexts=False)
     assert labels["task_id"].tolist() == track.tasks["task_id"].tolist()
-    batch = track.plain_inputs(track.batches()[0])
+    batch = track.plain_inputs(np.arange(len(track.tasks)))
     assert batch.tasks["task_id"].tolist() == track.tasks["task_id"].tolist()
     assert batch.known is not None  # the label history, built once by the label pass
     track.release()

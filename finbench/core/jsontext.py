@@ -7,6 +7,7 @@ Numbers are written in their shortest round-trip form (``0.1 + 0.2`` stays
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -14,14 +15,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def json_array(columns: dict[str, object], n: int) -> pa.Array:
-    """One JSON object per row (an Arrow string array) from equal-length columns."""
+class Fields(NamedTuple):
+    """The JSON text of some fields of each row (``"a":1,"b":"x"``), to close objects of
+    other fields with (:func:`json_array`'s ``tail``); ``keys`` in their order."""
+
+    keys: tuple[str, ...]
+    text: pa.Array | pa.Scalar
+
+
+def json_fields(columns: dict[str, object], n: int) -> Fields:
+    """:class:`Fields` of equal-length columns, keys sorted (at least one column)."""
+    pieces = []
+    for i, key in enumerate(sorted(columns)):
+        pieces += [pa.scalar(("," if i else "") + json.dumps(key) + ":", pa.string()),
+                   _values(columns[key], n)]
+    return Fields(tuple(sorted(columns)), pc.binary_join_element_wise(*pieces, ""))
+
+
+def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -> pa.Array:
+    """One JSON object per row (an Arrow string array) from equal-length columns, keys
+    sorted; ``tail``: further fields (made once for several such arrays), whose keys all sort
+    after these columns'."""
     if n == 0:
         return pa.array([], pa.string())
+    if tail is not None and columns and max(columns) >= tail.keys[0]:
+        raise ValueError(f"tail keys {tail.keys} do not all sort after {sorted(columns)}")
     pieces = []
     for i, key in enumerate(sorted(columns)):
         lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
         pieces += [pa.scalar(lead, pa.string()), _values(columns[key], n)]
+    if tail is not None:
+        pieces += [pa.scalar("," if columns else "{", pa.string()), tail.text]
     pieces.append(pa.scalar("}", pa.string()))
     text = pc.binary_join_element_wise(*pieces, "")
     if isinstance(text, pa.Scalar):  # every column held one value

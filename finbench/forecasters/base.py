@@ -50,6 +50,12 @@ class Forecaster(ABC):
             return np.ones(len(tasks), dtype=bool)
         return tasks["horizon"].isin(horizons).to_numpy(bool)
 
+    def start_receipts(self, inputs: Inputs, helper=None) -> None:
+        """Begin what stamping ``inputs``' receipts takes, before :meth:`forecast` is asked
+        (a baseline has the digests of its input lines made by ``helper``, a
+        :class:`~finbench.core.digests.Sha256Helper`, meanwhile); nothing by default."""
+        return
+
     def notes(self, tasks: pd.DataFrame) -> list[str]:
         """What a user should know about this forecaster in a run over ``tasks`` (printed and
         kept in the manifest); none by default."""

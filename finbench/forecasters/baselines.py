@@ -41,12 +41,15 @@ only).
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.core.digests import Sha256Helper, digests
 from finbench.core.errors import ConfigError
-from finbench.core.jsontext import json_array
+from finbench.core.jsontext import Fields, json_array, json_fields
 from finbench.core.times import NO_TIME
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
@@ -55,7 +58,7 @@ from finbench.tracks.intraday.history import (
     DEFAULT_MIN_COUNT,
     DEFAULT_WINDOW,
     History,
-    baseline_digests,
+    baseline_input_text,
     history_rows,
     latest_label_known,
     pick,
@@ -90,14 +93,22 @@ def given_digests(inputs: Inputs, digests: dict[tuple[str, ...], pa.Array]) -> I
 class _Baseline(Forecaster):
     needs_context = False
 
+    def start_receipts(self, inputs: Inputs, helper: Sha256Helper | None = None) -> None:
+        """Have the digests of this baseline's input lines made (by ``helper``, while the
+        caller goes on; else here, now), once for every baseline reading the same input."""
+        key = (_DIGESTS, self.input_signs)
+        if key not in inputs.shared:
+            lines = baseline_input_text(self._shared(inputs), inputs.tasks, inputs.history,
+                                        _rows(inputs), self.input_signs)
+            inputs.shared[key] = digests(lines, helper)
+
     def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:
         key = (_DIGESTS, self.input_signs)
-        digests = inputs.shared.get(key)
-        if digests is None:  # baselines reading the same input share its digests
-            digests = baseline_digests(self._shared(inputs), inputs.tasks, inputs.history,
-                                       _rows(inputs), self.input_signs)
-            inputs.shared[key] = digests
-        return self._bars_read(inputs), digests
+        self.start_receipts(inputs)
+        made = inputs.shared[key]
+        if isinstance(made, Future):  # baselines reading the same input share its digests
+            made = inputs.shared[key] = made.result()
+        return self._bars_read(inputs), made
 
     @property
     def input_signs(self) -> tuple[str, ...]:
@@ -128,10 +139,15 @@ class _Baseline(Forecaster):
         extra = {
             "history_count": count,
             "p_fallback": fallback,
-            "detail": _detail_json(details),
+            "detail": _detail_json(details, self._detail_tail(history, inputs)),
             "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, NO_TIME: none
         }
         return answers, extra
+
+    def _detail_tail(self, history: History, inputs: Inputs) -> Fields | None:
+        """Detail fields this baseline shares with others given the same inputs, made once
+        for them all (:func:`_window_fields`), or None."""
+        return None
 
     def _probability(self, history: History, inputs: Inputs):
         """(p, details frame, fallback reason or None, latest label time used or NO_TIME) per
@@ -152,8 +168,7 @@ class _Baseline(Forecaster):
         texts made from them are each baseline's own."""
         window, min_count = self._window()
         p, count, last = _shared_rate(history, inputs, window, min_count)
-        details = _frame({"p": p, "rate_count": count,
-                          **_window_details(history, inputs, window)})
+        details = _frame({"p": p, "rate_count": count})  # the window's span: _detail_tail
         fallback = _texts(count < min_count, lambda c: _rate_fallback(c, min_count), count)
         return p, details, fallback, last
 
@@ -172,6 +187,11 @@ class BaseRate(_Baseline):
         if self.config.variant == "frozen":
             return self._frozen(history, inputs)
         return self._rolling_rate(history, inputs)
+
+    def _detail_tail(self, history, inputs):
+        if self.config.variant == "frozen":
+            return None
+        return _window_fields(history, inputs, self._window()[0])
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
@@ -214,6 +234,9 @@ class Momentum(_Baseline):
         if self._sign_column not in inputs.history:
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
         return super()._shared(inputs)
+
+    def _detail_tail(self, history, inputs):
+        return _window_fields(history, inputs, self._window()[0])
 
     def _bars_read(self, inputs: Inputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
@@ -266,6 +289,9 @@ class Climatology(_Baseline):
     def _probability(self, history, inputs):
         return self._rolling_rate(history, inputs)
 
+    def _detail_tail(self, history, inputs):
+        return _window_fields(history, inputs, self._window()[0])
+
     def _interval(self, history, inputs):
         window, min_count = self._window()
         lower, upper = rolling_quantiles(history, inputs.tasks, window)
@@ -282,6 +308,16 @@ def _window_details(history: History, inputs: Inputs, window: int) -> dict[str, 
     key = ("window_details", window)
     if key not in inputs.shared:
         inputs.shared[key] = window_details(history, inputs.tasks, window)
+    return inputs.shared[key]
+
+
+def _window_fields(history: History, inputs: Inputs, window: int) -> Fields:
+    """The detail fields of :func:`_window_details` (the window's span; their keys sort after
+    the baselines' own), written once for every baseline with that window given them."""
+    key = ("window_fields", window)
+    if key not in inputs.shared:
+        inputs.shared[key] = json_fields(_window_details(history, inputs, window),
+                                         len(inputs.tasks))
     return inputs.shared[key]
 
 
@@ -326,10 +362,10 @@ def _frame(columns: dict[str, object]) -> pd.DataFrame:
                          for k, v in columns.items()})
 
 
-def _detail_json(frame: pd.DataFrame) -> pa.Array:
-    """One compact JSON object per row, keys sorted."""
+def _detail_json(frame: pd.DataFrame, tail: Fields | None = None) -> pa.Array:
+    """One compact JSON object per row, keys sorted: the frame's columns, then ``tail``."""
     return json_array({c: frame[c].to_numpy() if frame[c].dtype.kind != "O" else frame[c]
-                       for c in frame.columns}, len(frame))
+                       for c in frame.columns}, len(frame), tail)
 
 
 class _ClassBaseline(_Baseline):
@@ -337,10 +373,12 @@ class _ClassBaseline(_Baseline):
     interval), read from the label history like the binary baselines."""
 
     def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
-        q, count, fallback, last, details = self._classes(self._shared(inputs), inputs)
+        history = self._shared(inputs)
+        q, count, fallback, last, details = self._classes(history, inputs)
         answers = pd.DataFrame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2]})
         return answers, {"history_count": count, "p_fallback": fallback,
-                         "detail": _detail_json(details), "history_max_input_time": last}
+                         "detail": _detail_json(details, self._detail_tail(history, inputs)),
+                         "history_max_input_time": last}
 
     def _classes(self, history: History, inputs: Inputs):
         """(n x 3 probabilities, labels used, fallback reason or None, latest label time used
@@ -366,7 +404,10 @@ class ClassFrequency(_ClassBaseline):
         window, min_count = self._window()
         q, count = rolling_class_frequencies(history, inputs.tasks, window, min_count)
         details = _frame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
-                          "rate_count": count, **_window_details(history, inputs, window)})
+                          "rate_count": count})  # the window's span: _detail_tail
         fallback = _texts(count < min_count, "1/3 each: {} labels in the window < min_count "
                           f"{min_count}", count)
         return q, count, fallback, latest_label_known(history, inputs.tasks), details
+
+    def _detail_tail(self, history, inputs):
+        return _window_fields(history, inputs, self._window()[0])

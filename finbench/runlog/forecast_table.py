@@ -1,15 +1,21 @@
 """The forecast table (``forecasts.parquet``): one row per (task asked, model), the models in
 turn and each model's rows in task order. Each model's rows are cut into row groups of exactly
-:data:`ROW_GROUP` rows (its last one shorter), a row group never holding two models, so the
-file's bytes depend on its rows only and a reader of one model (scoring, the merge of shards,
-the audit) decodes that model's row groups alone: the ``model`` column's statistics tell them
-apart. Written whole from the journal (:func:`write_forecasts`), or while the rows arrive
-(:class:`ForecastTable`)."""
+:data:`ROW_GROUP` rows (its last one shorter), a row group never holding two models, so a
+reader of one model (scoring, the merge of shards, the audit) decodes that model's row groups
+alone: the ``model`` column's statistics tell them apart.
+
+Every row group is encoded on its own, as a Parquet file of that one group
+(:func:`encode_rows`), and the table is those files joined (:mod:`~finbench.runlog.parquet_join`:
+their bytes copied, the footer rewritten). So the file's bytes depend on its rows only, and a
+journal part that holds exactly one row group's rows, encoded the same way, is copied into the
+table as it is, never decoded and encoded again: a baselines-only run encodes each row once.
+Written whole from journal parts or rows (:func:`write_forecasts`), or while the rows arrive
+(:class:`ForecastTable`, as the merge of shards reads them)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.outputs import writing
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
+from finbench.runlog.parquet_join import JoinError, RowGroupJoiner, row_group_rows
 
 ROW_GROUP = 131_072  # rows per row group of the forecast table
 # Columns whose values differ from row to row (ids, digests, answers): Parquet would build a
@@ -30,53 +38,131 @@ PARQUET_OPTIONS = {"compression": "zstd",
                    "use_dictionary": [c for c in FORECAST_COLUMNS if c not in _ROW_UNIQUE]}
 
 
+def encode_rows(table: pa.Table, where) -> None:
+    """Write forecast rows as a Parquet file (a path or an Arrow output stream), a row group
+    per :data:`ROW_GROUP` rows: how journal parts and every row group of the forecast table
+    are encoded, so equal rows give equal bytes."""
+    table = table.replace_schema_metadata(FORECAST_SCHEMA.metadata).combine_chunks()
+    pq.write_table(table, where, row_group_size=ROW_GROUP, **PARQUET_OPTIONS)
+
+
+def _template() -> bytes:
+    """A forecast table without rows: the schema and metadata every row group must share."""
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, FORECAST_SCHEMA, **PARQUET_OPTIONS).close()
+    return sink.getvalue().to_pybytes()
+
+
+def table_joiner(path: Path) -> RowGroupJoiner:
+    """A :class:`RowGroupJoiner` writing a forecast table to ``path``."""
+    return RowGroupJoiner(path, _template())
+
+
+@dataclass(frozen=True)
+class Part:
+    """A journal part holding one model's rows (``rows`` of them), to be copied into the table
+    as it is when it is exactly one of its row groups."""
+
+    path: Path
+    model: str
+    rows: int
+
+
 def write_forecasts(path: Path, tables) -> None:
-    """Write the rows of ``tables`` (forecast tables, in order) as one Parquet file, whole or
-    not at all, in the row groups of :class:`_RowGroups`, each from one contiguous chunk, so
-    the file's layout depends on its rows only."""
+    """Write the rows of ``tables`` (forecast tables or :class:`Part`, in order) as one Parquet
+    file, whole or not at all, in the row groups of :class:`_RowGroups`."""
     tmp = Path(path).with_suffix(".tmp")
+    joined = None
     try:
-        with writing(path, tmp), pq.ParquetWriter(tmp, FORECAST_SCHEMA,
-                                                  **PARQUET_OPTIONS) as writer:
-            groups = _RowGroups(writer)
+        with writing(path, tmp):
+            joined = table_joiner(tmp)
+            groups = _RowGroups(joined)
             for table in tables:
-                groups.add(table)
+                if isinstance(table, Part):
+                    groups.add_part(table)
+                else:
+                    groups.add(table)
             groups.finish()
+            groups.close()
     except BaseException:
+        if joined is not None:
+            joined.abort()
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
 
 
 class _RowGroups:
-    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows of one model: a
-    run of one model's rows ends its row group (the last of the run may be shorter)."""
+    """Cuts the rows handed to it into row groups of exactly ROW_GROUP rows of one model (a run
+    of one model's rows ends its row group, the last of the run may be shorter), each encoded
+    by :func:`encode_rows` and joined; a :class:`Part` that is exactly the next row group is
+    joined as it is."""
 
-    def __init__(self, writer: pq.ParquetWriter) -> None:
-        self.writer, self.held, self.count, self.model = writer, [], 0, None
+    def __init__(self, joiner: RowGroupJoiner) -> None:
+        self.joiner, self.held, self.count, self.model = joiner, [], 0, None
+        self.copied = 0  # parts joined as they were (not encoded again)
 
     def add(self, table: pa.Table, model: str | None = None) -> None:
         """Take the next rows; ``model``: the one model they all belong to, when the caller
         knows (else their runs of one model are found here)."""
         runs = _model_runs(table) if model is None else [(model, table)] if table.num_rows else []
         for model, rows in runs:
-            if model != self.model:
-                self.finish()
-                self.model = model
+            self._start(model)
             self.held.append(rows)
             self.count += rows.num_rows
             while self.count >= ROW_GROUP:
                 joined = pa.concat_tables(self.held)
-                self.writer.write_table(joined.slice(0, ROW_GROUP).combine_chunks(),
-                                        row_group_size=ROW_GROUP)
+                self._write(joined.slice(0, ROW_GROUP))
                 self.held, self.count = [joined.slice(ROW_GROUP)], self.count - ROW_GROUP
+
+    def add_part(self, part: Part, whole: bool = True) -> None:
+        """Take the rows of a journal part: copied as they are when they make one row group
+        (``whole``: the caller knows they end the model's rows or fill a group; nothing of
+        the model is held), else read and added as rows."""
+        self._start(part.model)
+        if whole and not self.count and part.rows <= ROW_GROUP:
+            with open(part.path, "rb") as fh:
+                data = fh.read()
+            try:
+                body, meta = self.joiner.check(data, str(part.path))
+            except JoinError:
+                pass  # written another way (an older run): encoded again below
+            else:
+                if row_group_rows(meta) == [part.rows]:
+                    self.joiner.add_checked(body, meta)
+                    self.copied += 1
+                    return
+        self.add(read_part(part.path, schema=FORECAST_SCHEMA), part.model)
+
+    def _start(self, model: str) -> None:
+        if model != self.model:
+            self.finish()
+            self.model = model
+
+    def _write(self, rows: pa.Table) -> None:
+        sink = pa.BufferOutputStream()
+        encode_rows(rows, sink)
+        self.joiner.add(sink.getvalue(), "a row group")
 
     def finish(self) -> None:
         """Write the rows held (the end of a model's run) as a row group."""
         if self.count:
-            self.writer.write_table(pa.concat_tables(self.held).combine_chunks(),
-                                    row_group_size=ROW_GROUP)
+            self._write(pa.concat_tables(self.held))
         self.held, self.count = [], 0
+
+    def close(self) -> None:
+        """The footer (a table without rows: the schema alone, no row group)."""
+        self.joiner.close()
+
+
+def read_part(path: Path, **kwargs) -> pa.Table:
+    """A journal part (``kwargs``: those of ``pq.read_table``); a damaged one is a RunError
+    naming it."""
+    try:
+        return pq.read_table(path, **kwargs)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RunError(f"{path}: cannot be read as a journal part ({exc}); the file is damaged: "
+                       "restore it from a copy of the run") from None
 
 
 def _model_runs(table: pa.Table) -> list[tuple[str, pa.Table]]:
@@ -94,17 +180,17 @@ class ForecastTable:
     """The forecast table written while its rows arrive, when they arrive in its order (each
     model's rows in task order, the models in turn), in the same row groups as
     :func:`write_forecasts`. Rows out of that order stop it; :meth:`close` publishes the file
-    only when every row came in order (else :meth:`Journal.write_ordered` has to write it)."""
+    only when every row came in order (else the caller writes it from the rows ordered)."""
 
     def __init__(self, path: Path, task_ids, models: list[str]) -> None:
         self.path, self.tmp = Path(path), Path(path).with_suffix(".tmp")
         self.ids, self.models = arrow_text(task_ids), list(models)
         self.model, self.done, self.in_order, self.stopped = 0, 0, True, False
-        self.writer = pq.ParquetWriter(self.tmp, FORECAST_SCHEMA, **PARQUET_OPTIONS)
-        self.groups = _RowGroups(self.writer)
+        self.joiner = table_joiner(self.tmp)
+        self.groups = _RowGroups(self.joiner)
 
     def add(self, table: pa.Table) -> None:
-        """Take the next rows (a journal part), or stop if they are not the next in order."""
+        """Take the next rows, or stop if they are not the next in order."""
         if self.stopped or not self.in_order:
             return
         n = table.num_rows
@@ -132,10 +218,11 @@ class ForecastTable:
             with writing(self.path, self.tmp):
                 if complete:
                     self.groups.finish()
-                self.writer.close()
+                    self.groups.close()
+                else:
+                    self.joiner.abort()
         except BaseException:
-            with contextlib.suppress(Exception):  # the error raised below says what failed
-                self.writer.close()
+            self.joiner.abort()
             self.tmp.unlink(missing_ok=True)
             raise
         if complete:

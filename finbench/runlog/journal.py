@@ -19,7 +19,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text
@@ -32,7 +31,14 @@ from finbench.forecasters.rows import (
     to_table,
     typed,
 )
-from finbench.runlog.forecast_table import PARQUET_OPTIONS, ordered_table, write_forecasts
+from finbench.runlog import forecast_table
+from finbench.runlog.forecast_table import (
+    Part,
+    encode_rows,
+    ordered_table,
+    read_part,
+    write_forecasts,
+)
 from finbench.runlog.transcripts import Transcripts
 
 JOURNAL = "journal.jsonl"
@@ -94,19 +100,18 @@ class Journal:
             out.setdefault(model, {})[task] = int(failed[(model, task)])
         return out
 
-    def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False,
-               then=None) -> None:
+    def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False
+               ) -> Path | None:
         """Append a batch (a table of the forecast schema, or a frame of its columns) as one
-        Parquet part (written to a temporary name, fsynced, renamed).
+        Parquet part (written to a temporary name, fsynced, renamed), encoded as the forecast
+        table's row groups are; returns the part's path (None for no rows).
         ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
         (which every read of the journal calls first) waits for it and raises its error.
-        ``then``: called with the part's table once it is written (e.g.
-        :meth:`ForecastTable.add`), in the same thread, so parts reach it in order. With
-        :data:`AHEAD` parts already waiting, it first waits for the oldest (and raises its
-        error, if writing it failed)."""
+        With :data:`AHEAD` parts already waiting, it first waits for the oldest (and raises
+        its error, if writing it failed)."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
         if table.num_rows == 0:
-            return
+            return None
         if not table.schema.equals(FORECAST_SCHEMA):
             raise ValueError(f"{self.parts}: a part must have the forecast table's schema, "
                              f"not {table.schema}")
@@ -119,11 +124,12 @@ class Journal:
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
         if not background:
-            _write_part(table, final, then)
-            return
+            _write_part(table, final)
+            return final
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
-        self._pending.append(self._writer.submit(_write_part, table, final, then))
+        self._pending.append(self._writer.submit(_write_part, table, final))
+        return final
 
     def flush(self) -> None:
         """Wait until every part handed to the writer thread is on disk, and fsync the lines
@@ -193,8 +199,7 @@ class Journal:
             written = [arrow_text(read_part(p, columns=["task_id"]).column("task_id"))
                        for p in parts]
             if written and pa.concat_arrays(written).equals(ids):
-                for part in parts:
-                    yield read_part(part, schema=FORECAST_SCHEMA)
+                yield from _aligned_parts(parts, [len(w) for w in written], model)
                 return
         tables = [read_part(p, schema=FORECAST_SCHEMA) for p in parts]
         if mine.num_rows:
@@ -290,16 +295,6 @@ def drop_torn_tail(path: Path) -> None:
         fh.truncate(data.rfind(b"\n") + 1)
 
 
-def read_part(path: Path, **kwargs) -> pa.Table:
-    """A journal part (``kwargs``: those of ``pq.read_table``); a damaged one is a RunError
-    naming it."""
-    try:
-        return pq.read_table(path, **kwargs)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise RunError(f"{path}: cannot be read as a journal part ({exc}); the file is damaged: "
-                       "restore it from a copy of the run") from None
-
-
 def _first_bad_line(data: pa.Buffer) -> str:
     """``line N``: the first line of ``data`` that is no journal line, read one at a time
     (only when Arrow's reader has refused the file: it names no line)."""
@@ -325,6 +320,18 @@ def _whole_lines(data: pa.Buffer) -> int:
     return 0
 
 
+def _aligned_parts(parts: list[Path], rows: list[int], model: str):
+    """A model's parts, which hold its rows in order, as :class:`Part`: copied into the
+    forecast table as they are when each starts a row group and fills it (or ends the model's
+    rows)."""
+    done, total = 0, sum(rows)
+    for path, n in zip(parts, rows, strict=True):
+        size = forecast_table.ROW_GROUP
+        whole = done % size == 0 and (n == size or done + n == total)
+        yield Part(path, model, n) if whole else read_part(path, schema=FORECAST_SCHEMA)
+        done += n
+
+
 def _typed_lines(lines: pa.Table) -> pa.Table:
     """Rows of :meth:`Journal._lines` in the journal's schema."""
     return to_table(typed(lines.to_pandas()))
@@ -337,20 +344,19 @@ def _part_number(path: Path) -> int:
     return int(path.stem)
 
 
-def _write_part(table: pa.Table, final: Path, then=None) -> None:
-    """Write a part whole or not at all: temporary name, fsync, rename; then ``then(table)``."""
+def _write_part(table: pa.Table, final: Path) -> None:
+    """Write a part whole or not at all (encoded as the forecast table's row groups are):
+    temporary name, fsync, rename."""
     tmp = final.with_suffix(".tmp")
     try:
         with writing(final, tmp):
-            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+            encode_rows(table, tmp)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, final)
-    if then is not None:
-        then(table)
 
 
 def _plain(value):

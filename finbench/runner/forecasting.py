@@ -4,30 +4,38 @@ answers journalled as they come (memory holds one batch of answers)."""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from finbench.core.digests import Sha256Helper
 from finbench.core.errors import ModelStopped
-from finbench.runlog.forecast_table import ForecastTable
+from finbench.runlog import forecast_table
+from finbench.runlog.forecast_table import Part
 from finbench.runlog.journal import Journal
 from finbench.tracks.base import Inputs, Track
+
+HELPER_TASKS = 20_000  # baseline answers owed from which receipts are hashed in a helper process
 
 
 def forecast_pass(track: Track, forecasters, todo: dict[str, np.ndarray], jobs: dict,
                   journal: Journal, echo, *, dry_run: bool, batch: bool,
-                  stopped: dict[str, str], table: ForecastTable | None = None
-                  ) -> dict[str, dict]:
-    """Forecasters that read no context (baselines) answer a batch of tasks (an intraday
-    month) per vectorised call, one forecaster after the other (``table``, when given, takes
-    each batch's rows as they are journalled); the others get contexts batch by batch.
-    Returns dry-run estimates. A model whose calls cannot succeed (:class:`ModelStopped`)
-    stops there, with the reason in ``stopped``; the others go on."""
+                  stopped: dict[str, str], asked: dict[str, np.ndarray] | None = None,
+                  parts: dict[str, list[Part]] | None = None) -> dict[str, dict]:
+    """Forecasters that read no context (baselines) answer a row group of the forecast table
+    per vectorised call (:func:`_plain_pass`; ``parts``, when given, receives each one's
+    journal parts, in its task order); the others get contexts batch by batch.
+    ``asked``: per forecaster, the tasks it is asked (default ``todo``: a run that resumes
+    nothing). Returns dry-run estimates. A model whose calls cannot succeed
+    (:class:`ModelStopped`) stops there, with the reason in ``stopped``; the others go on."""
     progress = Progress(forecasters, todo, echo)
     plain = [f for f in forecasters if not f.needs_context]
     if plain and not dry_run:
-        _plain_pass(track, plain, todo, journal, progress, table)
+        found = _plain_pass(track, plain, todo, asked or todo, journal, progress)
+        if parts is not None:
+            parts.update(found)
     textual = [f for f in forecasters if f.needs_context]
     if not textual:
         return {}
@@ -53,24 +61,60 @@ def forecast_pass(track: Track, forecasters, todo: dict[str, np.ndarray], jobs: 
     return estimates
 
 
-def _plain_pass(track: Track, plain, todo, journal: Journal, progress,
-                table: ForecastTable | None) -> None:
-    """Baselines given the same tasks share their inputs (and what they compute from them
-    once, the receipts): kept per batch until the last baseline has answered it."""
-    batches = track.batches()
-    shared: list[dict[bytes, Inputs]] = [{} for _ in batches]
-    for f in plain:
-        for batch_rows, inputs in zip(batches, shared, strict=True):
-            rows = batch_rows[todo[f.name][batch_rows]]
-            if len(rows) == 0:
-                continue
+def _plain_pass(track: Track, plain, todo, asked, journal: Journal, progress
+                ) -> dict[str, list[Part]]:
+    """Each baseline answers the tasks it is asked a row group of the forecast table
+    (:data:`~finbench.runlog.forecast_table.ROW_GROUP` rows) at a time, in order (of
+    those, the ones it still owes), so each journal part is one row group of the forecast
+    table, copied into it as it is, and a resumed run answers the same groups. The k-th group
+    of every baseline is answered before the next: baselines given the same tasks share
+    their inputs (and what they compute from them once, the receipts), let go once all have
+    answered. The receipts' digests of the next groups are made in a helper process
+    (:class:`~finbench.core.digests.Sha256Helper`) while these are answered, from
+    :data:`HELPER_TASKS` tasks on. Returns each baseline's parts, in its task order."""
+    groups = {f.name: _row_groups(asked[f.name]) for f in plain}
+    count = max(map(len, groups.values()), default=0)
+    parts: dict[str, list[Part]] = {f.name: [] for f in plain}
+    opened: dict[int, dict[bytes, Inputs]] = {}
+
+    def jobs(k: int):
+        """(baseline, rows) of the k-th row group of each baseline that owes some of it."""
+        for f in plain:
+            if k < len(groups[f.name]):
+                group = groups[f.name][k]
+                rows = group[todo[f.name][group]]
+                if len(rows):
+                    yield f, rows
+
+    def open_group(k: int, helper) -> None:
+        """The k-th groups' inputs, their receipts begun."""
+        shared = opened[k] = {}
+        for f, rows in jobs(k):
             key = rows.tobytes()
-            if key not in inputs:
-                inputs[key] = track.plain_inputs(rows)
-            out_rows = f.forecast(inputs[key])
-            journal.append(out_rows, background=True,
-                           then=table.add if table is not None else None)
-            progress.add(f.name, out_rows.num_rows, _valid(out_rows))
+            if key not in shared:
+                shared[key] = track.plain_inputs(rows)
+            f.start_receipts(shared[key], helper)
+
+    owed = sum(int(todo[f.name].sum()) for f in plain)
+    with (Sha256Helper() if owed >= HELPER_TASKS else nullcontext()) as helper:
+        for k in range(count):
+            if k not in opened:
+                open_group(k, helper)
+            if k + 1 < count:
+                open_group(k + 1, helper)  # its digests made while group k is answered
+            shared = opened.pop(k)
+            for f, rows in jobs(k):
+                out_rows = f.forecast(shared[rows.tobytes()])
+                path = journal.append(out_rows, background=True)
+                parts[f.name].append(Part(path, f.name, out_rows.num_rows))
+                progress.add(f.name, out_rows.num_rows, _valid(out_rows))
+    return parts
+
+
+def _row_groups(asked: np.ndarray) -> list[np.ndarray]:
+    """The rows asked, cut into the forecast table's row groups."""
+    rows, size = np.flatnonzero(asked), forecast_table.ROW_GROUP
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
 
 
 def _stream(f, inputs: Inputs, journal: Journal, echo, progress, stopped: dict) -> None:

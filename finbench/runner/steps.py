@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from finbench.data.store import sha256_file
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
-from finbench.runlog.forecast_table import ForecastTable
+from finbench.runlog.forecast_table import Part, write_forecasts
 from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import MANIFEST, now, read_manifest, record_files
 from finbench.runlog.stances import StanceLog
@@ -108,6 +107,8 @@ class RunSteps:
         self.forecasters: list[Forecaster] = []
         self.jobs: dict[str, BatchJob] = {}
         self.todo: dict[str, np.ndarray] = {}
+        self.asked: dict[str, np.ndarray] = {}
+        self.parts: dict[str, list[Part]] = {}  # the journal parts the forecast pass wrote
         self.notes: dict[str, list[str]] = {}
         self.pending, self.estimates = 0, {}
         self.revisions: list[dict] = []  # the run's configs, first to this one
@@ -226,7 +227,7 @@ class RunSteps:
             retry = self._retries(f, errors.get(f.name, {}))
             if retry:
                 finished = [t for t in finished if t not in retry]
-            asked = f.asked(self.track.tasks) & askable
+            asked = self.asked[f.name] = f.asked(self.track.tasks) & askable
             self.todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
             self.notes[f.name] = [*f.notes(self.track.tasks), *([] if asked.all() else [
                 f"asked {int(asked.sum())} of the run's {len(ids)} tasks; the others are not "
@@ -253,43 +254,31 @@ class RunSteps:
         return retry
 
     def forecast(self, *, batch: bool, dry_run: bool) -> None:
-        """Every forecaster answers what it owes; answers are journalled as they come."""
-        with self._forecast_table(dry_run) as table:
+        """Every forecaster answers what it owes; answers are journalled as they come. On
+        failure, the answers already made land in the journal first."""
+        try:
             self.estimates = forecast_pass(
                 self.track, self.forecasters, self.todo, self.jobs, self.journal, self.echo,
-                dry_run=dry_run, batch=batch, stopped=self.stopped, table=table)
+                dry_run=dry_run, batch=batch, stopped=self.stopped, asked=self.asked,
+                parts=self.parts)
+            self.journal.flush()
+        except BaseException as error:
+            for late in self.journal.settle():  # answers made before the error land first
+                error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
+            raise
         self.track.release()  # what follows reads the run directory
         self.lap("forecasts")
 
-    @contextmanager
-    def _forecast_table(self, dry_run: bool):
-        """The forecast table written as answers come, when baselines alone answer every
-        task (else None: it is written from the journal afterwards). On failure, answers
-        already made land in the journal and no partial table is left."""
-        names = self._names()
-        table = None
-        if (not dry_run and self.forecasters
-                and not any(f.needs_context for f in self.forecasters)
-                and [f.name for f in self.forecasters] == names
-                and all(t.all() for t in self.todo.values())):
-            table = ForecastTable(self.out / "forecasts.parquet",
-                                  self.track.tasks["task_id"].to_numpy(object), names)
-        self.table = table
-        try:
-            yield table
-            self.journal.flush()
-        except BaseException as error:
-            if table is not None:
-                table.stop()  # parts still being written leave it alone
-            for late in self.journal.settle():  # answers made before the error land first
-                error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
-            if table is not None:
-                try:
-                    table.close()  # leaves no partial file
-                except Exception as late:
-                    error.add_note(f"also failed while stopping: closing {table.tmp}: "
-                                   f"{late!r}")
-            raise
+    def _parts_of_table(self, names: list[str]) -> list[Part] | None:
+        """The journal parts that make the forecast table, in its order, when baselines alone
+        answered every task they are asked in this run (nothing resumed, nothing skipped):
+        each part is one of its row groups. None otherwise (the table is written from the
+        journal)."""
+        fresh = (self.forecasters and not any(f.needs_context for f in self.forecasters)
+                 and [f.name for f in self.forecasters] == names
+                 and all((self.todo[n] == self.asked[n]).all() for n in names)
+                 and all(n in self.parts for n in names))
+        return [part for n in names for part in self.parts[n]] if fresh else None
 
     def submit_batches(self, *, batch: bool, dry_run: bool) -> None:
         if not batch or dry_run:
@@ -318,7 +307,10 @@ class RunSteps:
         gave stay in the journal) and the manifest's account of the models."""
         self.skipped.update({name: f"stopped: {why}" for name, why in self.stopped.items()})
         names = self._names()
-        if self.table is None or not self.table.close():
+        parts = self._parts_of_table(names)
+        if parts is not None:
+            write_forecasts(self.out / "forecasts.parquet", parts)
+        else:
             self.journal.write_ordered(self.out / "forecasts.parquet",
                                        self.track.tasks["task_id"].to_numpy(object), names)
         self.unanswered = self._unanswered()

@@ -78,8 +78,9 @@ class ContextBatch:
 class Track(ABC):
     """One kind of forecasting question, driven by :func:`finbench.run` in this order:
     open it on a config (tasks planned, no market data read), :meth:`label` (the label pass),
-    then forecasters take :meth:`batches` with :meth:`plain_inputs` (those answering from
-    the label history alone) or :meth:`context_batches` (those reading gated contexts), and
+    then forecasters take :meth:`plain_inputs` (those answering from the label history
+    alone, for the tasks the run hands them together) or :meth:`context_batches` (those
+    reading gated contexts), and
     :meth:`release` once every forecast is made."""
 
     name: ClassVar[str]
@@ -124,10 +125,6 @@ class Track(ABC):
     @abstractmethod
     def summary(self, labels: pd.DataFrame) -> dict:
         """The manifest's facts about the tasks (counts, exclusions, label statuses)."""
-
-    @abstractmethod
-    def batches(self) -> list[np.ndarray]:
-        """Rows of :attr:`tasks` answered together by forecasters reading no context."""
 
     @abstractmethod
     def plain_inputs(self, rows: np.ndarray) -> Inputs:

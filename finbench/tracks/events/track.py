@@ -128,9 +128,6 @@ class EventsTrack(Track):
                 "relevant_posts_found": int(labels.loc[ok, "retrieval_relevant"].sum()),
                 "event_groups": int(labels.loc[ok, "event_group"].nunique())}
 
-    def batches(self) -> list[np.ndarray]:
-        return [np.arange(len(self.tasks))]
-
     def history(self) -> pd.DataFrame:
         """Every market of the store that resolved YES or NO, as references may read it:
         its outcome is known from ``resolved_at`` on."""

@@ -9,7 +9,6 @@ of rows, found with one ``searchsorted`` for all tasks. The line naming a baseli
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from finbench.core.digests import sha256_hex
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.times import NO_TIME, to_ns
 
@@ -279,9 +279,7 @@ def pick(values: np.ndarray, rows: np.ndarray, fill=np.nan) -> np.ndarray:
 def baseline_digests(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
                      rows: np.ndarray | None = None, signs: Sequence[str] = ()) -> pa.Array:
     """SHA-256 of :func:`baseline_input_text`, per task (hex text)."""
-    sha = hashlib.sha256
-    lines = baseline_input_text(history, tasks, frame, rows, signs).cast(pa.binary()).to_pylist()
-    return pa.array([sha(b).hexdigest() for b in lines], pa.string())
+    return sha256_hex(baseline_input_text(history, tasks, frame, rows, signs))
 
 
 def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[str, object]:

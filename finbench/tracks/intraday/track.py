@@ -22,7 +22,7 @@ from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.facts import scorability, summary
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
 from finbench.tracks.intraday.label_pass import Resolved, resolve
-from finbench.tracks.intraday.plan import month_rows, plan_run
+from finbench.tracks.intraday.plan import plan_run
 from finbench.tracks.intraday.prompt import PromptSettings
 
 
@@ -67,9 +67,6 @@ class IntradayTrack(Track):
 
     def summary(self, labels: pd.DataFrame) -> dict:
         return summary(self.plan, labels)
-
-    def batches(self) -> list[np.ndarray]:
-        return month_rows(self.tasks)  # a calendar month of sessions
 
     def plain_inputs(self, rows: np.ndarray) -> Inputs:
         return plain_inputs(self.plan, self._resolved(), rows)
