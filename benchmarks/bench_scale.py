@@ -13,9 +13,10 @@ each the fastest of three: on a shared machine one timing varies by 15% or more)
     (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows;
   - `finbench report` of the run (every table with its 2,000-replicate session bootstraps,
     500 tickers' rows among them, and the figures): wall time and peak RSS;
-  - where the run's time goes: each step's wall time and CPU (all threads, and the main
-    thread's), and the two lower bounds they set on any run doing that work: start-up plus
-    the CPU spread over every core, and start-up plus the main thread's CPU.
+  - where the run's time goes: each step's wall time and CPU (all threads and the helper
+    process hashing receipts, and the main thread's), and the two lower bounds they set on
+    any run doing that work: start-up plus the CPU spread over every core, and start-up plus
+    the main thread's CPU.
 Synthetic data (random walks, 09:00-16:00 ET), generated into a temporary folder.
 Run: .venv/bin/python benchmarks/bench_scale.py [--tickers 500 --sessions 252]
 (the last ``--sessions`` sessions up to 2024-12-31; 1258 = 2020-2024, five years)
@@ -234,7 +235,8 @@ def main() -> None:
     print(f"{'floor: start-up + reference read + that write':<52}{floor:>10.2f}")
     print(f"{'finbench report of the run (tables and figures)':<52}{report_time:>10.2f}")
     print("where a run's time goes (steps timed in this process, fastest of "
-          f"{RUNS}; CPU seconds of all threads and of the main thread):")
+          f"{RUNS}; CPU seconds of all threads and the receipts' hashing helper process, and "
+          "of the main thread):")
     print(f"  {'step':<34}{'wall':>8}{'CPU':>8}{'main':>8}")
     for name, wall, cpu, main_cpu in phases:
         print(f"  {name:<34}{wall:>8.2f}{cpu:>8.2f}{main_cpu:>8.2f}")

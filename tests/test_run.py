@@ -588,7 +588,8 @@ def test_row_groups_of_baselines_with_receipts_hashed_in_a_helper_process(
         sample_store, tmp_path, monkeypatch):
     """Baselines answer a row group of the table at a time, the digests of the next group's
     receipts made meanwhile in a helper process: the rows are those of a run answering all
-    at once and hashing here, the table is its parts joined, and the audit passes."""
+    at once and hashing here, the table is its parts joined, and the audit passes. Where no
+    helper can be started, the receipts are hashed in the run's process, to the same rows."""
     from finbench.runlog import forecast_table
     from finbench.runner import forecasting
 
@@ -619,6 +620,14 @@ def test_row_groups_of_baselines_with_receipts_hashed_in_a_helper_process(
     pd.testing.assert_frame_equal(a, b)
     assert (grouped / "scores.csv").read_bytes() == (whole / "scores.csv").read_bytes()
     assert audit_run(grouped) == []
+
+    def unstartable():
+        raise OSError("no subprocess here")
+
+    monkeypatch.setattr(forecasting, "Sha256Helper", unstartable)  # receipts hashed here
+    here = run(cfg, tmp_path / "here", echo=lambda *_: None)
+    c = pd.read_parquet(here / "forecasts.parquet").drop(columns="latency")
+    pd.testing.assert_frame_equal(a, c)
 
 
 def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(

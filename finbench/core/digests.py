@@ -75,6 +75,9 @@ class Sha256Helper:
     while the caller works on; a context manager (the process ends on leaving it)."""
 
     def __init__(self) -> None:
+        """Start the helper (an OSError where no process can be started)."""
+        if not sys.executable:
+            raise OSError("no Python executable to start a helper process with")
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _HELPER],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      bufsize=0)

@@ -11,6 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
+
 from finbench.core.errors import FinbenchError
 
 OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -88,3 +90,17 @@ def write_json(path: Path, payload: dict) -> None:
 def write_text(path: Path, text: str) -> None:
     """Text written atomically."""
     write_atomic(path, lambda p: Path(p).write_text(text))
+
+
+def formatted_floats(frame, float_format: str):
+    """``frame`` with its float columns as text, each value ``float_format % value`` and a
+    missing one empty: what ``to_csv(float_format=...)`` writes, made by one comprehension a
+    column, where pandas' own formatting goes through several layers of calls per value (a
+    quarter of a second for the 2,000 rows of a year's scores)."""
+    floats = [c for c in frame.columns  # numpy floats (nullable ones are left to pandas)
+              if isinstance(frame[c].dtype, np.dtype) and frame[c].dtype.kind == "f"]
+    if not floats:
+        return frame
+    return frame.assign(**{c: [float_format % v if v == v else "" for v in frame[c].tolist()]
+                           for c in floats})
+

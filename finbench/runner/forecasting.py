@@ -96,7 +96,7 @@ def _plain_pass(track: Track, plain, todo, asked, journal: Journal, progress
             f.start_receipts(shared[key], helper)
 
     owed = sum(int(todo[f.name].sum()) for f in plain)
-    with (Sha256Helper() if owed >= HELPER_TASKS else nullcontext()) as helper:
+    with _hashing_helper(owed) as helper:
         for k in range(count):
             if k not in opened:
                 open_group(k, helper)
@@ -109,6 +109,17 @@ def _plain_pass(track: Track, plain, todo, asked, journal: Journal, progress
                 parts[f.name].append(Part(path, f.name, out_rows.num_rows))
                 progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     return parts
+
+
+def _hashing_helper(owed: int):
+    """A :class:`Sha256Helper` for a pass owing ``owed`` answers from :data:`HELPER_TASKS` on,
+    else (or where no process can be started) nothing: receipts are then hashed here."""
+    if owed < HELPER_TASKS:
+        return nullcontext()
+    try:
+        return Sha256Helper()
+    except OSError:  # no subprocess here (a sandbox, an embedded interpreter)
+        return nullcontext()
 
 
 def _row_groups(asked: np.ndarray) -> list[np.ndarray]:

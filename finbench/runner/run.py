@@ -23,7 +23,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     that sub-range of the config's dates (:mod:`finbench.shards`). ``batch`` sends LLM calls
     through the Batch API; a later run of the same directory collects them and scores once
     every batch is in. ``timings``, when given, receives the seconds each step took, and
-    ``cpu_timings`` the CPU seconds each step spent, in all threads and in the caller's.
+    ``cpu_timings`` the CPU seconds each step spent, in all threads (and helper processes)
+    and in the caller's.
     ``rate_share``: the part of each LLM model's rate limits this run may use (a shard among
     others running at once, :mod:`finbench.cluster`). ``out`` may be a folder on object
     storage (``s3://bucket/runs/x``): the run works in a local scratch folder that is kept

@@ -71,18 +71,25 @@ def _revision_entry(manifest: dict, change: Revision | None) -> dict:
     return entry
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of the helper processes it started
+    that have ended (the receipts' hashing helper; 0 where the system does not say)."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
+
+
 class Laps:
     """Adds the seconds since the last call to ``out[name]``, and to ``cpu[name]`` the CPU
-    seconds spent meanwhile by the process (all its threads) and by the calling thread
-    (nothing where either is None)."""
+    seconds spent meanwhile by the process (all its threads, and helper processes that ended
+    meanwhile) and by the calling thread (nothing where either is None)."""
 
     def __init__(self, out: dict[str, float] | None,
                  cpu: dict[str, tuple[float, float]] | None = None) -> None:
         self.out, self.cpu = out, cpu
-        self.t, self.c, self.m = time.perf_counter(), time.process_time(), time.thread_time()
+        self.t, self.c, self.m = time.perf_counter(), _cpu_seconds(), time.thread_time()
 
     def __call__(self, name: str) -> None:
-        t, c, m = time.perf_counter(), time.process_time(), time.thread_time()
+        t, c, m = time.perf_counter(), _cpu_seconds(), time.thread_time()
         if self.out is not None:
             self.out[name] = self.out.get(name, 0.0) + t - self.t
         if self.cpu is not None:

@@ -24,7 +24,13 @@ from finbench.core.config import (
 )
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
-from finbench.core.outputs import DiskFullError, disk_full_message, out_of_space, write_atomic
+from finbench.core.outputs import (
+    DiskFullError,
+    disk_full_message,
+    formatted_floats,
+    out_of_space,
+    write_atomic,
+)
 from finbench.runlog.rundir import (
     INPUTS,
     check_recorded,
@@ -157,14 +163,14 @@ def rescore(run_dir: Path) -> pd.DataFrame:
         table = scores.table()  # while the writer threads write the last model's rows
     write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
     write_atomic(run_dir / "scores.csv",
-                 lambda p: table.to_csv(p, index=False, float_format="%.12g"))
+                 lambda p: formatted_floats(table, "%.12g").to_csv(p, index=False))
     classes = scores.class_table()
     for name in ("scores3.parquet", "scores3.csv"):
         (run_dir / name).unlink(missing_ok=True)  # a run without three-class models has none
     if not classes.empty:
         write_atomic(run_dir / "scores3.parquet", lambda p: classes.to_parquet(p, index=False))
         write_atomic(run_dir / "scores3.csv",
-                     lambda p: classes.to_csv(p, index=False, float_format="%.12g"))
+                     lambda p: formatted_floats(classes, "%.12g").to_csv(p, index=False))
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table
@@ -181,6 +187,21 @@ def rows_csv_wanted(config, tasks: int) -> bool:
     if wanted != "auto":
         return bool(wanted)
     return tasks * len(binary_names(config)) < SPREADSHEET_ROWS
+
+
+# rows.parquet: statistics (per row group: a model's rows) only for the columns a reader
+# selects rows by; dictionaries for the columns whose values repeat (not ids, returns and the
+# interval's own numbers). Min and max of every float and text column were a quarter of the
+# file's encoding, and dictionaries of row-unique values are built only to be dropped.
+_ROWS_KEYS = ("task_id", "model", "ticker", "session", "horizon", "status")
+_ROWS_UNIQUE = ("task_id", "r", "lower", "upper", "winkler", "width")
+
+
+def _rows_options(table: pa.Table) -> dict:
+    names = table.schema.names
+    return {"compression": "zstd",
+            "write_statistics": [c for c in _ROWS_KEYS if c in names],
+            "use_dictionary": [c for c in names if c not in _ROWS_UNIQUE]}
 
 
 class RowWriter:
@@ -205,7 +226,7 @@ class RowWriter:
             if error is not None:
                 raise self._named(k, error)
         if self.writers is None:
-            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, compression="zstd"),
+            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, **_rows_options(table)),
                             *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
         table = table.cast(self.writers[0].schema)
         self.pending += [(k, pool.submit(writer.write_table, table))

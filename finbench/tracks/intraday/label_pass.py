@@ -19,13 +19,13 @@ from finbench.core.calendar import get_calendar, previous_sessions
 from finbench.core.config import RunConfig
 from finbench.core.lookup import arrow_text, groups, positions
 from finbench.core.progress import Countdown
-from finbench.core.times import NO_TIME, to_ns
+from finbench.core.times import NO_TIME, local_midnights_ns, to_ns
 from finbench.data.bars import BarArrays
 from finbench.tracks.intraday.classes import CLASS_COLUMNS, class_columns
 from finbench.tracks.intraday.gate import daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame
-from finbench.tracks.intraday.momentum import day_starts, momentum_arrays
+from finbench.tracks.intraday.momentum import momentum_arrays
 from finbench.tracks.intraday.plan import Plan, month_ranges
 from finbench.tracks.intraday.tasks import build_tasks
 
@@ -55,6 +55,11 @@ class Resolved:
         return len(self.history) - self.n_tasks + np.asarray(rows, dtype=np.int64)
 
     def labels_of(self, tasks: pd.DataFrame) -> pd.DataFrame:
+        evaluated = len(self.labels) - self.n_tasks  # the evaluated tasks' rows, in plan order
+        ids = arrow_text(tasks["task_id"])
+        if evaluated >= 0 and len(ids) == self.n_tasks and arrow_text(
+                self.labels.index[evaluated:]).equals(ids):
+            return self.labels.iloc[evaluated:].reset_index()  # no look-up: one comparison
         at = positions(tasks["task_id"], self.labels.index)
         if (at < 0).any():
             raise KeyError(f"no label for task {tasks['task_id'].iloc[int(np.argmin(at))]}")
@@ -163,7 +168,8 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
                    if first <= d <= last} | set(by_day))
     ticker_names, code = encoded(everything["ticker"])
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
-    start = day_starts(everything, spec.timezone)
+    # each session's local midnight, made once per distinct session
+    start = local_midnights_ns(pd.Series(day_names), spec.timezone)[day_code]
     n = len(everything)
     found = [np.full(n, np.nan), np.full(n, np.nan), np.full(n, NO_TIME, np.int64),
              np.full(n, NO_TIME, np.int64)]
@@ -198,7 +204,7 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
                 sign, seen = momentum_arrays(bars, tick, t_fc[rows], start[rows], m,
                                              slices=slices)
                 signs[m][0][rows], signs[m][1][rows] = sign, seen
-    labels = label_frame(everything["task_id"].to_numpy(),
+    labels = label_frame(everything["task_id"].reset_index(drop=True),
                          everything["t_target"].reset_index(drop=True), *found)
     if spec.classes is not None:  # declared in the config, before any label was read
         labels = labels.assign(**class_columns(labels, spec.classes))

@@ -48,16 +48,17 @@ def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: Ba
     return tuple(out)
 
 
-def label_frame(task_id: np.ndarray, t_target: pd.Series, p_ref: np.ndarray,
+def label_frame(task_id, t_target: pd.Series, p_ref: np.ndarray,
                 p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray) -> pd.DataFrame:
-    """Label rows from the prices found (:func:`label_bars`)."""
+    """Label rows from the prices found (:func:`label_bars`); ``task_id``: an array or a
+    series (with a range index) of the tasks' ids."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         r = np.log(p_tgt / p_ref)
     has_ref, has_tgt = ~np.isnan(p_ref), ~np.isnan(p_tgt)
     broken = np.flatnonzero(has_ref & has_tgt & ~np.isfinite(r))
     if len(broken):  # prices the ingest rules keep out; a label is never ok without an r
         i = broken[0]
-        raise DataError(f"task {task_id[i]}: reference price {float(p_ref[i])!r} and target "
+        raise DataError(f"task {np.asarray(task_id)[i]}: reference price {float(p_ref[i])!r} and target "
                         f"price {float(p_tgt[i])!r} give no finite log return ({len(broken)} "
                         "task(s)); the store breaks the ingest rules: run `finbench data "
                         "validate` on it")
