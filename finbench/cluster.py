@@ -122,6 +122,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                                                      _local_size(workers, len(ranges), echo))
     try:
         with _client(Client, scheduler, cluster) as client:
+            if cluster is not None:  # this run's own workers only
+                client.register_plugin(_quiet_heartbeats())
             if not remote:  # once connected: a scheduler that cannot be reached leaves none
                 (out / SHARDS).mkdir(parents=True, exist_ok=True)
             slots = max(1, len(client.scheduler_info()["workers"]))
@@ -158,6 +160,32 @@ def _local_size(workers: int | None, shards: int, echo) -> int:
         echo(f"note: {workers} workers asked, but the run has {shards} shards (one per month); "
              f"the LocalCluster starts {shards}")
     return max(1, min(asked, shards))
+
+
+class _ClosingHeartbeats(logging.Filter):
+    """Drops a worker's "Failed to communicate with scheduler during heartbeat" record. On a
+    LocalCluster the run started itself, the scheduler closing (the run done, or interrupted
+    by Ctrl-C) races the workers' heartbeats, and the traceback logged then says nothing a
+    user can act on; a worker that truly lost its scheduler fails its shard, which the client
+    reports."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(
+            "Failed to communicate with scheduler during heartbeat")
+
+
+def _quiet_heartbeats():
+    """A worker plugin putting :class:`_ClosingHeartbeats` on each worker's log (workers the
+    nanny restarts included)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class QuietHeartbeats(WorkerPlugin):
+        name = "finbench-quiet-heartbeats"
+
+        def setup(self, worker) -> None:
+            logging.getLogger("distributed.worker").addFilter(_ClosingHeartbeats())
+
+    return QuietHeartbeats()
 
 
 def _local_cluster(cluster_class, workers: int):
