@@ -47,3 +47,15 @@ def test_a_helper_that_died_is_named(monkeypatch):
             helper.submit(pa.array(["a"] * 100_000)).result()
     finally:
         helper.close()
+
+
+def test_texts_whose_offsets_do_not_start_at_zero_are_hashed_as_they_read():
+    import numpy as np
+
+    data = b"...abcdefgh"  # three bytes before the first text
+    offsets = np.array([3, 5, 5, 11], np.int32)
+    texts = pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(offsets.tobytes()),
+                                                   pa.py_buffer(data)])
+    assert texts.to_pylist() == ["ab", "", "cdefgh"]
+    with Sha256Helper() as helper:
+        assert helper.submit(texts).result().to_pylist() == hashlib_hex(["ab", "", "cdefgh"])
