@@ -322,7 +322,7 @@ class RowGroupJoiner:
 
     def check(self, data: bytes | memoryview, name: str = "file") -> tuple[memoryview, Struct]:
         """:func:`split_file` of ``data``, refused (:class:`JoinError`) unless its schema and
-        metadata are those of the files added before; nothing is written."""
+        metadata are the template's; nothing is written."""
         body, meta = split_file(data, name)
         if not _same_apart_from_rows(self.head, meta):
             raise JoinError(f"{name}: its schema or metadata differ from the template's")
