@@ -58,16 +58,17 @@ def _hex_array(hexed: bytes, n: int) -> pa.Array:
                                                   pa.py_buffer(hexed)])
 
 
-def _parts(texts: pa.Array) -> tuple[int, bytes, bytes]:
-    """(count, int32 offsets, data) of a string array, as the helper reads them."""
+def _parts(texts: pa.Array) -> tuple[int, pa.Buffer, pa.Buffer | bytes]:
+    """(count, int32 offsets, data) of a string array, as the helper reads them: slices of the
+    array's own buffers, not copies."""
     texts = texts.cast(pa.string())
     if texts.offset or texts.null_count:
         texts = pa.concat_arrays([texts.fill_null("")])
     n = len(texts)
     _, offsets, data = texts.buffers()
-    first, last = np.frombuffer(offsets, np.int32, n + 1)[[0, -1]]
-    return n, offsets.to_pybytes()[:4 * (n + 1)], (
-        data.to_pybytes()[first:last] if data is not None else b"")
+    first, last = (int(v) for v in np.frombuffer(offsets, np.int32, n + 1)[[0, -1]])
+    return n, offsets.slice(0, 4 * (n + 1)), (
+        data.slice(first, last - first) if data is not None else b"")
 
 
 class Sha256Helper:
@@ -91,8 +92,8 @@ class Sha256Helper:
     def _hash(self, texts: pa.Array) -> pa.Array:
         n, offsets, data = _parts(texts)
         try:
-            self.proc.stdin.write(struct.pack("<QQ", n, len(data)) + offsets)
-            self.proc.stdin.write(data)
+            for piece in (struct.pack("<QQ", n, len(data)), offsets, data):
+                _write(self.proc.stdin, piece)
             hexed = _read(self.proc.stdout, HEX * n)
         except (BrokenPipeError, EOFError):
             raise RunError(f"the hashing helper process ended (exit code "
@@ -116,6 +117,13 @@ class Sha256Helper:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _write(stream, data) -> None:
+    """All of ``data`` to an unbuffered pipe (a write there may take part of it)."""
+    view = memoryview(data).cast("B")
+    while len(view):
+        view = view[stream.write(view):]
 
 
 def _read(stream, size: int) -> bytes:

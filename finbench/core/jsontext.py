@@ -23,13 +23,19 @@ class Fields(NamedTuple):
     text: pa.Array | pa.Scalar
 
 
-def json_fields(columns: dict[str, object], n: int) -> Fields:
-    """:class:`Fields` of equal-length columns, keys sorted (at least one column)."""
+def _field_pieces(columns: dict[str, object], n: int, lead: str) -> list:
+    """What joins into ``"a":1,"b":"x"`` per row, keys sorted, ``lead`` before the first."""
     pieces = []
     for i, key in enumerate(sorted(columns)):
-        pieces += [pa.scalar(("," if i else "") + json.dumps(key) + ":", pa.string()),
+        pieces += [pa.scalar(("," if i else lead) + json.dumps(key) + ":", pa.string()),
                    _values(columns[key], n)]
-    return Fields(tuple(sorted(columns)), pc.binary_join_element_wise(*pieces, ""))
+    return pieces
+
+
+def json_fields(columns: dict[str, object], n: int) -> Fields:
+    """:class:`Fields` of equal-length columns, keys sorted (at least one column)."""
+    return Fields(tuple(sorted(columns)),
+                  pc.binary_join_element_wise(*_field_pieces(columns, n, ""), ""))
 
 
 def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -> pa.Array:
@@ -40,10 +46,7 @@ def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -
         return pa.array([], pa.string())
     if tail is not None and columns and max(columns) >= tail.keys[0]:
         raise ValueError(f"tail keys {tail.keys} do not all sort after {sorted(columns)}")
-    pieces = []
-    for i, key in enumerate(sorted(columns)):
-        lead = ("{" if i == 0 else ",") + json.dumps(key) + ":"
-        pieces += [pa.scalar(lead, pa.string()), _values(columns[key], n)]
+    pieces = _field_pieces(columns, n, "{")
     if tail is not None:
         pieces += [pa.scalar("," if columns else "{", pa.string()), tail.text]
     pieces.append(pa.scalar("}", pa.string()))

@@ -103,4 +103,3 @@ def formatted_floats(frame, float_format: str):
         return frame
     return frame.assign(**{c: [float_format % v if v == v else "" for v in frame[c].tolist()]
                            for c in floats})
-

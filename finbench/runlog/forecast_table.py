@@ -100,7 +100,6 @@ class _RowGroups:
 
     def __init__(self, joiner: RowGroupJoiner) -> None:
         self.joiner, self.held, self.count, self.model = joiner, [], 0, None
-        self.copied = 0  # parts joined as they were (not encoded again)
 
     def add(self, table: pa.Table, model: str | None = None) -> None:
         """Take the next rows; ``model``: the one model they all belong to, when the caller
@@ -130,7 +129,6 @@ class _RowGroups:
             else:
                 if row_group_rows(meta) == [part.rows]:
                     self.joiner.add_checked(body, meta)
-                    self.copied += 1
                     return
         self.add(read_part(part.path, schema=FORECAST_SCHEMA), part.model)
 

@@ -295,13 +295,12 @@ def _moved(group: Struct, shift: int, ordinal: int) -> Struct:
     return group
 
 
-def _same_apart_from_rows(a: Struct, b: Struct) -> bool:
-    """Whether two ``FileMetaData`` agree on everything but their rows and row groups (the
-    schema, key-value metadata such as Arrow's schema, the writer, column orders)."""
-    def rest(meta: Struct) -> bytes:
-        return encode_footer(Struct([f for f in meta.fields
-                                     if f[0] not in (_FILE_NUM_ROWS, _FILE_ROW_GROUPS)]))
-    return rest(a) == rest(b)
+def _apart_from_rows(meta: Struct) -> bytes:
+    """A ``FileMetaData``'s fields but its rows and row groups (the schema, key-value metadata
+    such as Arrow's schema, the writer, column orders), encoded: equal for files that can be
+    joined."""
+    return encode_footer(Struct([f for f in meta.fields
+                                 if f[0] not in (_FILE_NUM_ROWS, _FILE_ROW_GROUPS)]))
 
 
 class RowGroupJoiner:
@@ -314,6 +313,7 @@ class RowGroupJoiner:
     def __init__(self, path: str | Path, template: bytes | memoryview) -> None:
         self.path = Path(path)
         self.head = split_file(template, "the template")[1]
+        self._schema = _apart_from_rows(self.head)
         self.fh = open(self.path, "wb")
         self.fh.write(MAGIC)
         self.at = len(MAGIC)
@@ -324,7 +324,7 @@ class RowGroupJoiner:
         """:func:`split_file` of ``data``, refused (:class:`JoinError`) unless its schema and
         metadata are the template's; nothing is written."""
         body, meta = split_file(data, name)
-        if not _same_apart_from_rows(self.head, meta):
+        if _apart_from_rows(meta) != self._schema:
             raise JoinError(f"{name}: its schema or metadata differ from the template's")
         return body, meta
 
