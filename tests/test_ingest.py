@@ -322,18 +322,19 @@ def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monk
     days = ["2025-01-13", "2025-01-14", "2025-01-15", "2025-01-16", "2025-01-17"]
     body = "".join(f"AAPL,{d}T14:30:00Z,100,101,99,100.5,10\n" for d in days)
     ingest_bars(write(tmp_path / "seed.csv", HEADER + body), tmp_path / "store")
-    checked, check = [], store_module.Store._check_bars
+    checked, check = [], store_module.Store._check_chunk
 
-    def failing(self, day, rel, *, damaged):
-        checked.append(str(day))
+    def failing(self, chunk):
+        checked.extend(str(day) for day, *_ in chunk)
         if len(checked) == 2:
             raise MemoryError("out of memory")
         if len(checked) > 2:
             time.sleep(0.5)  # the one partition already started when the error is seen
-        return check(self, day, rel, damaged=damaged)
+        return check(self, chunk)
 
     monkeypatch.setattr(store_module, "CHECKERS", 1)
-    monkeypatch.setattr(store_module.Store, "_check_bars", failing)
+    monkeypatch.setattr(store_module, "CHECK_CHUNK", 1)  # a partition a chunk
+    monkeypatch.setattr(store_module.Store, "_check_chunk", failing)
     with pytest.raises(MemoryError):
         Store(tmp_path / "store").verify()
     assert checked[:2] == days[:2] and len(checked) <= 3  # the last two were never started

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import StoreError
@@ -34,6 +33,8 @@ TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
 NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
 CHECKERS = min(4, os.cpu_count() or 1)  # partitions hashed and checked at once by verify
+CHECK_CHUNK = 32  # most consecutive bar partitions a checker takes at once (small ones are
+# checked together: finbench.data.partition_checks)
 
 
 def sha256_file(path: Path, filesystem=None) -> str:
@@ -514,8 +515,9 @@ class Store:
     # -- checking -------------------------------------------------------------------------------
     def verify(self, *, echo=None) -> list[str]:
         """Re-hash every partition and re-check its order and rules; returns the problems, in
-        partition order. :data:`CHECKERS` partitions are worked on at once (hashing, Parquet
-        decoding and most array work release the GIL). ``echo``: where progress goes."""
+        partition order. :data:`CHECKERS` partitions are hashed at once, and as many runs of
+        up to :data:`CHECK_CHUNK` bar partitions checked (hashing, Parquet decoding and most
+        array work release the GIL). ``echo``: where progress goes."""
         problems: list[str] = []
         on_disk = {rel for rel in files_under(self.fs, self.root)
                    if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
@@ -542,50 +544,26 @@ class Store:
             if self.manifest.get("snapshot_sha256") != self.snapshot_sha256:
                 problems.append(f"{MANIFEST}: snapshot_sha256 does not match its settings and "
                                 "partitions")
-            for found in pool.map(lambda b: self._check_bars(*b, damaged=b[1] in damaged),
-                                  bars):
+            size = max(1, min(CHECK_CHUNK, -(-len(bars) // (4 * CHECKERS))))  # work to share
+            chunks = [[(day, rel, rel in damaged) for day, rel in bars[i:i + size]]
+                      for i in range(0, len(bars), size)]
+            for chunk, found in zip(chunks, pool.map(self._check_chunk, chunks), strict=True):
                 problems.extend(found)
-                checked.add()
-        finally:  # on an error or Ctrl-C, partitions not started are dropped, not checked
+                checked.add(len(chunk))
+        finally:  # on an error or Ctrl-C, chunks not started are dropped, not checked
             pool.shutdown(cancel_futures=True)
         return problems
 
-    def _check_bars(self, day: dt.date, rel: str, *, damaged: bool) -> list[str]:
-        """The problems of one bars partition: the ingest rules, its order, its date
-        (``damaged``: its hash is already reported, so an unreadable file is not again)."""
-        from finbench.data.schema import validate_bars
+    def _check_chunk(self, chunk: list[tuple[dt.date, str, bool]]) -> list[str]:
+        """The problems of consecutive bar partitions ``(day, rel, damaged)``
+        (:func:`~finbench.data.partition_checks.chunk_problems`: small ones checked
+        together)."""
+        from finbench.data.partition_checks import chunk_problems
 
-        try:
-            frame = pq.read_table(self._file(rel), filesystem=self.fs).to_pandas()
-        except (pa.ArrowInvalid, OSError) as exc:
-            return [] if damaged else [f"{rel}: not a readable Parquet file ({exc})"]
-        _, problems = validate_bars(
-            frame, file=rel, ticker=None, timezone=None,
-            bar_timestamp="start", bar_seconds=self.bar_seconds,
-        )
-        if not _sorted_by_ticker_ts(frame):
-            problems.append(f"{rel}: rows are not sorted by ticker then ts")
-        local = (frame["ts"].dt.tz_convert(self.timezone).dt.tz_localize(None)
-                 .to_numpy().astype("datetime64[D]"))
-        wrong = np.flatnonzero(local != np.datetime64(day, "D"))
-        if len(wrong):
-            problems.append(
-                f"{rel}: rule 'bar start falls on the partition date' broken in "
-                f"{len(wrong)} row(s), first row {wrong[0] + 1}"
-            )
-        return problems
+        def read(rel: str) -> pa.Table:
+            return pq.read_table(self._file(rel), filesystem=self.fs)
 
-
-def _sorted_by_ticker_ts(frame: pd.DataFrame) -> bool:
-    """Whether rows are in (ticker, ts) order, ties allowed (compared as whole columns)."""
-    if len(frame) < 2:
-        return True
-    ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
-    ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
-    after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
-    same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
-    return bool((after | (same & (ts[1:] >= ts[:-1]))).all())
+        return chunk_problems(chunk, read, timezone=self.timezone, bar_seconds=self.bar_seconds)
 
 
 def _ticker_runs(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:

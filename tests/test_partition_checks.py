@@ -1,0 +1,134 @@
+"""Small bar partitions are checked together (finbench.data.partition_checks): whatever the
+partitions hold and however they are grouped, the problems found are those of a check one
+partition at a time, in partition order, word for word."""
+
+import datetime as dt
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finbench.data.partition_checks import bar_problems, chunk_problems
+from finbench.data.schema import BARS_SCHEMA
+
+ZONE = "America/New_York"
+FIRST = dt.date(2025, 1, 13)
+DEFECTS = ("none", "none", "swap", "off_date", "low_above_high", "repeat", "empty", "bad_ticker",
+           "unreadable", "other_schema", "from_the_day_before", "unaligned")
+
+
+def partition(day: dt.date, bars: list[tuple[str, int]]) -> pd.DataFrame:
+    """Bars ``(ticker, minute after 09:30 New York)`` of ``day``, sorted and valid."""
+    open_ = pd.Timestamp(f"{day} 09:30", tz=ZONE).tz_convert("UTC")
+    rows = sorted(set(bars))
+    return pd.DataFrame({"ticker": [t for t, _ in rows],
+                         "ts": pd.Series([open_ + pd.Timedelta(minutes=m) for _, m in rows],
+                                         dtype="datetime64[ns, UTC]"),
+                         "open": 100.0, "high": 101.0, "low": 99.0, "close": 100.5,
+                         "volume": 10.0})
+
+
+def damage(frame: pd.DataFrame, defect: str, before: pd.DataFrame | None) -> pd.DataFrame:
+    frame = frame.copy()
+    if defect == "swap" and len(frame) > 1:
+        frame = frame.iloc[[1, 0, *range(2, len(frame))]]
+    elif defect == "off_date":  # 04:59 UTC: the evening before in New York
+        frame.loc[frame.index[0], "ts"] = frame["ts"].iloc[0].normalize() + pd.Timedelta(
+            hours=4, minutes=59)
+    elif defect == "low_above_high":
+        frame.loc[frame.index[-1], "low"] = 102.0
+    elif defect == "repeat":
+        frame = pd.concat([frame.iloc[:1], frame]).reset_index(drop=True)
+    elif defect == "empty":
+        frame = frame.iloc[:0]
+    elif defect == "bad_ticker":
+        frame["ticker"] = frame["ticker"].str.replace("A", "A ")
+    elif defect == "from_the_day_before" and before is not None and len(before):
+        frame = pd.concat([before.iloc[:1], frame]).reset_index(drop=True)
+    elif defect == "unaligned":
+        frame.loc[frame.index[0], "ts"] += pd.Timedelta(seconds=1)
+    return frame
+
+
+def table_of(frame: pd.DataFrame, defect: str) -> pa.Table:
+    table = pa.Table.from_pandas(frame.reset_index(drop=True), schema=BARS_SCHEMA,
+                                 preserve_index=False)
+    if defect == "other_schema":  # volume stored as integers: another schema, same values
+        table = table.set_column(6, "volume", table.column("volume").cast(pa.int64()))
+    return table
+
+
+def one_at_a_time(items, tables) -> list[str]:
+    """The reference: every partition read and checked alone, in order."""
+    problems = []
+    for day, rel, damaged in items:
+        if tables[rel] is None:
+            if not damaged:
+                problems.append(f"{rel}: not a readable Parquet file (damaged)")
+            continue
+        problems += bar_problems(tables[rel].to_pandas(), day, rel, timezone=ZONE,
+                                 bar_seconds=60)
+    return problems
+
+
+bars = st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "A"]), st.integers(0, 8)),
+                min_size=1, max_size=6)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(bars, st.sampled_from(DEFECTS), st.booleans()), min_size=1,
+                max_size=8),
+       st.sampled_from([1, 3, 8, 10**6]))
+def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows):
+    tables, items, before = {}, [], None
+    for k, (rows, defect, damaged) in enumerate(parts):
+        day = FIRST + dt.timedelta(days=k)
+        rel = f"bars/date={day}/part.parquet"
+        frame = damage(partition(day, rows), defect, before)
+        tables[rel] = None if defect == "unreadable" else table_of(frame, defect)
+        items.append((day, rel, damaged))
+        before = partition(day, rows)
+
+    def read(rel):
+        if tables[rel] is None:
+            raise pa.ArrowInvalid("damaged")
+        return tables[rel]
+
+    got = chunk_problems(items, read, timezone=ZONE, bar_seconds=60, batch_rows=batch_rows)
+    assert got == one_at_a_time(items, tables)
+
+
+def test_clean_partitions_are_read_and_checked_as_one_frame(monkeypatch):
+    """Eight clean partitions under the row budget: one check of them all (the rules' fixed
+    cost paid once); one broken among them: each checked alone, the broken one named."""
+    import finbench.data.partition_checks as checks
+
+    calls = []
+    real = checks._rule_problems
+    monkeypatch.setattr(checks, "_rule_problems", lambda frame, file, seconds: calls.append(
+        (file, len(frame))) or real(frame, file, seconds))
+    days = [FIRST + dt.timedelta(days=k) for k in range(8)]
+    tables = {f"bars/date={d}/part.parquet": table_of(partition(d, [("AAPL", 0), ("MSFT", 1)]),
+                                                      "none") for d in days}
+    items = [(d, f"bars/date={d}/part.parquet", False) for d in days]
+    assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == []
+    assert calls == [("batch", 16)]
+    calls.clear()
+    rel = items[5][1]
+    tables[rel] = table_of(damage(partition(days[5], [("AAPL", 0), ("MSFT", 1)]), "swap", None),
+                           "none")
+    assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == [
+        f"{rel}: rows are not sorted by ticker then ts"]
+    assert [c[0] for c in calls] == ["batch", *(i[1] for i in items)]
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_a_partition_too_large_to_share_a_check_is_checked_alone(rows):
+    big = table_of(partition(FIRST, [("AAPL", m) for m in range(6)]), "none")
+    small = table_of(partition(FIRST + dt.timedelta(days=1), [("AAPL", 0)][:rows]), "none")
+    items = [(FIRST, "big", False), (FIRST + dt.timedelta(days=1), "small", False)]
+    want = [] if rows else ["small: rule 'file has at least one row'"]
+    assert chunk_problems(items, {"big": big, "small": small}.__getitem__, timezone=ZONE,
+                          bar_seconds=60, batch_rows=4) == want
