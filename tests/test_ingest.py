@@ -324,13 +324,13 @@ def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monk
     ingest_bars(write(tmp_path / "seed.csv", HEADER + body), tmp_path / "store")
     checked, check = [], store_module.Store._check_chunk
 
-    def failing(self, chunk):
-        checked.extend(str(day) for day, *_ in chunk)
+    def failing(self, rels, bars, *, hashed):
+        checked.extend(str(bars[rel]) for rel in rels)
         if len(checked) == 2:
             raise MemoryError("out of memory")
         if len(checked) > 2:
             time.sleep(0.5)  # the one partition already started when the error is seen
-        return check(self, chunk)
+        return check(self, rels, bars, hashed=hashed)
 
     monkeypatch.setattr(store_module, "CHECKERS", 1)
     monkeypatch.setattr(store_module, "CHECK_CHUNK", 1)  # a partition a chunk

@@ -60,12 +60,12 @@ def table_of(frame: pd.DataFrame, defect: str) -> pa.Table:
     return table
 
 
-def one_at_a_time(items, tables) -> list[str]:
+def one_at_a_time(items, tables, damaged) -> list[str]:
     """The reference: every partition read and checked alone, in order."""
     problems = []
-    for day, rel, damaged in items:
+    for day, rel in items:
         if tables[rel] is None:
-            if not damaged:
+            if rel not in damaged:
                 problems.append(f"{rel}: not a readable Parquet file (damaged)")
             continue
         problems += bar_problems(tables[rel].to_pandas(), day, rel, timezone=ZONE,
@@ -82,13 +82,15 @@ bars = st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "A"]), st.integers(0,
                 max_size=8),
        st.sampled_from([1, 3, 8, 10**6]))
 def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows):
-    tables, items, before = {}, [], None
-    for k, (rows, defect, damaged) in enumerate(parts):
+    tables, items, damaged, before = {}, [], set(), None
+    for k, (rows, defect, hash_differs) in enumerate(parts):
         day = FIRST + dt.timedelta(days=k)
         rel = f"bars/date={day}/part.parquet"
         frame = damage(partition(day, rows), defect, before)
         tables[rel] = None if defect == "unreadable" else table_of(frame, defect)
-        items.append((day, rel, damaged))
+        items.append((day, rel))
+        if hash_differs:
+            damaged.add(rel)
         before = partition(day, rows)
 
     def read(rel):
@@ -96,8 +98,9 @@ def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows)
             raise pa.ArrowInvalid("damaged")
         return tables[rel]
 
-    got = chunk_problems(items, read, timezone=ZONE, bar_seconds=60, batch_rows=batch_rows)
-    assert got == one_at_a_time(items, tables)
+    got = chunk_problems(items, read, timezone=ZONE, bar_seconds=60,
+                         damaged=damaged.__contains__, batch_rows=batch_rows)
+    assert got == one_at_a_time(items, tables, damaged)
 
 
 def test_clean_partitions_are_read_and_checked_as_one_frame(monkeypatch):
@@ -112,7 +115,7 @@ def test_clean_partitions_are_read_and_checked_as_one_frame(monkeypatch):
     days = [FIRST + dt.timedelta(days=k) for k in range(8)]
     tables = {f"bars/date={d}/part.parquet": table_of(partition(d, [("AAPL", 0), ("MSFT", 1)]),
                                                       "none") for d in days}
-    items = [(d, f"bars/date={d}/part.parquet", False) for d in days]
+    items = [(d, f"bars/date={d}/part.parquet") for d in days]
     assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == []
     assert calls == [("batch", 16)]
     calls.clear()
@@ -128,7 +131,26 @@ def test_clean_partitions_are_read_and_checked_as_one_frame(monkeypatch):
 def test_a_partition_too_large_to_share_a_check_is_checked_alone(rows):
     big = table_of(partition(FIRST, [("AAPL", m) for m in range(6)]), "none")
     small = table_of(partition(FIRST + dt.timedelta(days=1), [("AAPL", 0)][:rows]), "none")
-    items = [(FIRST, "big", False), (FIRST + dt.timedelta(days=1), "small", False)]
+    items = [(FIRST, "big"), (FIRST + dt.timedelta(days=1), "small")]
     want = [] if rows else ["small: rule 'file has at least one row'"]
     assert chunk_problems(items, {"big": big, "small": small}.__getitem__, timezone=ZONE,
                           bar_seconds=60, batch_rows=4) == want
+
+
+def test_verify_reads_each_partition_once(sample_store, monkeypatch):
+    """Hash and rules from one read of each partition (on object storage: one download, where
+    hashing and checking each read it before)."""
+    import collections
+
+    import finbench.data.store as store_module
+    from finbench.data.store import Store
+
+    reads = collections.Counter()
+    real = store_module.read_bytes
+    monkeypatch.setattr(store_module, "read_bytes",
+                        lambda fs, path: reads.update([path]) or real(fs, path))
+    store = Store(sample_store)
+    reads.clear()  # the manifest, read when the store is opened
+    assert store.verify() == []
+    partitions = [store._file(rel) for rel in store.manifest["partitions"]]
+    assert sorted(reads) == sorted(partitions) and set(reads.values()) == {1}

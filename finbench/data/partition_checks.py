@@ -24,13 +24,14 @@ import pyarrow.compute as pc
 BATCH_ROWS = 1 << 16  # partitions with fewer rows are checked together, this many rows at once
 
 
-def chunk_problems(items: Iterable[tuple[dt.date, str, bool]], read: Callable[[str], pa.Table],
-                   *, timezone: str, bar_seconds: int, batch_rows: int = BATCH_ROWS
-                   ) -> list[str]:
-    """The problems of consecutive bar partitions ``(day, rel, damaged)``, in their order.
-    ``read(rel)`` reads one (raising ArrowInvalid or OSError when it cannot); ``damaged``: its
-    hash is already reported, so a file that cannot be read is not named again. Partitions
-    are checked together while they hold at most ``batch_rows`` rows."""
+def chunk_problems(items: Iterable[tuple[dt.date, str]], read: Callable[[str], pa.Table], *,
+                   timezone: str, bar_seconds: int, damaged: Callable[[str], bool] = lambda rel: False,
+                   batch_rows: int = BATCH_ROWS) -> list[str]:
+    """The problems of consecutive bar partitions ``(day, rel)``, in their order. ``read(rel)``
+    reads one (raising ArrowInvalid or OSError when it cannot); ``damaged(rel)``, asked when
+    that read failed: its hash is reported already, so a file that cannot be read is not
+    named again. Partitions are checked together while they hold at most ``batch_rows``
+    rows."""
     problems: list[str] = []
     group: list[tuple[dt.date, str, pa.Table]] = []
 
@@ -38,12 +39,12 @@ def chunk_problems(items: Iterable[tuple[dt.date, str, bool]], read: Callable[[s
         problems.extend(group_problems(group, timezone=timezone, bar_seconds=bar_seconds))
         group.clear()
 
-    for day, rel, damaged in items:
+    for day, rel in items:
         try:
             table = read(rel)
         except (pa.ArrowInvalid, OSError) as exc:
             check_group()
-            if not damaged:
+            if not damaged(rel):
                 problems.append(f"{rel}: not a readable Parquet file ({exc})")
             continue
         if group and sum(t.num_rows for *_, t in group) + table.num_rows > batch_rows:

@@ -515,9 +515,11 @@ class Store:
     # -- checking -------------------------------------------------------------------------------
     def verify(self, *, echo=None) -> list[str]:
         """Re-hash every partition and re-check its order and rules; returns the problems, in
-        partition order. :data:`CHECKERS` partitions are hashed at once, and as many runs of
-        up to :data:`CHECK_CHUNK` bar partitions checked (hashing, Parquet decoding and most
-        array work release the GIL). ``echo``: where progress goes."""
+        partition order: the hashes', then the snapshot's, then the rules'. Each partition is
+        read once (its bytes hashed, and a bar partition checked from the same bytes: on
+        object storage, one download), by :data:`CHECKERS` threads, each taking up to
+        :data:`CHECK_CHUNK` partitions in a row (hashing, Parquet decoding and most array work
+        release the GIL). ``echo``: where progress goes."""
         problems: list[str] = []
         on_disk = {rel for rel in files_under(self.fs, self.root)
                    if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
@@ -526,44 +528,56 @@ class Store:
             problems.append(f"{rel}: file is not listed in the manifest")
         for rel in sorted(listed - on_disk):
             problems.append(f"{rel}: listed in the manifest but missing")
-        damaged = set()
-        both = sorted(listed & on_disk)
-        bars = [(day, f"bars/date={day.isoformat()}/part.parquet") for day in self.dates("bars")]
-        bars = [(day, rel) for day, rel in bars if rel in on_disk]
+        both = listed & on_disk
+        bars = {f"bars/date={day.isoformat()}/part.parquet": day for day in self.dates("bars")}
+        bars = {rel: day for rel, day in bars.items() if rel in on_disk}
+        rels = sorted(both | set(bars))  # the bar partitions in date order among them
         hashed = Countdown("store", len(both), echo, unit="partitions hashed")
         checked = Countdown("store", len(bars), echo, unit="bar partitions checked")
+        size = max(1, min(CHECK_CHUNK, -(-len(rels) // (4 * CHECKERS))))  # work to share
+        chunks = [rels[i:i + size] for i in range(0, len(rels), size)]
+        hash_problems, rule_problems = [], []
         pool = ThreadPoolExecutor(max_workers=CHECKERS)
         try:
-            for rel, sha in zip(both, pool.map(lambda r: sha256_file(self._file(r), self.fs), both),
-                                strict=True):
-                hashed.add()
-                if sha != self.manifest["partitions"][rel]:
-                    problems.append(f"{rel}: content hash {sha[:12]} does not match the "
-                                    "manifest")
-                    damaged.add(rel)
-            if self.manifest.get("snapshot_sha256") != self.snapshot_sha256:
-                problems.append(f"{MANIFEST}: snapshot_sha256 does not match its settings and "
-                                "partitions")
-            size = max(1, min(CHECK_CHUNK, -(-len(bars) // (4 * CHECKERS))))  # work to share
-            chunks = [[(day, rel, rel in damaged) for day, rel in bars[i:i + size]]
-                      for i in range(0, len(bars), size)]
-            for chunk, found in zip(chunks, pool.map(self._check_chunk, chunks), strict=True):
-                problems.extend(found)
-                checked.add(len(chunk))
+            for chunk, (wrong, found) in zip(chunks, pool.map(
+                    lambda c: self._check_chunk(c, bars, hashed=both), chunks), strict=True):
+                hash_problems += wrong
+                rule_problems += found
+                hashed.add(sum(rel in both for rel in chunk))
+                checked.add(sum(rel in bars for rel in chunk))
         finally:  # on an error or Ctrl-C, chunks not started are dropped, not checked
             pool.shutdown(cancel_futures=True)
-        return problems
+        if self.manifest.get("snapshot_sha256") != self.snapshot_sha256:
+            hash_problems.append(f"{MANIFEST}: snapshot_sha256 does not match its settings and "
+                                 "partitions")
+        return problems + hash_problems + rule_problems
 
-    def _check_chunk(self, chunk: list[tuple[dt.date, str, bool]]) -> list[str]:
-        """The problems of consecutive bar partitions ``(day, rel, damaged)``
-        (:func:`~finbench.data.partition_checks.chunk_problems`: small ones checked
-        together)."""
+    def _check_chunk(self, rels: list[str], bars: dict[str, dt.date], *, hashed: set[str]
+                     ) -> tuple[list[str], list[str]]:
+        """(hash problems, rule problems) of consecutive partitions ``rels``, each read once:
+        its bytes hashed (those in ``hashed``) and, for those in ``bars`` (partition: date),
+        checked from the same bytes (:func:`~finbench.data.partition_checks.chunk_problems`:
+        small ones together). A partition whose hash differs is not named again if its bytes
+        are no Parquet."""
         from finbench.data.partition_checks import chunk_problems
 
-        def read(rel: str) -> pa.Table:
-            return pq.read_table(self._file(rel), filesystem=self.fs)
+        wrong: dict[str, str] = {}
 
-        return chunk_problems(chunk, read, timezone=self.timezone, bar_seconds=self.bar_seconds)
+        def read(rel: str) -> bytes:
+            data = read_bytes(self.fs, self._file(rel))
+            sha = hashlib.sha256(data).hexdigest() if rel in hashed else None
+            if sha is not None and sha != self.manifest["partitions"][rel]:
+                wrong[rel] = f"{rel}: content hash {sha[:12]} does not match the manifest"
+            return data
+
+        for rel in rels:
+            if rel not in bars:
+                read(rel)
+        found = chunk_problems([(bars[rel], rel) for rel in rels if rel in bars],
+                               lambda rel: pq.read_table(pa.BufferReader(read(rel))),
+                               damaged=wrong.__contains__, timezone=self.timezone,
+                               bar_seconds=self.bar_seconds)
+        return [wrong[rel] for rel in rels if rel in wrong], found
 
 
 def _ticker_runs(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
