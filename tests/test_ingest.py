@@ -311,7 +311,7 @@ def test_verify_reports_every_broken_partition_in_partition_order(tmp_path, monk
         lines = []
         assert Store(store.path).verify(echo=lines.append) == want
         assert [x.split(",")[0] for x in lines] == [
-            "store: 4/4 partitions hashed", "store: 4/4 bar partitions checked"]
+            "store: 4/4 partitions hashed and checked"]
 
 
 def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monkeypatch):

@@ -70,9 +70,7 @@ BEHAVIOURS = [  # (model, valid, error fragment, requests per call)
 @pytest.mark.slow
 def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_store, server):
     cfg = config(tmp_path, sample_store, server.base_url, [(m, m) for m, *_ in BEHAVIOURS])
-    t0 = time.monotonic()
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)
-    elapsed = time.monotonic() - t0
     f = pd.read_parquet(out / "forecasts.parquet")
     for model, valid, fragment, per_call in BEHAVIOURS:
         rows = f[f["model"] == model]
@@ -86,7 +84,9 @@ def test_every_scripted_behaviour_ends_in_the_forecast_table(tmp_path, sample_st
             assert (rows["answer_status"] == "error").all(), model
         counts = [c for (m, _), c in server.counts.items() if m == model]
         assert sorted(counts) == [per_call] * 3, (model, counts)
-    assert elapsed < 30
+    # "hang" answers validly after 3 s: its rows are invalid timeouts only because every
+    # attempt was given up at the configured 0.5 s (how long the run took is the benchmarks'
+    # business: bench_llm.py)
     valid = f[f["model"] == "valid"].iloc[0]
     assert valid["p_up"] == 0.6 and valid["tokens"] == 120
     assert json.loads(valid["detail"])["template"] == "finbench-prompt-v2"

@@ -532,8 +532,7 @@ class Store:
         bars = {f"bars/date={day.isoformat()}/part.parquet": day for day in self.dates("bars")}
         bars = {rel: day for rel, day in bars.items() if rel in on_disk}
         rels = sorted(both | set(bars))  # the bar partitions in date order among them
-        hashed = Countdown("store", len(both), echo, unit="partitions hashed")
-        checked = Countdown("store", len(bars), echo, unit="bar partitions checked")
+        progress = Countdown("store", len(rels), echo, unit="partitions hashed and checked")
         size = max(1, min(CHECK_CHUNK, -(-len(rels) // (4 * CHECKERS))))  # work to share
         chunks = [rels[i:i + size] for i in range(0, len(rels), size)]
         hash_problems, rule_problems = [], []
@@ -543,8 +542,7 @@ class Store:
                     lambda c: self._check_chunk(c, bars, hashed=both), chunks), strict=True):
                 hash_problems += wrong
                 rule_problems += found
-                hashed.add(sum(rel in both for rel in chunk))
-                checked.add(sum(rel in bars for rel in chunk))
+                progress.add(len(chunk))
         finally:  # on an error or Ctrl-C, chunks not started are dropped, not checked
             pool.shutdown(cancel_futures=True)
         if self.manifest.get("snapshot_sha256") != self.snapshot_sha256:
