@@ -3,7 +3,7 @@ rules, its rows in (ticker, ts) order, every bar on the partition's date.
 
 The rules are the ingest's own (:func:`~finbench.data.schema.validate_bars`), applied to a
 whole frame at a time, whose fixed cost is many times that of a small partition's rows (a
-partition of 1,500 bars: about 4 ms of the 5 it takes). So small partitions next to each
+partition of 1,500 bars: about 4 ms of the 6 it takes). So small partitions next to each
 other are checked together, as one frame of up to :data:`BATCH_ROWS` rows: when that frame
 keeps every rule, so does each partition in it (each rule holds row by row, or for a subset of
 rows: a repeated bar in one partition is repeated in the frame). When the frame breaks any,

@@ -32,7 +32,7 @@ MANIFEST = "manifest.json"
 TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
 NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
-CHECKERS = min(4, os.cpu_count() or 1)  # partitions hashed and checked at once by verify
+CHECKERS = min(4, os.cpu_count() or 1)  # threads hashing and checking partitions in verify
 CHECK_CHUNK = 32  # most consecutive bar partitions a checker takes at once (small ones are
 # checked together: finbench.data.partition_checks)
 
