@@ -70,6 +70,25 @@ def test_nan_price(tmp_path, store):
             "high is a finite number", row=1)
 
 
+def test_tickers_that_read_like_missing_values_are_tickers(tmp_path):
+    """NA (Nano Labs) and NULL in a CSV's ticker column are tickers, not missing cells (pandas
+    reads both as missing by default, and the ingest then said "ticker is not empty"); in a
+    price column NA is still a missing number, and an empty ticker cell is still refused."""
+    body = ("NA,2025-01-15T14:30:00Z,1.5,1.6,1.4,1.5,10\n"
+            "NULL,2025-01-15T14:30:00Z,2.5,2.6,2.4,2.5,10\n")
+    ingest_bars(write(tmp_path / "bars.csv", HEADER.replace("ticker", "Symbol") + body),
+                tmp_path / "store")
+    assert sorted(Store(tmp_path / "store").read_bars()["ticker"]) == ["NA", "NULL"]
+    news = write(tmp_path / "news.csv", "id,published_at,tickers,headline,source\n"
+                 "1,2025-01-15T14:00:00Z,NA,Nano Labs files,wire\n")
+    ingest_headlines(news, tmp_path / "store")
+    assert list(Store(tmp_path / "store").read_headlines()["tickers"].iloc[0]) == ["NA"]
+    rejects(tmp_path, tmp_path / "store", "NA,2025-01-15T14:31:00Z,1.5,NA,1.4,1.5,1\n",
+            "high is a finite number", row=1)
+    rejects(tmp_path, tmp_path / "store", ",2025-01-15T14:31:00Z,1.5,1.6,1.4,1.5,1\n",
+            "ticker is not empty", row=1)
+
+
 def test_naive_timestamp_without_timezone(tmp_path, store):
     msg = rejects(tmp_path, store, "AAPL,2025-01-15 09:31:00,100,101,99,100,1\n",
                   "timestamp carries a zone", row=1)

@@ -6,20 +6,36 @@ import csv
 import gzip
 import json
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from finbench.core.errors import DataError
 from finbench.core.names import bar_length_problem, is_timezone
-from finbench.data.schema import validate_bars, validate_headlines
+from finbench.data.schema import (
+    BAR_ALIASES,
+    HEADLINE_ALIASES,
+    validate_bars,
+    validate_headlines,
+)
 from finbench.data.store import DEFAULT_ZONE, Store, sha256_file
 
 BAR_TIMESTAMPS = ("start", "end")
 
 
-def read_table_file(path: str | Path) -> pd.DataFrame:
-    """Read a CSV, Parquet or JSON-lines file into a frame; the suffix decides the reader."""
+# the texts pandas reads as a missing cell by default (``read_csv``'s ``na_values``)
+MISSING_TEXTS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                 "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def read_table_file(path: str | Path, *, names: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a CSV, Parquet or JSON-lines file into a frame; the suffix decides the reader.
+
+    A CSV cell is missing when it is empty or holds one of :data:`MISSING_TEXTS` (``NA``,
+    ``null``, ``nan``, ...), as pandas reads it, except in the columns ``names`` (matched
+    as the ingest matches column names, whatever their case), where only an empty cell is:
+    ticker columns, where ``NA`` (Nano Labs) and ``NULL`` name what they say."""
     path = Path(path)
     if path.is_dir():
         raise DataError(f"{path}: is a folder; give one file")
@@ -30,7 +46,7 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
         if suffix in (".csv", ".csv.gz", ".txt"):
             if path.stat().st_size == 0:
                 return pd.DataFrame()
-            return _read_csv(path)
+            return _read_csv(path, names)
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".ndjson", ".jsonl.gz"):
@@ -44,17 +60,27 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
     raise DataError(f"{path}: unknown file type {suffix!r} (use .csv, .parquet or .jsonl)")
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """A CSV file's rows as text. A row with more fields than the header names is an error
-    naming it: when every row has one more, pandas alone would take the first column as the
-    index and shift every value one column to the left, silently. (An empty last field on
-    every row, a delimiter ending each line, is read as no field.)"""
+def _read_csv(path: Path, names: Iterable[str] = ()) -> pd.DataFrame:
+    """A CSV file's rows as text (:func:`read_table_file`: which cells are missing). A row
+    with more fields than the header names is an error naming it: when every row has one
+    more, pandas alone would take the first column as the index and shift every value one
+    column to the left, silently. (An empty last field on every row, a delimiter ending each
+    line, is read as no field.)"""
+    kept = {str(n).strip().lower() for n in names}
     with warnings.catch_warnings():
         warnings.simplefilter("error", pd.errors.ParserWarning)
-        try:
-            return pd.read_csv(path, dtype=str, keep_default_na=True, index_col=False)
+        try:  # (missing texts per column given to pandas would make it warn of a delimiter
+            # ending each line, which it reads as no field otherwise: they are masked after)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""],
+                                index_col=False)
         except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
             problem = exc
+        else:
+            for column in frame.columns:
+                if str(column).strip().lower() not in kept:
+                    cells = frame[column]
+                    frame[column] = cells.mask(cells.isin(MISSING_TEXTS))
+            return frame
     opener = gzip.open if path.suffix.lower() == ".gz" else open
     with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
         rows = csv.reader(fh)
@@ -162,10 +188,12 @@ def ingest_files(
     checked = {}
     if headlines is not None:
         checked["headlines"] = _checked(headlines, validate_headlines(
-            read_table_file(headlines), file=str(headlines), timezone=timezone), {})
+            read_table_file(headlines, names=HEADLINE_ALIASES["tickers"]), file=str(headlines),
+            timezone=timezone), {})
     if bars is not None:
         checked["bars"] = _checked(bars, validate_bars(
-            read_table_file(bars), file=str(bars), ticker=ticker, timezone=timezone,
+            read_table_file(bars, names=BAR_ALIASES["ticker"]), file=str(bars), ticker=ticker,
+            timezone=timezone,
             bar_timestamp=bar_timestamp, bar_seconds=bar_seconds),
             {"bar_timestamp": bar_timestamp, "timezone": timezone})
     exists = (Path(store) / "manifest.json").is_file()
