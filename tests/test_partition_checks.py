@@ -103,38 +103,46 @@ def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows)
     assert got == one_at_a_time(items, tables, damaged)
 
 
-def test_clean_partitions_are_read_and_checked_as_one_frame(monkeypatch):
-    """Eight clean partitions under the row budget: one check of them all (the rules' fixed
-    cost paid once); one broken among them: each checked alone, the broken one named."""
+@pytest.fixture
+def rule_calls(monkeypatch) -> list[tuple[str, int]]:
+    """(file, rows) of every frame the ingest's rules are applied to ("batch": several
+    partitions at once)."""
     import finbench.data.partition_checks as checks
 
     calls = []
     real = checks._rule_problems
     monkeypatch.setattr(checks, "_rule_problems", lambda frame, file, seconds: calls.append(
         (file, len(frame))) or real(frame, file, seconds))
+    return calls
+
+
+def test_clean_partitions_are_read_and_checked_as_one_frame(rule_calls):
+    """Eight clean partitions under the row budget: one check of them all (the rules' fixed
+    cost paid once); one broken among them: each checked alone, the broken one named."""
     days = [FIRST + dt.timedelta(days=k) for k in range(8)]
     tables = {f"bars/date={d}/part.parquet": table_of(partition(d, [("AAPL", 0), ("MSFT", 1)]),
                                                       "none") for d in days}
     items = [(d, f"bars/date={d}/part.parquet") for d in days]
     assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == []
-    assert calls == [("batch", 16)]
-    calls.clear()
+    assert rule_calls == [("batch", 16)]
+    rule_calls.clear()
     rel = items[5][1]
     tables[rel] = table_of(damage(partition(days[5], [("AAPL", 0), ("MSFT", 1)]), "swap", None),
                            "none")
     assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == [
         f"{rel}: rows are not sorted by ticker then ts"]
-    assert [c[0] for c in calls] == ["batch", *(i[1] for i in items)]
+    assert [c[0] for c in rule_calls] == ["batch", *(i[1] for i in items)]
 
 
 @pytest.mark.parametrize("rows", [0, 1])
-def test_a_partition_too_large_to_share_a_check_is_checked_alone(rows):
+def test_a_partition_too_large_to_share_a_check_is_checked_alone(rows, rule_calls):
     big = table_of(partition(FIRST, [("AAPL", m) for m in range(6)]), "none")
     small = table_of(partition(FIRST + dt.timedelta(days=1), [("AAPL", 0)][:rows]), "none")
     items = [(FIRST, "big"), (FIRST + dt.timedelta(days=1), "small")]
     want = [] if rows else ["small: rule 'file has at least one row'"]
     assert chunk_problems(items, {"big": big, "small": small}.__getitem__, timezone=ZONE,
                           bar_seconds=60, batch_rows=4) == want
+    assert rule_calls == [("big", 6), ("small", rows)]  # never one frame of both
 
 
 def test_verify_reads_each_partition_once(sample_store, monkeypatch):
