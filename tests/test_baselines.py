@@ -200,19 +200,43 @@ def test_window_spans_equal_the_naive_reference(seed, window):
             assert got[f"skipped_{kind}"][i] == want[kind], (task.task_id, kind)
 
 
-def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles():
-    """A window of 1,000 makes blocks of 2,000 rows: 5,000 rows in three series span three
-    blocks, and every row equals pandas' rolling quantile of its own series."""
+@pytest.mark.parametrize("lengths", [[1700, 1400, 1900], [1, 5999], [6000]])
+def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles(lengths):
+    """A window of 1,000 makes blocks of 2,000 rows: the rows of a few series span three
+    blocks, and every row equals pandas' rolling quantile of its own series. In the first
+    layout every block holds windows cut short by a series' start; in the others the later
+    blocks hold only full windows (their quantiles taken as one column)."""
     from finbench.tracks.intraday.history import _window_quantiles
 
     rng = np.random.default_rng(7)
-    r = np.round(rng.normal(0, 0.01, 5000), 4)
-    first = np.repeat([0, 1700, 3100], [1700, 1400, 1900])
+    r = np.round(rng.normal(0, 0.01, sum(lengths)), 4)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    first = np.repeat(starts, lengths)
     lower, upper = _window_quantiles(r, first, 1000)
-    for lo, hi in ((0, 1700), (1700, 3100), (3100, 5000)):
-        roll = pd.Series(r[lo:hi]).rolling(1000, min_periods=1)
-        assert np.array_equal(lower[lo:hi], roll.quantile(0.1).to_numpy())
-        assert np.array_equal(upper[lo:hi], roll.quantile(0.9).to_numpy())
+    for lo, n in zip(starts, lengths, strict=True):
+        roll = pd.Series(r[lo:lo + n]).rolling(1000, min_periods=1)
+        assert np.array_equal(lower[lo:lo + n], roll.quantile(0.1).to_numpy())
+        assert np.array_equal(upper[lo:lo + n], roll.quantile(0.9).to_numpy())
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 40), min_size=0, max_size=6),
+       window=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_window_quantiles_equal_pandas_rolling_quantiles(lengths, window, seed):
+    """Random series lengths and windows (series shorter and longer than the window, one
+    row long, none at all, repeated returns): each row's quantiles equal pandas' rolling
+    quantile of its own series, exactly."""
+    from finbench.tracks.intraday.history import _window_quantiles
+
+    rng = np.random.default_rng(seed)
+    r = np.round(rng.normal(0, 0.01, sum(lengths)), 3)
+    starts = np.cumsum([0, *lengths])[:-1].astype(np.int64)
+    lower, upper = _window_quantiles(r, np.repeat(starts, lengths), window)
+    assert len(lower) == len(upper) == len(r)
+    for lo, n in zip(starts, lengths, strict=True):
+        roll = pd.Series(r[lo:lo + n]).rolling(window, min_periods=1)
+        assert np.array_equal(lower[lo:lo + n], roll.quantile(0.1).to_numpy())
+        assert np.array_equal(upper[lo:lo + n], roll.quantile(0.9).to_numpy())
 
 
 @settings(max_examples=60, deadline=None)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from finbench.core.digests import sha256_hex
 from finbench.core.lookup import arrow_text, positions
@@ -163,25 +164,34 @@ def _between(keys: np.ndarray, since: np.ndarray, until: np.ndarray) -> np.ndarr
 
 
 def _window_quantiles(r: np.ndarray, first: np.ndarray, window: int):
-    """:meth:`History.quantiles`: each row's window laid out as a matrix row and sorted, a
-    block of rows at a time (about two million cells, whatever the window)."""
-    out = (np.full(len(r), np.nan), np.full(len(r), np.nan))
+    """:meth:`History.quantiles`: each row's window laid out as a matrix row (a view of the
+    returns, copied a block of about two million cells at a time) and sorted. Rows whose
+    window reaches back before their series' first row hold NaN there (sorted last); the
+    quantile's two order statistics are one column for rows with a full window, and picked
+    row by row for the others."""
+    n = len(r)
+    out = (np.full(n, np.nan), np.full(n, np.nan))
+    if not n:
+        return out
+    view = sliding_window_view(np.r_[np.full(window - 1, np.nan), r], window)  # row j: r[j-w+1..j]
+    count = np.minimum(np.arange(n) - first + 1, window)
     steps = np.arange(window)
     block = max(1, 2_000_000 // window)
-    for lo in range(0, len(r), block):
-        j = np.arange(lo, min(lo + block, len(r)))
-        at = j[:, None] - window + 1 + steps
-        inside = at >= first[j][:, None]
-        values = np.where(inside, r[np.maximum(at, 0)], np.nan)
-        values.sort(axis=1)  # NaN (outside the series) last
-        count = inside.sum(axis=1)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        values, have = view[lo:hi].copy(), count[lo:hi]
+        short = np.flatnonzero(have < window)
+        if len(short):  # cells before the series' first row: NaN
+            values[short] = np.where(steps >= window - have[short, None], values[short], np.nan)
+        values.sort(axis=1)  # NaN last
         for q, target in zip(QUANTILES, out, strict=True):
-            f = q * (count - 1)
+            f = q * (have - 1)
             i = f.astype(np.int64)
-            low = np.take_along_axis(values, i[:, None], axis=1)[:, 0]
-            high = np.take_along_axis(values, np.minimum(i + 1, window - 1)[:, None],
-                                      axis=1)[:, 0]
-            target[j] = np.where(f == i, low, low + (high - low) * (f - i))
+            low = values[:, i[0]] if not len(short) else np.take_along_axis(
+                values, i[:, None], axis=1)[:, 0]
+            high = values[:, min(i[0] + 1, window - 1)] if not len(short) else (
+                np.take_along_axis(values, np.minimum(i + 1, window - 1)[:, None], axis=1)[:, 0])
+            target[lo:hi] = np.where(f == i, low, low + (high - low) * (f - i))
     return out
 
 
