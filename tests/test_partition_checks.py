@@ -4,13 +4,14 @@ partition at a time, in partition order, word for word."""
 
 import datetime as dt
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.data.partition_checks import bar_problems, chunk_problems
+from finbench.data.partition_checks import _off_date, bar_problems, chunk_problems
 from finbench.data.schema import BARS_SCHEMA
 
 ZONE = "America/New_York"
@@ -162,3 +163,67 @@ def test_verify_reads_each_partition_once(sample_store, monkeypatch):
     assert store.verify() == []
     partitions = [store._file(rel) for rel in store.manifest["partitions"]]
     assert sorted(reads) == sorted(partitions) and set(reads.values()) == {1}
+
+
+# zones with summer time, midnights that do not exist or occur twice, a skipped date
+# (Pacific/Apia, 2011-12-30), a day repeated (America/Adak, 1867), half-hour offsets, and
+# summer time ending at 00:01 (America/Goose_Bay until 2010: the clock goes back from 00:01
+# to 23:01 the day before, so that day's last hour comes after the next date's midnight)
+ZONES = ("America/New_York", "Europe/London", "Australia/Sydney", "Pacific/Apia",
+         "America/Adak", "Asia/Beirut", "America/Havana", "America/Sao_Paulo", "UTC",
+         "Asia/Kolkata", "Pacific/Kiritimati", "Australia/Lord_Howe", "America/Goose_Bay")
+NEAR = [dt.date(2011, 12, 30), dt.date(1867, 10, 18), dt.date(2018, 11, 4),
+        dt.date(2024, 3, 10), dt.date(2024, 11, 3), dt.date(2022, 3, 27), dt.date(2024, 10, 27),
+        dt.date(1987, 10, 24), dt.date(1994, 10, 29)]
+
+
+def off_date_reference(ts: pd.Series, days, zone: str) -> np.ndarray:
+    """Each start converted to local time, its date compared."""
+    local = ts.dt.tz_convert(zone).dt.tz_localize(None).to_numpy().astype("datetime64[D]")
+    return np.flatnonzero(local != np.asarray(days, "datetime64[D]"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(zone=st.sampled_from(ZONES),
+       anchor=st.one_of(st.sampled_from(NEAR),
+                        st.dates(dt.date(1900, 1, 1), dt.date(2100, 12, 31))),
+       spread=st.lists(st.integers(-3, 3), min_size=1, max_size=4),
+       seconds=st.lists(st.integers(-3 * 86_400, 4 * 86_400), min_size=1, max_size=60),
+       per_row=st.booleans())
+def test_off_date_equals_converting_each_start_to_local_time(zone, anchor, spread, seconds,
+                                                             per_row):
+    """The dates' bounds give the rows a conversion of every start gives, for any zone and
+    date (near changes of offset or not), one date or a date per row (partitions checked
+    together)."""
+    days = [anchor + dt.timedelta(days=d) for d in spread]
+    row_days = np.array([days[i % len(days)] for i in range(len(seconds))], "datetime64[D]")
+    base = pd.Timestamp(anchor).tz_localize("UTC")
+    ts = pd.Series([base + pd.Timedelta(seconds=s) for s in seconds], dtype="datetime64[ns, UTC]")
+    frame = pd.DataFrame({"ts": ts})
+    wanted = row_days if per_row else np.datetime64(days[0], "D")
+    assert np.array_equal(_off_date(frame, wanted, zone), off_date_reference(ts, wanted, zone))
+
+
+def test_off_date_on_the_day_before_summer_time_ends_at_one_minute_past_midnight():
+    """America/Goose_Bay, 1987-10-25 00:01 (03:01 UTC): the clock goes back to 23:01 on the
+    24th. A bar of 03:30 UTC starts at 23:30 on the 24th, after the 25th's midnight: on the
+    24th, not on the 25th. Bounds alone (midnight to midnight) would say the opposite."""
+    ts = pd.Series([pd.Timestamp("1987-10-25 03:30", tz="UTC")], dtype="datetime64[ns, UTC]")
+    frame = pd.DataFrame({"ts": ts})
+    assert _off_date(frame, np.datetime64("1987-10-24", "D"), "America/Goose_Bay").tolist() == []
+    assert _off_date(frame, np.datetime64("1987-10-25", "D"), "America/Goose_Bay").tolist() == [0]
+
+
+def test_off_date_bounds_on_a_steady_date_and_around_a_change_of_offset():
+    """New York, 2024-06-03 (no change near): a bar at local midnight is on the date, one a
+    nanosecond before is not. 2024-03-10 (summer time begins at 02:00): the same answers, by
+    conversion."""
+    for day in ("2024-06-03", "2024-03-10"):
+        midnight = pd.Timestamp(day, tz=ZONE).tz_convert("UTC")
+        ts = pd.Series([midnight - pd.Timedelta(1, "ns"), midnight,
+                        midnight + pd.Timedelta(hours=23, minutes=59)],
+                       dtype="datetime64[ns, UTC]")
+        last_is_on = day == "2024-06-03"  # 2024-03-10 is 23 hours long: 23:59 later is the 11th
+        want = [0] if last_is_on else [0, 2]
+        got = _off_date(pd.DataFrame({"ts": ts}), np.datetime64(day, "D"), ZONE)
+        assert got.tolist() == want

@@ -99,10 +99,42 @@ def _rule_problems(frame: pd.DataFrame, file: str, bar_seconds: int) -> list[str
 
 
 def _off_date(frame: pd.DataFrame, days, timezone: str) -> np.ndarray:
-    """Rows whose bar starts on another local date than ``days`` (one, or one per row)."""
-    local = (frame["ts"].dt.tz_convert(timezone).dt.tz_localize(None)
-             .to_numpy().astype("datetime64[D]"))
-    return np.flatnonzero(local != days)
+    """Rows whose bar starts on another local date than ``days`` (one, or one per row).
+
+    Where the zone keeps one offset from two days before a date to two days after it, the
+    date is the interval of UTC instants from its local midnight to the next: no zone's
+    offsets lie two days apart (they lie within -12 and +16 hours), so no instant further
+    away has that local date. The starts are then compared with those two bounds. Near a
+    change of offset (summer time), each start is converted to local time."""
+    days = np.asarray(days, "datetime64[D]")
+    distinct, which = np.unique(days, return_inverse=True)
+    lo, hi, steady = _date_bounds(distinct, timezone)
+    if not steady.all():
+        local = (frame["ts"].dt.tz_convert(timezone).dt.tz_localize(None)
+                 .to_numpy().astype("datetime64[D]"))
+        return np.flatnonzero(local != days)
+    ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)  # NaT: off any date
+    return np.flatnonzero((ts < lo[which]) | (ts >= hi[which]))
+
+
+_HOUR = 3_600_000_000_000  # ns
+_PROBES = _HOUR * np.arange(-48, 73)  # from two days before a date to two days after it
+
+
+def _date_bounds(days: np.ndarray, timezone: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per local date: its local midnight and the next one as UTC instants (ns), and whether
+    the date is steady: 24 hours long, with the zone's offset the same at every hour from two
+    days before the first instant to two days after the last. On a steady date an instant's
+    local date is that date exactly when it lies between the two."""
+    midnights = pd.DatetimeIndex(np.r_[days, days + 1].astype("datetime64[ns]"))
+    starts = midnights.tz_localize(timezone, ambiguous=np.ones(len(midnights), bool),
+                                   nonexistent="shift_forward").asi8
+    lo, hi = starts[:len(days)], starts[len(days):]
+    probes = pd.DatetimeIndex((lo[:, None] + _PROBES).ravel(), tz="UTC")
+    offsets = (probes.tz_convert(timezone).tz_localize(None).asi8
+               - probes.asi8).reshape(len(days), len(_PROBES))
+    steady = (hi - lo == 24 * _HOUR) & (offsets == offsets[:, :1]).all(axis=1)
+    return lo, hi, steady
 
 
 def _sorted_by_ticker_ts(frame: pd.DataFrame, starts: np.ndarray | None = None) -> bool:
