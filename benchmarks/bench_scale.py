@@ -1,7 +1,8 @@
 """Scale: 500 tickers x 252 sessions of minute bars, a baselines-only run over every task.
 
-Prints, measured in one invocation on this machine (the reads, the run and the floor's parts
-each the fastest of three: on a shared machine one timing varies by 15% or more):
+Prints, measured in one invocation on this machine (the reads, the run, the floor and its
+parts each the fastest of three: on a shared machine one timing varies by 15% or more; the
+run and the floor are timed in turn, so that both meet the same spells of load):
   - a bare pyarrow read of the columns a run needs (tickers as text, and dictionary-encoded
     as the run reads them: the stricter reference), and a baselines-only `finbench run`
     (subprocess: wall time and peak RSS), as a ratio (target <= 2x; RSS <= 4 GB);
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -114,14 +114,16 @@ def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float, float, float
     return [(name, *values) for name, values in best.items()]
 
 
-def report_cost(run_dir: Path) -> tuple[float, float]:
-    """(seconds, peak RSS in GB) of `finbench report RUN` in a subprocess of its own."""
+def command_cost(*args: str) -> tuple[float, float]:
+    """(seconds, peak RSS in GB) of the command ``finbench ARGS`` in a subprocess of its own
+    (its output discarded)."""
     code = ("import resource, sys; from finbench.cli import main; rc = main(sys.argv[1:]); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
             "sys.exit(rc)")
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, "report", str(run_dir)], check=True,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-c", code, *args], check=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - t0
     return seconds, int(done.stderr.split()[-1]) / 1024**2
 
@@ -158,16 +160,15 @@ def floor_process(forecasts: Path, files: list[Path]) -> float:
     """The floor as one new process, timed as the run is: start Python with the run's
     imports, read the bars as the reference read does, write the forecast table once, exit.
     The seconds it spends loading that table (which a run makes rather than reads) are
-    left out. The fastest of :data:`RUNS`."""
-    out, times = forecasts.with_name("floor.parquet"), []
-    for _ in range(RUNS):
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", FLOOR_PROCESS, str(forecasts), str(out),
-                               *map(str, files)], check=True, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-        times.append(time.perf_counter() - t0 - float(done.stdout))
-        out.unlink()
-    return min(times)
+    left out."""
+    out = forecasts.with_name("floor.parquet")
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", FLOOR_PROCESS, str(forecasts), str(out),
+                           *map(str, files)], check=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.perf_counter() - t0 - float(done.stdout)
+    out.unlink()
+    return seconds
 
 
 def main() -> None:
@@ -200,27 +201,26 @@ def main() -> None:
             + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
                       for k in ("coin", "base_rate", "momentum", "climatology")).replace(
                 "'", '"'))
-        run_times = []
+        # the run and the floor in turn, so that both are timed in the same spells of this
+        # machine's load (the first run follows the store's writing)
+        run_times, rss, floors = [], [], []
         for k in range(RUNS):  # each run into a new folder: a whole run each time
             out = tmp / ("run" if k == 0 else f"run_{k}")
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
-                            str(out)], check=True, stdout=subprocess.DEVNULL,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-            run_times.append(time.perf_counter() - t0)
+            seconds, peak = command_cost("run", str(cfg), "--out", str(out))
+            run_times.append(seconds)
+            rss.append(peak)
             if k:
                 shutil.rmtree(out)
-        run_time = min(run_times)
-        rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+            floors.append(floor_process(tmp / "run" / "forecasts.parquet", files))
+        run_time, rss_gb, floor = min(run_times), max(rss), min(floors)
         tasks = pd.read_parquet(tmp / "run" / "tasks.parquet")
         n_forecasts = len(pd.read_parquet(tmp / "run" / "forecasts.parquet",
                                           columns=["task_id"]))
 
-        report_time, report_gb = report_cost(tmp / "run")
+        report_time, report_gb = command_cost("report", str(tmp / "run"))
         phases = phase_times(cfg, tmp / "run_again")
         startup, table_write = floor_parts(tmp / "run_again")
         parts_floor = startup + bare + table_write
-        floor = floor_process(tmp / "run" / "forecasts.parquet", files)
 
         # naive reference: per-task pandas filters over the whole frame (labels only)
         frame = Store(tmp / "store").read_bars()
@@ -268,7 +268,8 @@ def main() -> None:
     print(f"{'start-up: python importing finbench.runner':<52}{startup:>10.2f}")
     print(f"{'writing forecasts.parquet once, from memory':<52}{table_write:>10.2f}")
     print(f"{'  their sum, each part timed on its own':<52}{parts_floor:>10.2f}")
-    print(f"{'floor: one new process doing the three (as the run)':<52}{floor:>10.2f}")
+    print(f"{'floor: one new process doing the three (as the run)':<52}{floor:>10.2f}"
+          f"   (fastest of {', '.join(f'{t:.2f}' for t in floors)}, each after a run)")
     print(f"{'finbench report of the run (tables and figures)':<52}{report_time:>10.2f}")
     print("where a run's time goes (steps timed in this process, fastest of "
           f"{RUNS}; CPU seconds of all threads and the receipts' hashing helper process, and "
@@ -289,7 +290,7 @@ def main() -> None:
     print(f"floor vs bare read: {floor / bare:.1f}x (what any run that starts Python, reads the "
           f"bars and writes the forecast table spends, computing nothing); run vs floor: "
           f"{run_time / floor:.1f}x (target <= 2x; {run_time / parts_floor:.1f}x against the sum "
-          "of its parts, whose read and write are timed in this warm process)")
+          "of its parts, each timed on its own, the read and the write in this process)")
     print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
           f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
     print(f"report: {report_time:.1f} s, peak RSS {report_gb:.2f} GB")
