@@ -17,7 +17,8 @@ from finbench.data.schema import BARS_SCHEMA
 ZONE = "America/New_York"
 FIRST = dt.date(2025, 1, 13)
 DEFECTS = ("none", "none", "swap", "off_date", "low_above_high", "repeat", "empty", "bad_ticker",
-           "unreadable", "other_schema", "from_the_day_before", "unaligned")
+           "unreadable", "other_schema", "from_the_day_before", "unaligned", "ts_as_text",
+           "ts_renamed")
 
 
 def partition(day: dt.date, bars: list[tuple[str, int]]) -> pd.DataFrame:
@@ -58,6 +59,11 @@ def table_of(frame: pd.DataFrame, defect: str) -> pa.Table:
                                  preserve_index=False)
     if defect == "other_schema":  # volume stored as integers: another schema, same values
         table = table.set_column(6, "volume", table.column("volume").cast(pa.int64()))
+    elif defect == "ts_as_text":  # times as ISO text with their zone: the ingest reads these
+        text = pa.array([t.isoformat() for t in frame["ts"]], pa.string())
+        table = table.set_column(1, "ts", text)
+    elif defect == "ts_renamed":  # a name the ingest accepts, not the store's
+        table = table.rename_columns(["ticker", "timestamp", *table.column_names[2:]])
     return table
 
 
@@ -227,3 +233,17 @@ def test_off_date_bounds_on_a_steady_date_and_around_a_change_of_offset():
         want = [0] if last_is_on else [0, 2]
         got = _off_date(pd.DataFrame({"ts": ts}), np.datetime64(day, "D"), ZONE)
         assert got.tolist() == want
+
+
+@pytest.mark.parametrize(("defect", "said"), [
+    ("ts_as_text", "rule 'ts is stored as a timestamp with a zone' broken (stored as str)"),
+    ("ts_renamed", "rule 'a column named ts' broken (columns: ticker, timestamp, open, high, "
+                   "low, close, volume)")])
+def test_a_partition_not_laid_out_as_the_store_lays_them_is_named(defect, said):
+    """Times stored as text, or under another name the ingest accepts: the partition is named
+    with the rule it breaks (before, the check stopped on an error); its order and date are
+    not checked."""
+    rel = f"bars/date={FIRST}/part.parquet"
+    table = table_of(partition(FIRST, [("AAPL", 0), ("MSFT", 1)]), defect)
+    assert chunk_problems([(FIRST, rel)], {rel: table}.__getitem__, timezone=ZONE,
+                          bar_seconds=60) == [f"{rel}: {said}"]

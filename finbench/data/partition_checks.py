@@ -66,7 +66,8 @@ def group_problems(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
         lengths = np.array([t.num_rows for t in tables], np.int64)
         days = np.repeat(np.array([day for day, *_ in group], "datetime64[D]"), lengths)
         starts = np.cumsum(lengths)[:-1]  # the first row of every partition but the first
-        if (not _rule_problems(frame, "batch", bar_seconds)
+        if (not _layout_problems(frame, "batch")
+                and not _rule_problems(frame, "batch", bar_seconds)
                 and _sorted_by_ticker_ts(frame, starts)
                 and not len(_off_date(frame, days, timezone))):
             return []
@@ -78,8 +79,12 @@ def group_problems(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
 def bar_problems(frame: pd.DataFrame, day: dt.date, rel: str, *, timezone: str,
                  bar_seconds: int) -> list[str]:
     """The problems of one bars partition (``rel``, holding the bars of ``day``, read as
-    ``frame``): the ingest rules, its order, its date."""
+    ``frame``): the ingest rules, its columns as the store names and types them, its order,
+    its date (the last two only when the columns are the store's)."""
     problems = _rule_problems(frame, rel, bar_seconds)
+    layout = _layout_problems(frame, rel)
+    if layout:
+        return problems + layout
     if not _sorted_by_ticker_ts(frame):
         problems.append(f"{rel}: rows are not sorted by ticker then ts")
     wrong = _off_date(frame, np.datetime64(day, "D"), timezone)
@@ -88,6 +93,19 @@ def bar_problems(frame: pd.DataFrame, day: dt.date, rel: str, *, timezone: str,
             f"{rel}: rule 'bar start falls on the partition date' broken in "
             f"{len(wrong)} row(s), first row {wrong[0] + 1}"
         )
+    return problems
+
+
+def _layout_problems(frame: pd.DataFrame, rel: str) -> list[str]:
+    """A stored partition's ``ticker`` and ``ts`` columns under those names, and ``ts`` a
+    timestamp with a zone: how the ingest writes them and a run reads them (the ingest's
+    rules accept other names and text times in the files it reads)."""
+    problems = [f"{rel}: rule 'a column named {name}' broken (columns: "
+                f"{', '.join(map(str, frame.columns))})"
+                for name in ("ticker", "ts") if name not in frame.columns]
+    if "ts" in frame.columns and not isinstance(frame["ts"].dtype, pd.DatetimeTZDtype):
+        problems.append(f"{rel}: rule 'ts is stored as a timestamp with a zone' broken (stored "
+                        f"as {frame['ts'].dtype})")
     return problems
 
 
