@@ -4,7 +4,9 @@ difference.
 - Files: each file's content against the hash the run recorded when writing it (forecasts,
   labels, tasks, scores, rows, journal parts and lines); the config against its file's hash and
   text (:mod:`.files`).
-- The store: its snapshot against the run's, every partition re-hashed and re-checked.
+- The store: its snapshot against the run's, every partition re-hashed and re-checked (beside
+  what follows: a large store by a helper process, :mod:`finbench.data.store_check`). When the
+  store's data cannot be read, its problems are named and nothing is derived again.
 - Tasks: the task list the config gives. Labels: re-derived from the store's prices, and each
   consistent on its own (``y`` from ``r``, ``r`` from the prices) (:mod:`.labels`).
 - Forecast rows, model by model (:mod:`.rows`): every task asked of a model exactly once and no
@@ -54,6 +56,8 @@ from finbench.core.errors import FinbenchError, RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, from_ns, to_ns
+from finbench.data.store import Store
+from finbench.data.store_check import StoreCheck
 from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.baselines import given_digests
 from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
@@ -96,24 +100,40 @@ def _audit(run_dir: Path, echo) -> list[str]:
         from finbench.audit.events import audit_events
 
         return problems + audit_events(run_dir, manifest, config, echo)
-    scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
-    plan = plan_run(config)
-    want = manifest["data"]["snapshot_sha256"]
-    if plan.store.snapshot_sha256 != want:
-        problems.append(f"store {config.data.store}: snapshot {plan.store.snapshot_sha256[:12]}"
-                        f" is not the run's {want[:12]}")
-    problems += [f"store: {p}" for p in plan.store.verify(echo=echo)]
+    # the store's partitions re-hashed and re-checked beside what follows (a large store by a
+    # helper process, on another core); its problems come first, as the run's data
+    with StoreCheck(Store(config.data.store), echo) as store_check:
+        scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
+        plan = plan_run(config)
+        want = manifest["data"]["snapshot_sha256"]
+        if plan.store.snapshot_sha256 != want:
+            problems.append(f"store {config.data.store}: snapshot "
+                            f"{plan.store.snapshot_sha256[:12]} is not the run's {want[:12]}")
+        try:
+            rest = _against_the_plan(run_dir, manifest, config, plan, echo)
+        except ValueError as exc:  # data that cannot be read as bars: named by the store check
+            store = store_check.problems()
+            if not store:
+                raise
+            rest = [f"labels, answers and receipts not derived again: the store's data could "
+                    f"not be read ({type(exc).__name__}: {exc})"]
+        else:
+            store = store_check.problems()
+    return problems + [f"store: {p}" for p in store] + rest + scores
+
+
+def _against_the_plan(run_dir: Path, manifest: dict, config, plan, echo) -> list[str]:
+    """The task list, the labels' consistency and everything derived again from the store
+    (:func:`_derived_again`), against the plan of the run's config."""
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     labels = pd.read_parquet(run_dir / "labels.parquet")
     ids = arrow_text(plan.tasks["task_id"])
     if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
-        problems.append("tasks.parquet: task list differs from the one the config gives")
-        return problems + scores
-    problems += consistency_problems(labels) + class_problems(labels, config.tasks.classes)
+        return ["tasks.parquet: task list differs from the one the config gives"]
+    problems = consistency_problems(labels) + class_problems(labels, config.tasks.classes)
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
-    problems += _derived_again(run_dir, plan, models, labels, ids, echo)
-    return problems + scores
+    return problems + _derived_again(run_dir, plan, models, labels, ids, echo)
 
 
 def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo) -> list[str]:
