@@ -96,6 +96,24 @@ def test_verify_finds_a_partition_changed_in_the_bucket(s3_store, sample_store):
     assert problems[0].startswith(f"{rel}: content hash") and len(problems) == 1
 
 
+def test_a_helper_process_checks_a_store_in_a_bucket_as_this_process_does(s3_store,
+                                                                          sample_store):
+    """The store check's helper process opens the bucket with the credentials of the
+    environment alone, and says what the check in this process says."""
+    from finbench.data.store_check import StoreCheck
+
+    fs, root = filesystem(s3_store)
+    rel = f"bars/date={Store(sample_store).dates('bars')[2].isoformat()}/part.parquet"
+    with fs.open_output_stream(f"{root}/{rel}") as out:
+        out.write(b"not parquet")
+    lines = []
+    with StoreCheck(Store(s3_store), lines.append, helper_bytes=0) as check:
+        assert check.helped
+        assert check.problems() == Store(s3_store).verify()
+    assert lines[-1].startswith("store: ")  # its progress, relayed
+    assert Store(s3_store).verify()[0].startswith(f"{rel}: content hash")
+
+
 def test_a_run_into_a_bucket_equals_the_local_run(tmp_path, s3, s3_store, sample_store,
                                                   monkeypatch):
     monkeypatch.setenv("FINBENCH_SCRATCH", str(tmp_path / "scratch"))
