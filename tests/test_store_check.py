@@ -8,7 +8,7 @@ import pytest
 
 import finbench.data.store_check as store_check
 from finbench.audit import audit_run
-from finbench.core.errors import StoreError
+from finbench.core.errors import RunError, StoreError
 from finbench.data.store import Store, sha256_file, snapshot_hash
 from finbench.data.store_check import StoreCheck
 from finbench.runner import run
@@ -92,9 +92,13 @@ def test_a_helper_that_ends_without_an_answer_is_an_error_and_close_ends_a_runni
     assert process.poll() is not None  # leaving the block ended it
 
 
-def test_an_error_class_the_project_does_not_have_keeps_its_name():
+def test_an_error_class_the_project_does_not_have_keeps_its_name(sample_copy, monkeypatch):
     assert store_check._error_class("StoreError") is StoreError
     assert store_check._error_class("NoSuchError").__name__ == "RunError"
+    monkeypatch.setattr(store_check, "_CHILD", 'print("error\\t" + \'["OSError", "disk gone"]\')')
+    with StoreCheck(Store(sample_copy), helper_bytes=0) as check, pytest.raises(
+            RunError, match=r"^OSError: disk gone$"):
+        check.problems()
 
 
 def test_the_audit_says_the_same_whichever_process_checks_the_store(tmp_path, sample_copy,

@@ -26,9 +26,10 @@ from finbench.data.store import Store
 HELPER_BYTES = 256 << 20  # stores of this many bytes or more are checked by a helper process
 
 # The helper: checks the store at argv[1] and writes, one line each, "progress\t<JSON text>"
-# (when argv[2] is "1"), then "problems\t<JSON list>" or "error\t<JSON [class, message]>".
+# (when argv[2] is "1"), then "problems\t<JSON list>" or "error\t<JSON [class, message]>"
+# (an error not of the project's classes is raised here as a RunError naming its class).
 _CHILD = r"""
-import json, sys
+import json, sys, traceback
 from finbench.core.errors import FinbenchError
 from finbench.data.store import Store
 
@@ -39,7 +40,9 @@ def say(kind, value):
 echo = (lambda line: say("progress", line)) if sys.argv[2] == "1" else None
 try:
     found = Store(sys.argv[1]).verify(echo=echo)
-except FinbenchError as exc:
+except Exception as exc:  # any other than the project's own: its traceback on stderr too
+    if not isinstance(exc, FinbenchError):
+        traceback.print_exc()
     say("error", [type(exc).__name__, str(exc)])
 else:
     say("problems", found)
