@@ -2,6 +2,8 @@
 Store.verify says in this process, problems, progress and errors alike, and the audit's
 verdict does not depend on which checked the store."""
 
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -89,6 +91,8 @@ def test_a_helper_that_ends_without_an_answer_is_an_error_and_close_ends_a_runni
     monkeypatch.setattr(store_check, "_CHILD", "import time; time.sleep(60)")
     with StoreCheck(Store(sample_copy), helper_bytes=0) as check:
         process = check.process
+        # Ctrl-C at a terminal signals its foreground process group: not the helper's
+        assert os.getpgid(process.pid) != os.getpgid(0)
     assert process.poll() is not None  # leaving the block ended it
 
 

@@ -72,9 +72,12 @@ class StoreCheck:
         package_dir = str(Path(__file__).resolve().parents[2])  # the folder holding finbench/
         path = os.pathsep.join([package_dir, *filter(None, [os.environ.get("PYTHONPATH")])])
         try:
+            # a session of its own: Ctrl-C at the terminal reaches the caller alone, which
+            # ends the helper on leaving the block (no second traceback)
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, where, "1" if self.echo else "0"],
-                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path})
+                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path},
+                start_new_session=True)
         except OSError:  # no subprocess here (a sandbox): checked in this process instead
             self.process = None
             return
