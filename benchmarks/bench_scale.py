@@ -140,7 +140,7 @@ def floor_parts(run_dir: Path) -> tuple[float, float]:
     return startup, write
 
 
-FLOOR_PROCESS = """\
+FLOOR_PROCESS = f"""\
 import sys, time
 import finbench.cli, finbench.runner
 from pathlib import Path
@@ -150,7 +150,7 @@ t0 = time.perf_counter()
 table = pq.read_table(sys.argv[1])  # the table a run would hold: not part of the floor
 load = time.perf_counter() - t0
 for f in sys.argv[3:]:  # the reference read: one partition at a time, tickers as a dictionary
-    pq.read_table(f, columns=["ticker", "ts", "high", "low"], read_dictionary=["ticker"])
+    pq.read_table(f, columns={NEEDED!r}, read_dictionary=["ticker"])
 write_forecasts(Path(sys.argv[2]), [table])
 print(load)
 """
