@@ -32,7 +32,7 @@ from finbench.data.store import Store  # noqa: E402
 from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
 from finbench.tracks.intraday.labels import compute_labels  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
-from tests.reference import naive_context, naive_daily, naive_labels  # noqa: E402
+from tests.reference import library_calendar, naive_context, naive_daily, naive_labels  # noqa: E402,E501
 
 N_TICKERS, N_SESSIONS, NAIVE_SAMPLE, REPEATS = 100, 60, 60, 3
 
@@ -91,7 +91,7 @@ def main() -> None:
 
         frame = store.read_bars()
         sample = tasks.sample(NAIVE_SAMPLE, random_state=1)
-        cal = get_calendar("XNYS", pd.Timestamp("2024-09-01"), pd.Timestamp("2025-01-31"))
+        cal = library_calendar("XNYS", "2024-09-01", "2025-01-31")
         t0 = time.perf_counter()
         daily = naive_daily(frame, cal)
         daily_time = time.perf_counter() - t0

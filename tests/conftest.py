@@ -1,9 +1,22 @@
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+_CACHE = tempfile.mkdtemp(prefix="finbench-test-cache-")
+
+
+def pytest_configure(config):
+    """The test session's own cache folder (kept calendars, LLM responses), never the user's
+    ``~/.cache/finbench``; commands the tests start inherit it. A test may set its own."""
+    os.environ["FINBENCH_CACHE_DIR"] = _CACHE
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

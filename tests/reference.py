@@ -7,8 +7,18 @@ Written straight from docs/spec.md §4-5 without sharing code with the intraday 
 from __future__ import annotations
 
 import math
+import warnings
 
+import exchange_calendars as xcals
 import pandas as pd
+
+
+def library_calendar(name: str, start: str, end: str):
+    """exchange-calendars' own calendar (not FinBench's kept sessions). exchange-calendars
+    4.13 reads ``Series.values`` internally, which pandas 3 flags; its values are UTC."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Series.values returning an ndarray")
+        return xcals.get_calendar(name, start=start, end=end)
 
 
 def naive_labels(tasks: pd.DataFrame, bars: pd.DataFrame, *, bar_seconds=60, window_seconds=30):

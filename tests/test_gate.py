@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from finbench.core.calendar import get_calendar
 from finbench.core.config import TasksConfig
 from finbench.core.errors import LookaheadError
 from finbench.core.floats import LIBM_ULPS
@@ -18,7 +17,7 @@ from finbench.data.synth import CANARY_MARK
 from finbench.tracks.intraday.gate import ContextIndex
 from finbench.tracks.intraday.labels import compute_labels
 from finbench.tracks.intraday.tasks import build_tasks
-from tests.reference import naive_context, naive_daily, naive_labels
+from tests.reference import library_calendar, naive_context, naive_daily, naive_labels
 
 TICKERS = ["AAPL", "MSFT", "NVDA"]
 
@@ -56,8 +55,8 @@ def test_vectorised_labels_equal_the_naive_loop_on_every_sample_task(sample):
 
 def test_vectorised_contexts_equal_the_naive_loop_on_every_sample_task(sample):
     tasks, frame, news, _, index = sample
-    daily = naive_daily(frame, get_calendar("XNYS", pd.Timestamp("2024-09-01"),
-                                            pd.Timestamp("2025-01-20")))
+    # the reference asks exchange-calendars itself, not FinBench's kept sessions
+    daily = naive_daily(frame, library_calendar("XNYS", "2024-09-01", "2025-01-20"))
     by_ticker = {t: frame[frame["ticker"] == t].copy() for t in TICKERS}
     for part in by_ticker.values():
         part["local_date"] = part["ts"].dt.tz_convert("America/New_York").dt.strftime("%Y-%m-%d")

@@ -7,8 +7,9 @@ difference.
 - The store: its snapshot against the run's, every partition re-hashed and re-checked (beside
   what follows: a large store by a helper process, :mod:`finbench.data.store_check`). When the
   store's data cannot be read, its problems are named and nothing is derived again.
-- Tasks: the task list the config gives. Labels: re-derived from the store's prices, and each
-  consistent on its own (``y`` from ``r``, ``r`` from the prices) (:mod:`.labels`).
+- Tasks: the task list the config gives, its calendar built by exchange-calendars (never read
+  from the session cache, :mod:`finbench.core.session_cache`). Labels: re-derived from the
+  store's prices, and each consistent on its own (``y`` from ``r``, ``r`` from the prices) (:mod:`.labels`).
 - Forecast rows, model by model (:mod:`.rows`): every task asked of a model exactly once and no
   other; each row equal to its journal record; baselines, replays and scripted forecasters
   answering again from the store; LLM answers re-read from their raw text.
@@ -51,6 +52,7 @@ from finbench.audit.rows import (
 )
 from finbench.audit.scores import score_problems
 from finbench.audit.transcripts import transcript_problems
+from finbench.core.calendar import from_library
 from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
 from finbench.core.errors import FinbenchError, RunError
 from finbench.core.lookup import arrow_text, positions
@@ -80,8 +82,8 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
     """Violations found (empty list: the run passes). Each names the file, row or key and the
     rule. ``echo``: where progress goes (store checks, labels, forecast rows)."""
     run_dir = finished_run(run_dir)
-    with RunLock(run_dir, command=f"finbench audit {run_dir}", shared=True):
-        return _audit(run_dir, echo)
+    with RunLock(run_dir, command=f"finbench audit {run_dir}", shared=True), from_library():
+        return _audit(run_dir, echo)  # calendars built by exchange-calendars, not read kept
 
 
 def _audit(run_dir: Path, echo) -> list[str]:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import functools
 import warnings
 from dataclasses import dataclass
 
-import exchange_calendars as xcals
 import numpy as np
 import pandas as pd
 
+from finbench.core import session_cache
 from finbench.core.errors import CalendarError
 from finbench.core.names import clock_time
 
@@ -37,29 +39,118 @@ def parse_session_date(value: str | dt.date, *, what: str) -> pd.Timestamp:
     return ts
 
 
-def get_calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> xcals.ExchangeCalendar:
-    """An exchange calendar pinned to whole decades around ``[start, end]``, the one before
-    included, padded a week each side. Building one costs ~0.3 s whatever its span, so the
-    evaluated range, the history before it and every month chunk of a run share one instance.
-    """
+@dataclass(frozen=True)
+class ExchangeSessions:
+    """An exchange's sessions over a fixed range, as exchange-calendars gives them: the
+    session dates (naive midnights) and each one's open and close (UTC, indexed by session).
+    This is all FinBench reads of a calendar, so it is kept between commands
+    (:mod:`finbench.core.session_cache`)."""
+
+    name: str
+    sessions: pd.DatetimeIndex
+    opens: pd.Series
+    closes: pd.Series
+
+    @classmethod
+    def of_arrays(cls, name: str, sessions: np.ndarray, opens: np.ndarray,
+                  closes: np.ndarray) -> ExchangeSessions:
+        """From int64 ns: naive session dates, UTC opens and closes."""
+        index = pd.DatetimeIndex(sessions.astype("datetime64[ns]"))
+
+        def instants(ns: np.ndarray, label: str) -> pd.Series:
+            return pd.Series(pd.DatetimeIndex(ns.astype("datetime64[ns]")).tz_localize("UTC"),
+                             index=index, name=label)
+
+        return cls(name, index, instants(opens, "open"), instants(closes, "close"))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The int64 ns arrays :meth:`of_arrays` takes."""
+        return {"sessions": self.sessions.asi8.copy(),
+                "opens": self.opens.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(
+                    "datetime64[ns]").astype(np.int64),
+                "closes": self.closes.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(
+                    "datetime64[ns]").astype(np.int64)}
+
+    def sessions_in_range(self, start, end) -> pd.DatetimeIndex:
+        """The sessions from ``start`` to ``end`` (dates, both included)."""
+        first, last = pd.Timestamp(start), pd.Timestamp(end)
+        lo = self.sessions.searchsorted(first, side="left")
+        hi = self.sessions.searchsorted(last, side="right")
+        return self.sessions[lo:hi]
+
+    def session_open(self, day) -> pd.Timestamp:
+        return self.opens.loc[pd.Timestamp(day)]
+
+    def session_close(self, day) -> pd.Timestamp:
+        return self.closes.loc[pd.Timestamp(day)]
+
+
+def get_calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> ExchangeSessions:
+    """The sessions of calendar ``name`` over whole decades around ``[start, end]``, the one
+    before included, padded a week each side: the evaluated range, the history before it
+    and every month chunk of a run share one. Read from the session cache, or built by
+    exchange-calendars (and kept there); in :func:`from_library` blocks, always built."""
     first = pd.Timestamp(year=pd.Timestamp(start).year // 10 * 10 - 10, month=1, day=1)
     last = pd.Timestamp(year=pd.Timestamp(end).year // 10 * 10 + 9, month=12, day=31)
-    return _calendar(name, first, last)
+    return _calendar(name, first, last, _FROM_LIBRARY.get())
+
+
+_FROM_LIBRARY = contextvars.ContextVar("from_library", default=False)  # see from_library()
+
+
+@contextlib.contextmanager
+def from_library():
+    """Calendars built by exchange-calendars inside the block, never read from the session
+    cache (the audit derives a run again from the store and the libraries alone); what is
+    built is kept, over what the cache held."""
+    token = _FROM_LIBRARY.set(True)
+    try:
+        yield
+    finally:
+        _FROM_LIBRARY.reset(token)
 
 
 @functools.lru_cache(maxsize=32)
-def _calendar(name: str, start: pd.Timestamp, end: pd.Timestamp) -> xcals.ExchangeCalendar:
-    """An exchange calendar pinned to ``[start, end]`` (padded a week each side) so its bounds
+def _calendar(name: str, start: pd.Timestamp, end: pd.Timestamp,
+              from_library: bool) -> ExchangeSessions:
+    """Calendar ``name`` pinned to ``[start, end]`` (padded a week each side) so its bounds
     never move with the wall clock."""
     pad = pd.Timedelta(days=7)
+    first, last = ((start - pad).date().isoformat(), (end + pad).date().isoformat())
+    if not from_library:
+        kept = session_cache.load_sessions(name, first, last)
+        if kept is not None:
+            return ExchangeSessions.of_arrays(name, **kept)
+    cal = _library_calendar(name, first, last)
+    arrays = ExchangeSessions(name, cal.sessions, cal.opens, cal.closes).arrays()
+    session_cache.save_sessions(name, first, last, arrays)
+    return ExchangeSessions.of_arrays(name, **arrays)  # the same object either way
+
+
+def _library_calendar(name: str, first: str, last: str):
+    import exchange_calendars as xcals  # 0.06-0.1 s, paid only when the cache has no answer
+
     try:
         with warnings.catch_warnings():
             # exchange-calendars 4.13 reads Series.values internally, which pandas 3 flags;
             # the values it reads are UTC either way.
             warnings.filterwarnings("ignore", message="Series.values returning an ndarray")
-            return xcals.get_calendar(name, start=start - pad, end=end + pad)
+            return xcals.get_calendar(name, start=first, end=last)
     except xcals.errors.InvalidCalendarName as exc:
         raise CalendarError(f"calendar {name!r} is unknown to exchange-calendars") from exc
+
+
+def is_calendar(name: str) -> bool:
+    """Whether exchange-calendars knows calendar ``name`` (aliases included). The kept list
+    may say yes; no is always the library's answer (and the list is kept again)."""
+    kept = session_cache.load_names()
+    if kept is not None and name in kept:
+        return True
+    import exchange_calendars as xcals
+
+    names = xcals.get_calendar_names(include_aliases=True)
+    session_cache.save_names(names)
+    return name in names
 
 
 @dataclass(frozen=True)

@@ -92,9 +92,9 @@ class TasksConfig(_Strict):
     @field_validator("calendar")
     @classmethod
     def _calendar(cls, value: str) -> str:
-        import exchange_calendars as xcals  # a config names it; loading it costs 0.3 s
+        from finbench.core.calendar import is_calendar
 
-        if value not in xcals.get_calendar_names(include_aliases=True):
+        if not is_calendar(value):
             raise ValueError(f"{value!r} is not an exchange-calendars calendar (e.g. XNYS, "
                              "XLON, XTKS)")
         return value

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 from pathlib import Path
 
 from finbench.core.errors import RunError
-
-CACHE_ENV = "FINBENCH_CACHE_DIR"
+from finbench.core.session_cache import CACHE_ENV, cache_root
 
 
 def default_cache_path() -> Path:
     """``$FINBENCH_CACHE_DIR/responses.sqlite``, else ``~/.cache/finbench/responses.sqlite``."""
-    base = os.environ.get(CACHE_ENV)
-    root = Path(base) if base else Path.home() / ".cache" / "finbench"
-    return root / "responses.sqlite"
+    return cache_root() / "responses.sqlite"
 
 
 def request_key(*, base_url: str, model: str, params: dict, messages_sha256: str) -> str:
