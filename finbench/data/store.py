@@ -124,6 +124,7 @@ class Store:
     """
 
     def __init__(self, path: str | Path) -> None:
+        self._ahead = None  # a ReadAhead while one runs (read_ahead)
         self.remote = is_uri(path)
         self.path = str(path).rstrip("/") if self.remote else Path(path)
         self.fs, self.root = filesystem(path)
@@ -458,11 +459,22 @@ class Store:
     def read_day_table(self, day: dt.date, *, columns: Iterable[str] = ("high", "low")
                        ) -> pa.Table | None:
         """One date partition's ticker (dictionary-encoded), ts and ``columns``, as it lies on
-        disk; None when the store has no bars that day. Read on the calling thread alone, as
-        one file: callers read several partitions at once, and Arrow's own threads (and its
+        disk; None when the store has no bars that day. Handed over by the read-ahead when it
+        holds that date (:meth:`read_ahead`), else read on the calling thread alone, as one
+        file: callers read several partitions at once, and Arrow's own threads (and its
         dataset scanner's), shared by concurrent reads of small files, slow them several times
         over; the read holds no Python lock, so threads reading ahead leave the caller's
         thread free."""
+        columns = tuple(columns)
+        ahead = self._ahead
+        if ahead is not None and set(columns) <= set(ahead.columns):
+            table = ahead.take(day)
+            if table is not False:
+                return (table if table is None or columns == ahead.columns
+                        else table.select(["ticker", "ts", *columns]))
+        return self._read_day(day, columns)
+
+    def _read_day(self, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
             return None
@@ -471,6 +483,22 @@ class Store:
                 filesystem=self.fs) as file:  # no dataset machinery: it contends
             table = file.read(columns=["ticker", "ts", *columns], use_threads=False)
         return table if table.num_rows else None
+
+    def read_ahead(self, days: Iterable[dt.date], columns: Iterable[str]) -> None:
+        """Begin reading the bar partitions of ``days`` (ticker, ts and ``columns``) on a
+        thread of their own, in order, for :meth:`read_day_table` to hand over
+        (:mod:`finbench.data.read_ahead`); until :meth:`stop_reading_ahead`."""
+        from finbench.data.read_ahead import ReadAhead
+
+        self.stop_reading_ahead()
+        columns = tuple(columns)
+        self._ahead = ReadAhead(lambda day: self._read_day(day, columns), days, columns)
+
+    def stop_reading_ahead(self) -> None:
+        """Read no more ahead; what was read and not handed over is let go."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
 
     def day_arrays(self, table: pa.Table, *, tickers: Iterable[str] | None = None):
         """:meth:`read_day_table`'s table as :class:`~finbench.data.bars.BarArrays` (the

@@ -26,7 +26,7 @@ from finbench.tracks.intraday.gate import daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame
 from finbench.tracks.intraday.momentum import momentum_arrays
-from finbench.tracks.intraday.plan import Plan, month_ranges
+from finbench.tracks.intraday.plan import DAILY_COLUMNS, MID_COLUMNS, Plan, month_ranges
 from finbench.tracks.intraday.tasks import build_tasks
 
 READERS = 2  # partitions read ahead at once, each in its own thread
@@ -81,8 +81,12 @@ def resolve(plan: Plan, *, momentum_minutes=(), daily: bool = True, echo=None) -
     Results land in arrays aligned with the tasks; frames are built once at the end.
     """
     spec = plan.config.tasks
-    history, days_frame = _label_pass(plan, plan.all_tasks, plan.first_date, spec.end,
-                                      momentum_minutes=momentum_minutes, daily=daily, echo=echo)
+    try:
+        history, days_frame = _label_pass(plan, plan.all_tasks, plan.first_date, spec.end,
+                                          momentum_minutes=momentum_minutes, daily=daily,
+                                          echo=echo)
+    finally:  # every date it read ahead has been asked for
+        plan.store.stop_reading_ahead()
     days_frame = days_frame.sort_values(["ticker", "session_open_ns"],
                                         kind="stable").reset_index(drop=True)
     resolved = Resolved(history.set_index("task_id")[kept(history)], history, days_frame,
@@ -161,7 +165,7 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
     and with ``daily`` the daily summaries of those dates: (tasks with their label columns
     and ``momentum_sign_<minutes>``/``momentum_seen_ns_<minutes>``, summaries)."""
     spec = plan.config.tasks
-    columns = ("open", "high", "low", "close", "volume") if daily else ("high", "low")
+    columns = DAILY_COLUMNS if daily else MID_COLUMNS
     day_names, day_code = encoded(everything["session"])
     by_day = dict(zip(day_names, groups(day_code, len(day_names)), strict=True))
     days = sorted({d.isoformat() for d in plan.store.dates("bars")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.calendar import previous_sessions
-from finbench.core.config import RunConfig
+from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, RunConfig
 from finbench.core.lookup import groups
 from finbench.data.store import Store
 from finbench.tracks.intraday.tasks import build_tasks
@@ -50,16 +50,32 @@ def history_start(config: RunConfig) -> dt.date:
     return first
 
 
-def plan_run(config: RunConfig) -> Plan:
-    """Tasks of the evaluation range and of the history before it (no market data read)."""
+MID_COLUMNS = ("high", "low")  # what the label pass reads of a bar for mids
+DAILY_COLUMNS = ("open", "high", "low", "close", "volume")  # ... and for daily summaries too
+
+
+def plan_run(config: RunConfig, *, read_ahead: bool = False) -> Plan:
+    """Tasks of the evaluation range and of the history before it (no market data read).
+    ``read_ahead``: the label pass's reads of the evaluated dates begin now, on a thread of
+    their own (:meth:`~finbench.data.store.Store.read_ahead`), while the tasks are planned
+    here; the label pass stops them."""
     spec = config.tasks
+    store = Store(config.data.store)
+    if read_ahead and store.timezone == spec.timezone:  # the label pass reads date partitions
+        store.read_ahead([d for d in store.dates("bars") if spec.start <= d <= spec.end],
+                         DAILY_COLUMNS if reads_contexts(config) else MID_COLUMNS)
     taskset = build_tasks(spec)
     first = history_start(config)
     # the history is every task of the sessions before the evaluated ones
     before = spec.start - dt.timedelta(days=1)
     history = (build_tasks(spec, start=first, end=before).tasks if first <= before
                else taskset.tasks.iloc[:0])
-    return Plan(config, Store(config.data.store), taskset.tasks, taskset.excluded, history, first)
+    return Plan(config, store, taskset.tasks, taskset.excluded, history, first)
+
+
+def reads_contexts(config: RunConfig) -> bool:
+    """Whether a model of the config may read contexts (all but the baselines may)."""
+    return any(m.kind not in (*BASELINE_KINDS, *CLASS_BASELINE_KINDS) for m in config.models)
 
 
 def month_rows(tasks: pd.DataFrame) -> list[np.ndarray]:

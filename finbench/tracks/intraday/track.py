@@ -34,7 +34,8 @@ class IntradayTrack(Track):
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.plan = plan_run(config)  # reads the store's manifest, no market data
+        # the store's manifest read; its bars begin to be read ahead for the label pass
+        self.plan = plan_run(config, read_ahead=True)
         self.tasks = self.plan.tasks
         self.resolved: Resolved | None = None
 
@@ -83,6 +84,7 @@ class IntradayTrack(Track):
 
     def release(self) -> None:
         self.resolved = None
+        self.plan.store.stop_reading_ahead()
 
     def _resolved(self) -> Resolved:
         if self.resolved is None:

@@ -1,0 +1,157 @@
+"""Partitions read ahead (finbench.data.read_ahead): each date handed over once, read here or
+by the caller, never twice; the budget holds; a failed read is raised to whoever takes its
+date; and the label pass gives the same labels with the store's dates read ahead or not."""
+
+import datetime as dt
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from finbench.core.config import load_config_file
+from finbench.core.errors import StoreError
+from finbench.data.read_ahead import ReadAhead
+from finbench.data.store import Store
+from finbench.tracks.intraday.label_pass import resolve
+from finbench.tracks.intraday.plan import plan_run
+from tests.helpers import baselines_toml
+
+DAYS = [dt.date(2025, 1, d) for d in range(1, 11)]
+
+
+class Reads:
+    """A reader of made-up tables (``rows`` rows of three int64 columns: 24 bytes a row),
+    counting its reads, that can be held at a date until let go."""
+
+    def __init__(self, rows=1000, fail=None, hold=None):
+        self.rows, self.fail, self.hold = rows, fail, hold
+        self.calls: list[dt.date] = []
+        self.go = threading.Event()
+
+    def __call__(self, day):
+        self.calls.append(day)
+        if day == self.hold:
+            self.go.wait(10)
+        if day == self.fail:
+            raise StoreError(f"{day}: cannot be read")
+        n = np.full(self.rows, day.day, np.int64)
+        return pa.table({"ticker": n, "ts": n, "high": n})
+
+
+def settle(ahead: ReadAhead, reads: Reads, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(reads.calls) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)  # and no further read comes
+
+
+def test_every_date_is_handed_over_once_in_order_of_reading():
+    reads = Reads()
+    ahead = ReadAhead(reads, DAYS, ("high",))
+    got = [ahead.take(day) for day in DAYS]
+    assert [t.column("ts")[0].as_py() for t in got] == [d.day for d in DAYS]
+    assert reads.calls == DAYS
+    assert ahead.take(DAYS[0]) is False  # handed over once: then the caller reads it
+    ahead.close()
+
+
+def test_a_date_not_begun_is_the_caller_s_and_never_read_here():
+    reads = Reads(hold=DAYS[0])
+    ahead = ReadAhead(reads, DAYS, ("high",))
+    settle(ahead, reads, 1)  # the thread is held in the first read
+    assert ahead.take(DAYS[5]) is False  # not begun: the caller reads it
+    assert ahead.take(dt.date(2024, 12, 31)) is False  # never to be read here
+    reads.go.set()
+    assert [ahead.take(d).column("ts")[0].as_py() for d in DAYS if d != DAYS[5]] == [
+        d.day for d in DAYS if d != DAYS[5]]
+    assert DAYS[5] not in reads.calls and len(reads.calls) == 9
+    ahead.close()
+
+
+def test_the_thread_stops_at_the_budget_until_a_table_is_taken():
+    reads = Reads(rows=1000)  # 24,000 bytes a table
+    ahead = ReadAhead(reads, DAYS, ("high",), budget=3 * 24_000)
+    settle(ahead, reads, 3)
+    assert reads.calls == DAYS[:3]
+    ahead.take(DAYS[0])
+    settle(ahead, reads, 4)
+    assert reads.calls == DAYS[:4]
+    ahead.close()
+    assert not ahead._thread.is_alive()
+
+
+def test_a_failed_read_is_raised_to_whoever_takes_its_date():
+    reads = Reads(fail=DAYS[2])
+    ahead = ReadAhead(reads, DAYS, ("high",))
+    assert ahead.take(DAYS[0]).num_rows == 1000
+    with pytest.raises(StoreError, match="2025-01-03: cannot be read"):
+        ahead.take(DAYS[2])
+    assert ahead.take(DAYS[3]).num_rows == 1000  # the others are read on
+    ahead.close()
+
+
+def test_close_lets_go_of_what_was_not_taken_and_reads_no_more():
+    reads = Reads(hold=DAYS[1])
+    ahead = ReadAhead(reads, DAYS, ("high",))
+    settle(ahead, reads, 2)
+    closing = threading.Thread(target=ahead.close)
+    closing.start()
+    reads.go.set()
+    closing.join(10)
+    assert not ahead._thread.is_alive() and reads.calls == DAYS[:2]
+    assert ahead.take(DAYS[0]) is False
+
+
+def test_the_store_hands_over_the_columns_asked_and_reads_the_others_itself(sample_store):
+    store = Store(sample_store)
+    days = store.dates("bars")[-5:]
+    plain = {d: store.read_day_table(d, columns=("high", "low")) for d in days}
+    full = {d: store.read_day_table(d, columns=("open", "high", "low", "close", "volume"))
+            for d in days}
+    read, by = store._read_day, {}
+
+    def counted(day, columns):
+        by.setdefault(day, []).append(threading.current_thread().name)
+        return read(day, columns)
+
+    store._read_day = counted
+    store.read_ahead(days, ("open", "high", "low", "close", "volume"))
+    assert store.read_day_table(days[0], columns=("high", "low")).equals(plain[days[0]])
+    assert by[days[0]] == ["read-ahead"]  # read once, by the read-ahead's thread
+    assert store.read_day_table(days[1], columns=("open", "high", "low", "close",
+                                                  "volume")).equals(full[days[1]])
+    assert store.read_day_table(dt.date(2020, 1, 2)) is None  # no partition: none
+    store.stop_reading_ahead()
+    assert store.read_day_table(days[2], columns=("high", "low")).equals(plain[days[2]])
+    store.read_ahead(days, ("high", "low"))  # columns it does not read: read by the caller
+    assert store.read_day_table(days[3], columns=("open", "high", "low", "close",
+                                                  "volume")).equals(full[days[3]])
+    store.stop_reading_ahead()
+
+
+@pytest.mark.parametrize("models", [("coin", "momentum", "climatology"), ("coin", "scripted")])
+def test_the_labels_are_the_same_read_ahead_or_not(tmp_path, sample_store, models):
+    scripted = '[[models]]\nname = "scripted"\nkind = "scripted"\nanswers = ["{}"]\n'
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{sample_store}"
+[tasks]
+tickers = ["AAPL", "MSFT", "NVDA"]
+start = "2024-12-02"
+end = "2025-01-15"
+{baselines_toml(*[m for m in models if m != "scripted"])}{scripted if "scripted" in models else ""}
+""")
+    config = load_config_file(cfg)[0]
+    got = []
+    for ahead in (False, True):
+        plan = plan_run(config, read_ahead=ahead)
+        assert (plan.store._ahead is not None) == ahead
+        resolved = resolve(plan, momentum_minutes=(30,), daily="scripted" in models)
+        assert plan.store._ahead is None  # stopped by the label pass
+        got.append(resolved)
+    pd.testing.assert_frame_equal(got[0].history, got[1].history)
+    pd.testing.assert_frame_equal(got[0].daily, got[1].daily)
