@@ -686,3 +686,35 @@ def test_tasks_command_prints_json_on_stdout_and_progress_on_stderr(run_dir, tmp
     assert cli.returncode == 2 and (f"RunError: {run_dir}: holds manifest.json (a run's or a "
                                     "store's), whose tasks and labels are its own") in cli.stderr
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
+def test_label_files_written_beside_the_forecasts_stop_a_run_that_cannot_write_them(
+        run_dir, tmp_path, monkeypatch):
+    """The tasks and labels are written on a thread of their own while the forecasts are made.
+    When labels.parquet cannot be written the run stops with that error before its forecast
+    table, with no writer thread left and nothing torn; the same command then finishes the
+    run, with the clean run's files."""
+    import threading
+
+    from finbench.core.outputs import DiskFullError
+    from finbench.runner import steps
+
+    write = steps.write_atomic
+
+    def full_at_labels(path, writer):
+        if path.name == "labels.parquet":
+            raise DiskFullError(f"{path}: cannot be written: no space left on device")
+        write(path, writer)
+
+    monkeypatch.setattr(steps, "write_atomic", full_at_labels)
+    cfg, out = run_dir.parent / "cfg.toml", tmp_path / "out"
+    with pytest.raises(DiskFullError, match=r"labels.parquet: cannot be written"):
+        run(cfg, out, echo=lambda *_: None)
+    assert not any(t.name.startswith("label-files") for t in threading.enumerate())
+    assert (out / "tasks.parquet").is_file() and not (out / "labels.parquet").exists()
+    assert not (out / "forecasts.parquet").exists() and not list(out.glob("*.tmp"))
+    assert len(list((out / "journal.parts").glob("*.parquet"))) == 7  # the answers are kept
+    monkeypatch.undo()
+    run(cfg, out, echo=lambda *_: None)
+    for name in ("tasks.parquet", "labels.parquet", "scores.parquet", "rows.parquet"):
+        assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name

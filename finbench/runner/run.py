@@ -65,6 +65,7 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
     steps.find_work(dry_run=dry_run)  # what each forecaster still owes
     steps.forecast(batch=batch, dry_run=dry_run)  # answers journalled as they come
     steps.submit_batches(batch=batch, dry_run=dry_run)
+    steps.label_files_written()
     if dry_run:
         steps.print_estimates()
         return

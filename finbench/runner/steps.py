@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -71,6 +73,13 @@ def _revision_entry(manifest: dict, change: Revision | None) -> dict:
     return entry
 
 
+def _write_tables(out: Path, tables: dict[str, pa.Table]) -> None:
+    """Each table as ``out/name``, written whole or not at all (the bytes pandas'
+    ``to_parquet`` writes of the frame it came from)."""
+    for name, table in tables.items():
+        write_atomic(out / name, partial(pq.write_table, table))
+
+
 def _cpu_seconds() -> float:
     """CPU seconds of this process (all its threads) and of the helper processes it started
     that have ended (the receipts' hashing helper; 0 where the system does not say)."""
@@ -119,12 +128,21 @@ class RunSteps:
         self.notes: dict[str, list[str]] = {}
         self.pending, self.estimates = 0, {}
         self.revisions: list[dict] = []  # the run's configs, first to this one
+        self.label_files: Future | None = None  # the label pass's tables being written
 
     def close(self) -> None:
-        """Let go of what the run holds open (the journal's transcripts database)."""
+        """Let go of what the run holds open (the journal's transcripts database), once the
+        label pass's files are written (a run failing keeps its own error)."""
         journal = getattr(self, "journal", None)
         if journal is not None:
             journal.close()
+        if self.label_files is not None:
+            self.label_files.exception()
+
+    def label_files_written(self) -> None:
+        """Wait for the label pass's tables (:meth:`label`); raise what writing them raised."""
+        if self.label_files is not None:
+            self.label_files.result()
 
     def check_directory(self) -> None:
         """A directory holding a run resumes only the same config and shard."""
@@ -198,10 +216,13 @@ class RunSteps:
         echo(f"{'SYNTHETIC ' if data['synthetic'] else ''}data {data['store']} (snapshot "
              f"{data['snapshot_sha256'][:12]}): {len(track.tasks)} tasks, excluded "
              f"{facts['excluded'] or 'none'}, labels {facts['labels']}")
-        write_atomic(self.out / "tasks.parquet", partial(track.tasks.to_parquet, index=False))
-        write_atomic(self.out / "labels.parquet", partial(labels.to_parquet, index=False))
-        for name, frame in track.outputs().items():
-            write_atomic(self.out / name, partial(frame.to_parquet, index=False))
+        # the tables as their writer thread writes them, while the forecasts are made
+        tables = {"tasks.parquet": track.tasks, "labels.parquet": labels, **track.outputs()}
+        writer = ThreadPoolExecutor(1, thread_name_prefix="label-files")
+        self.label_files = writer.submit(_write_tables, self.out, {
+            name: pa.Table.from_pandas(frame, preserve_index=False)
+            for name, frame in tables.items()})
+        writer.shutdown(wait=False)  # its thread ends when the tables are written
         self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
         self.manifest["shard"] = shard_field(self.shard)
         self.manifest["config_revisions"] = self.revisions or [
