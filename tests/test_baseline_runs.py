@@ -129,6 +129,28 @@ def test_a_baseline_answers_alike_whatever_other_baselines_run_beside_it(tmp_pat
             together[together["model"] == kind].reset_index(drop=True), alone)
 
 
+def test_rate_baselines_share_their_details_only_with_the_same_window(tmp_path, sample_store):
+    """base_rate and climatology write the same detail text when their window and min_count
+    agree (made once for both); with another window each keeps its own."""
+    def rows_of(name: str, models: str) -> pd.DataFrame:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                        'start = "2024-12-20"\nend = "2025-01-08"\n' + models)
+        return rows(run(path, tmp_path / name, echo=quiet))
+
+    def model(kind: str, window: int) -> str:
+        return f'[[models]]\nname = "{kind}"\nkind = "{kind}"\nwindow = {window}\n'
+
+    same = rows_of("same", model("base_rate", 10) + model("climatology", 10))
+    by = {m: g["detail"].reset_index(drop=True) for m, g in same.groupby("model")}
+    assert by["base_rate"].equals(by["climatology"])
+    apart = rows_of("apart", model("base_rate", 10) + model("climatology", 12))
+    alone = rows_of("alone", model("climatology", 12))
+    detail = apart.loc[apart["model"] == "climatology", "detail"].reset_index(drop=True)
+    assert detail.equals(alone["detail"])
+    assert not detail.equals(by["base_rate"])
+
+
 @pytest.fixture
 def one_session_store(tmp_path, sample_store):
     """A store holding the sample's bars of 2025-01-15 alone."""

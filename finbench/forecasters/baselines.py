@@ -139,10 +139,27 @@ class _Baseline(Forecaster):
         extra = {
             "history_count": count,
             "p_fallback": fallback,
-            "detail": _detail_json(details, self._detail_tail(history, inputs)),
+            "detail": self._detail(history, inputs, details),
             "history_max_input_time": np.maximum(last, interval_last),  # UTC ns, NO_TIME: none
         }
         return answers, extra
+
+    def _detail(self, history: History, inputs: Inputs, details: pd.DataFrame) -> pa.Array:
+        """The detail column: ``details`` as JSON, then :meth:`_detail_tail`'s fields. When
+        they are the rolling rate's alone (:attr:`_rate_details`), the text is written once
+        for every baseline with that window and min_count given the same inputs."""
+        if not self._rate_details:
+            return _detail_json(details, self._detail_tail(history, inputs))
+        key = ("rate_detail", *self._window())
+        if key not in inputs.shared:
+            inputs.shared[key] = _detail_json(details, self._detail_tail(history, inputs))
+        return inputs.shared[key]
+
+    @property
+    def _rate_details(self) -> bool:
+        """Whether this baseline's details are :meth:`_rolling_rate`'s and the window's span,
+        nothing else."""
+        return False
 
     def _detail_tail(self, history: History, inputs: Inputs) -> Fields | None:
         """Detail fields this baseline shares with others given the same inputs, made once
@@ -192,6 +209,10 @@ class BaseRate(_Baseline):
         if self.config.variant == "frozen":
             return None
         return _window_fields(history, inputs, self._window()[0])
+
+    @property
+    def _rate_details(self) -> bool:
+        return self.config.variant != "frozen"
 
     def _training(self, history: History) -> pd.DataFrame:
         start, end = str(self.config.train_start), str(self.config.train_end)
@@ -291,6 +312,8 @@ class Climatology(_Baseline):
 
     def _detail_tail(self, history, inputs):
         return _window_fields(history, inputs, self._window()[0])
+
+    _rate_details = True
 
     def _interval(self, history, inputs):
         window, min_count = self._window()
