@@ -142,6 +142,8 @@ def floor_parts(run_dir: Path) -> tuple[float, float]:
 
 FLOOR_PROCESS = f"""\
 import sys, time
+from finbench.core.memory import keep_freed_memory
+keep_freed_memory()  # as every finbench command does first (finbench.cli.main)
 import finbench.cli, finbench.runner
 from pathlib import Path
 import pyarrow.parquet as pq

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from finbench.core.errors import FinbenchError
+from finbench.core.memory import keep_freed_memory
 
 
 def _data_ingest(args: argparse.Namespace) -> int:
@@ -408,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()  # before pyarrow is loaded (finbench.core.memory)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
