@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keep_freed_memory()  # before pyarrow is loaded (finbench.core.memory)
+    keep_freed_memory()  # for the whole command (finbench.core.memory)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
