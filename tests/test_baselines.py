@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,6 +108,10 @@ def test_baseline_receipt_names_the_labels_known_and_the_momentum_sign():
     plain = baseline_input_text(History(hist), hist, hist).to_pylist()
     assert plain[4] == ("finbench-baseline-input-v1|X|2025-01-13|CLOSE|"
                         f"labels_known_through_ns={known}")
+    # a line with signs made from the line without them (as a run makes it) is the same
+    extended = baseline_input_text(History(hist), hist, hist, signs=signs,
+                                   line=pa.array(plain)).to_pylist()
+    assert extended == lines
 
 
 def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():

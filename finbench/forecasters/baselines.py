@@ -98,8 +98,12 @@ class _Baseline(Forecaster):
         caller goes on; else here, now), once for every baseline reading the same input."""
         key = (_DIGESTS, self.input_signs)
         if key not in inputs.shared:
-            lines = baseline_input_text(self._shared(inputs), inputs.tasks, inputs.history,
-                                        _rows(inputs), self.input_signs)
+            history = self._shared(inputs)
+            if "input_line" not in inputs.shared:  # the line without signs, which others extend
+                inputs.shared["input_line"] = baseline_input_text(
+                    history, inputs.tasks, inputs.history, _rows(inputs))
+            lines = baseline_input_text(history, inputs.tasks, inputs.history, _rows(inputs),
+                                        self.input_signs, line=inputs.shared["input_line"])
             inputs.shared[key] = digests(lines, helper)
 
     def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:

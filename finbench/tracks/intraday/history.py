@@ -251,29 +251,33 @@ def latest_label_known(history: History, tasks: pd.DataFrame) -> np.ndarray:
 
 
 def baseline_input_text(history: History, tasks: pd.DataFrame, frame: pd.DataFrame,
-                        rows: np.ndarray | None = None, signs: Sequence[str] = ()) -> pa.Array:
+                        rows: np.ndarray | None = None, signs: Sequence[str] = (),
+                        line: pa.Array | None = None) -> pa.Array:
     """One line per task naming a baseline's input: ``task_id``, the time through which its
     series' labels are known, and the ``momentum_sign_<minutes>`` columns of ``frame`` (the
     run's history; ``rows``: :func:`history_rows` when known) named in ``signs``: those the
     baseline reads (a momentum baseline its own; the others none). Nothing in it depends on
     how far back the run's history reaches, nor on the run's other models, so a shard, the
-    whole run and a run with more models give the same line."""
-    last = latest_label_known(history, tasks)
-    last = np.where(last == NO_TIME, -1, last)  # the line's format: -1 when none is known
-    parts = [arrow_text(tasks["task_id"]),
-             pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
-                                         pa.array(last).cast(pa.string()), "=")]
+    whole run and a run with more models give the same line. ``line``: these tasks' line
+    without signs, when already made (a line with signs is that line, then the signs)."""
+    if line is None:
+        last = latest_label_known(history, tasks)
+        last = np.where(last == NO_TIME, -1, last)  # the line's format: -1 when none is known
+        line = pc.binary_join_element_wise(
+            pa.scalar("finbench-baseline-input-v1"), arrow_text(tasks["task_id"]),
+            pc.binary_join_element_wise(pa.scalar("labels_known_through_ns"),
+                                        pa.array(last).cast(pa.string()), "="), "|")
     signs = sorted(signs)
-    if signs:
-        rows = history_rows(tasks, frame) if rows is None else rows
-        for col in signs:
-            value = pick(frame[col].to_numpy(float), rows)
-            text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(
-                pa.string())
-            text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
-            parts.append(pc.binary_join_element_wise(pa.scalar(col), text, "="))
-    return pc.binary_join_element_wise(pa.scalar("finbench-baseline-input-v1"),
-                                       *parts, "|")
+    if not signs:
+        return line
+    rows = history_rows(tasks, frame) if rows is None else rows
+    parts = []
+    for col in signs:
+        value = pick(frame[col].to_numpy(float), rows)
+        text = pa.array(np.where(np.isnan(value), 0, value).astype(np.int64)).cast(pa.string())
+        text = pc.if_else(pa.array(np.isnan(value)), pa.scalar("none"), text)
+        parts.append(pc.binary_join_element_wise(pa.scalar(col), text, "="))
+    return pc.binary_join_element_wise(line, *parts, "|")
 
 
 def history_rows(tasks: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
