@@ -155,3 +155,30 @@ end = "2025-01-15"
         got.append(resolved)
     pd.testing.assert_frame_equal(got[0].history, got[1].history)
     pd.testing.assert_frame_equal(got[0].daily, got[1].daily)
+
+
+def test_a_run_failing_before_its_label_pass_stops_reading_ahead(tmp_path, sample_store,
+                                                                  monkeypatch):
+    """The track's reads begin when it is opened; a run that fails before it reads them (here
+    a replay file that is not there, found when its forecasters are built) stops them."""
+    from finbench.core.errors import DataError
+    from finbench.data import read_ahead
+    from finbench.runner import run
+
+    monkeypatch.setattr(read_ahead, "BUDGET", 1)  # one date read, then it waits
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""
+[data]
+store = "{sample_store}"
+[tasks]
+tickers = ["AAPL"]
+start = "2024-12-02"
+end = "2025-01-15"
+{baselines_toml("coin")}[[models]]
+name = "replayed"
+kind = "replay"
+path = "not-there.csv"
+""")
+    with pytest.raises(DataError, match="not-there.csv: no such file"):
+        run(cfg, tmp_path / "out", echo=lambda *_: None)
+    assert not [t for t in threading.enumerate() if t.name == "read-ahead"]

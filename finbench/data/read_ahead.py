@@ -27,9 +27,9 @@ class ReadAhead:
     thread and lets go of what was not taken."""
 
     def __init__(self, read: Callable[[object], pa.Table | None], days: Iterable,
-                 columns: tuple[str, ...], budget: int = BUDGET) -> None:
+                 columns: tuple[str, ...], budget: int | None = None) -> None:
         self.columns = columns
-        self._read, self._budget = read, budget
+        self._read, self._budget = read, BUDGET if budget is None else budget
         self._todo = deque(days)
         self._futures: dict[object, Future] = {day: Future() for day in self._todo}
         self._sizes: dict[object, int] = {}

@@ -131,11 +131,15 @@ class RunSteps:
         self.label_files: Future | None = None  # the label pass's tables being written
 
     def close(self) -> None:
-        """Let go of what the run holds open (the journal's transcripts database), once the
-        label pass's files are written (a run failing keeps its own error)."""
+        """Let go of what the run holds open (the journal's transcripts database, the track's
+        reads), once the label pass's files are written (a run failing keeps its own
+        error)."""
         journal = getattr(self, "journal", None)
         if journal is not None:
             journal.close()
+        track = getattr(self, "track", None)
+        if track is not None:  # e.g. a run failing before its label pass: its reads stop
+            track.release()
         if self.label_files is not None:
             self.label_files.exception()
 

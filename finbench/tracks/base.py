@@ -136,4 +136,5 @@ class Track(ABC):
 
     @abstractmethod
     def release(self) -> None:
-        """Let go of what the label pass holds (forecasts are made)."""
+        """Let go of what the label pass holds (forecasts are made), and of any reading
+        begun for it (also called when the run ends, however it ends)."""
