@@ -168,3 +168,19 @@ end = "2025-01-15"
     assert sessions == {"2025-01-13", "2025-01-15"}
     assert audit_run(tampered) == ["tasks.parquet: task list differs from the one the config "
                                    "gives"]
+
+
+def test_without_the_packages_metadata_nothing_is_kept(cache, monkeypatch):
+    from importlib.metadata import PackageNotFoundError
+
+    def missing(name):
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(session_cache, "version", missing)
+    session_cache.library_versions.cache_clear()
+    try:
+        same_as_library(fresh())
+        assert is_calendar("XNYS")
+        assert not cache.exists()  # nothing written, under no version's name
+    finally:
+        session_cache.library_versions.cache_clear()

@@ -13,12 +13,13 @@ was: it builds the calendar each time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import tempfile
 import zipfile
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import quote
 
@@ -35,9 +36,14 @@ def cache_root() -> Path:
     return Path(base) if base else Path.home() / ".cache" / "finbench"
 
 
-def library_versions() -> str:
-    """The versions whose calendars these files hold (the packages are not imported)."""
-    return f"xcals{version('exchange_calendars')}-pandas{version('pandas')}-f{FORMAT}"
+@functools.lru_cache(maxsize=1)
+def library_versions() -> str | None:
+    """The versions whose calendars these files hold (read from the installed packages'
+    metadata, not imported); None where that metadata is missing: then nothing is kept."""
+    try:
+        return f"xcals{version('exchange_calendars')}-pandas{version('pandas')}-f{FORMAT}"
+    except PackageNotFoundError:
+        return None
 
 
 def _path(kind: str, suffix: str) -> Path:
@@ -52,6 +58,8 @@ def sessions_path(name: str, first: str, last: str) -> Path:
 def load_sessions(name: str, first: str, last: str) -> dict[str, np.ndarray] | None:
     """The arrays :data:`ARRAYS` of the file for ``name`` over ``[first, last]``; None when
     there is none, or it is not whole and consistent."""
+    if library_versions() is None:
+        return None
     path = sessions_path(name, first, last)
     try:
         with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
@@ -74,6 +82,8 @@ def save_sessions(name: str, first: str, last: str, arrays: dict[str, np.ndarray
 
 def load_names() -> set[str] | None:
     """The calendar names (aliases included) the installed exchange-calendars knows."""
+    if library_versions() is None:
+        return None
     try:
         names = json.loads(_path("names", ".json").read_text())
     except (OSError, ValueError):
@@ -114,6 +124,8 @@ def _consistent(arrays: dict[str, np.ndarray], first: str, last: str) -> bool:
 def _write(path: Path, write) -> None:
     """``write(file)`` to a temporary file beside ``path``, renamed onto it; nothing when the
     folder cannot be written (the caller then builds again the next time)."""
+    if library_versions() is None:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
