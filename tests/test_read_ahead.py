@@ -182,3 +182,20 @@ path = "not-there.csv"
     with pytest.raises(DataError, match="not-there.csv: no such file"):
         run(cfg, tmp_path / "out", echo=lambda *_: None)
     assert not [t for t in threading.enumerate() if t.name == "read-ahead"]
+
+
+def test_a_plan_that_fails_stops_the_reads_it_began(tmp_path, sample_store, monkeypatch):
+    from finbench.data import read_ahead
+    from finbench.tracks.intraday import plan
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("no tasks")
+
+    monkeypatch.setattr(read_ahead, "BUDGET", 1)
+    monkeypatch.setattr(plan, "build_tasks", failing)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                   f'start = "2024-12-02"\nend = "2025-01-15"\n{baselines_toml("coin")}')
+    with pytest.raises(RuntimeError, match="no tasks"):
+        plan.plan_run(load_config_file(cfg)[0], read_ahead=True)
+    assert not [t for t in threading.enumerate() if t.name == "read-ahead"]

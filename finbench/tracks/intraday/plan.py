@@ -64,12 +64,16 @@ def plan_run(config: RunConfig, *, read_ahead: bool = False) -> Plan:
     if read_ahead and store.timezone == spec.timezone:  # the label pass reads date partitions
         store.read_ahead([d for d in store.dates("bars") if spec.start <= d <= spec.end],
                          DAILY_COLUMNS if reads_contexts(config) else MID_COLUMNS)
-    taskset = build_tasks(spec)
-    first = history_start(config)
-    # the history is every task of the sessions before the evaluated ones
-    before = spec.start - dt.timedelta(days=1)
-    history = (build_tasks(spec, start=first, end=before).tasks if first <= before
-               else taskset.tasks.iloc[:0])
+    try:
+        taskset = build_tasks(spec)
+        first = history_start(config)
+        # the history is every task of the sessions before the evaluated ones
+        before = spec.start - dt.timedelta(days=1)
+        history = (build_tasks(spec, start=first, end=before).tasks if first <= before
+                   else taskset.tasks.iloc[:0])
+    except BaseException:
+        store.stop_reading_ahead()  # no plan, so no label pass to read for
+        raise
     return Plan(config, store, taskset.tasks, taskset.excluded, history, first)
 
 
