@@ -13,7 +13,7 @@ from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.runner import run
 from finbench.shards import merge_shards
-from tests.helpers import baselines_toml
+from tests.helpers import aapl_config, baselines_toml
 
 BASELINES = baselines_toml("coin", "base_rate") + """[[models]]
 name = "short_rate"
@@ -133,9 +133,8 @@ def test_rate_baselines_share_their_details_only_with_the_same_window(tmp_path, 
     """base_rate and climatology write the same detail text when their window and min_count
     agree (made once for both); with another window each keeps its own."""
     def rows_of(name: str, models: str) -> pd.DataFrame:
-        path = tmp_path / f"{name}.toml"
-        path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                        'start = "2024-12-20"\nend = "2025-01-08"\n' + models)
+        path = aapl_config(tmp_path / f"{name}.toml", sample_store, models,
+                           start="2024-12-20", end="2025-01-08")
         return rows(run(path, tmp_path / name, echo=quiet))
 
     def model(kind: str, window: int) -> str:

@@ -17,7 +17,7 @@ from finbench.data.read_ahead import ReadAhead
 from finbench.data.store import Store
 from finbench.tracks.intraday.label_pass import resolve
 from finbench.tracks.intraday.plan import plan_run
-from tests.helpers import baselines_toml
+from tests.helpers import aapl_config, baselines_toml, scripted_toml, write
 
 DAYS = [dt.date(2025, 1, d) for d in range(1, 11)]
 
@@ -140,17 +140,11 @@ def test_the_store_hands_over_the_columns_asked_and_reads_the_others_itself(samp
 
 @pytest.mark.parametrize("models", [("coin", "momentum", "climatology"), ("coin", "scripted")])
 def test_the_labels_are_the_same_read_ahead_or_not(tmp_path, sample_store, models):
-    scripted = '[[models]]\nname = "scripted"\nkind = "scripted"\nanswers = ["{}"]\n'
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{sample_store}"
-[tasks]
-tickers = ["AAPL", "MSFT", "NVDA"]
-start = "2024-12-02"
-end = "2025-01-15"
-{baselines_toml(*[m for m in models if m != "scripted"])}{scripted if "scripted" in models else ""}
-""")
+    body = (baselines_toml(*[m for m in models if m != "scripted"])
+            + (scripted_toml(scripted="{}") if "scripted" in models else ""))
+    cfg = write(tmp_path / "cfg.toml", f'[data]\nstore = "{sample_store}"\n[tasks]\n'
+                'tickers = ["AAPL", "MSFT", "NVDA"]\nstart = "2024-12-02"\n'
+                f'end = "2025-01-15"\n{body}')
     config = load_config_file(cfg)[0]
     got = []
     for ahead in (False, True):
@@ -172,19 +166,9 @@ def test_a_run_failing_before_its_label_pass_stops_reading_ahead(tmp_path, sampl
     from finbench.runner import run
 
     monkeypatch.setattr(read_ahead, "BUDGET", 1)  # one date read, then it waits
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{sample_store}"
-[tasks]
-tickers = ["AAPL"]
-start = "2024-12-02"
-end = "2025-01-15"
-{baselines_toml("coin")}[[models]]
-name = "replayed"
-kind = "replay"
-path = "not-there.csv"
-""")
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, baselines_toml("coin")
+                      + '[[models]]\nname = "replayed"\nkind = "replay"\npath = "not-there.csv"\n',
+                      start="2024-12-02")
     with pytest.raises(DataError, match="not-there.csv: no such file"):
         run(cfg, tmp_path / "out", echo=lambda *_: None)
     assert not [t for t in threading.enumerate() if t.name == "read-ahead"]
@@ -199,9 +183,8 @@ def test_a_plan_that_fails_stops_the_reads_it_began(tmp_path, sample_store, monk
 
     monkeypatch.setattr(read_ahead, "BUDGET", 1)
     monkeypatch.setattr(plan, "build_tasks", failing)
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
-                   f'start = "2024-12-02"\nend = "2025-01-15"\n{baselines_toml("coin")}')
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, baselines_toml("coin"),
+                      start="2024-12-02")
     with pytest.raises(RuntimeError, match="no tasks"):
         plan.plan_run(load_config_file(cfg)[0], read_ahead=True)
     assert not [t for t in threading.enumerate() if t.name == "read-ahead"]

@@ -16,7 +16,7 @@ from finbench.core import calendar, session_cache
 from finbench.core.calendar import from_library, get_calendar, is_calendar
 from finbench.core.config import TasksConfig
 from finbench.runner import run
-from tests.helpers import baselines_toml
+from tests.helpers import aapl_config, baselines_toml
 from tests.reference import library_calendar
 
 START, END = pd.Timestamp("2024-01-02"), pd.Timestamp("2024-12-31")
@@ -149,15 +149,8 @@ def test_calendar_names_are_kept_and_no_is_the_library_s(cache):
 def test_a_run_on_a_planted_calendar_fails_its_audit(cache, tmp_path, sample_store):
     """A kept file that lost a session changes a run's tasks; the audit, planning with the
     library's calendar, names the task list."""
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[data]
-store = "{sample_store}"
-[tasks]
-tickers = ["AAPL"]
-start = "2025-01-13"
-end = "2025-01-15"
-{baselines_toml("coin")}""")
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, baselines_toml("coin"),
+                      start="2025-01-13")
     fresh(start=pd.Timestamp("2025-01-13"), end=pd.Timestamp("2025-01-15"))
     clean = run(cfg, tmp_path / "clean", echo=lambda *_: None)
     assert audit_run(clean) == []

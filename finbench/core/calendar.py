@@ -63,14 +63,6 @@ class ExchangeSessions:
 
         return cls(name, index, instants(opens, "open"), instants(closes, "close"))
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The int64 ns arrays :meth:`of_arrays` takes."""
-        return {"sessions": self.sessions.asi8.copy(),
-                "opens": self.opens.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(
-                    "datetime64[ns]").astype(np.int64),
-                "closes": self.closes.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(
-                    "datetime64[ns]").astype(np.int64)}
-
     def sessions_in_range(self, start, end) -> pd.DatetimeIndex:
         """The sessions from ``start`` to ``end`` (dates, both included)."""
         first, last = pd.Timestamp(start), pd.Timestamp(end)
@@ -122,7 +114,8 @@ def _calendar(name: str, start: pd.Timestamp, end: pd.Timestamp,
         if kept is not None:
             return ExchangeSessions.of_arrays(name, **kept)
     cal = _library_calendar(name, first, last)
-    arrays = ExchangeSessions(name, cal.sessions, cal.opens, cal.closes).arrays()
+    arrays = {"sessions": cal.sessions.asi8, "opens": pd.DatetimeIndex(cal.opens).asi8,
+              "closes": pd.DatetimeIndex(cal.closes).asi8}  # UTC ns
     session_cache.save_sessions(name, first, last, arrays)
     return ExchangeSessions.of_arrays(name, **arrays)  # the same object either way
 
