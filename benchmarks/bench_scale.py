@@ -143,7 +143,7 @@ def floor_parts(run_dir: Path) -> tuple[float, float]:
 FLOOR_PROCESS = f"""\
 import sys, time
 from finbench.core.memory import keep_freed_memory
-keep_freed_memory()  # as every finbench command does first (finbench.cli.main)
+keep_freed_memory(arrow_pages=True)  # as `finbench run` does first (finbench.cli.main)
 import finbench.cli, finbench.runner
 from pathlib import Path
 import pyarrow.parquet as pq

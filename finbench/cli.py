@@ -409,9 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keep_freed_memory()  # for the whole command (finbench.core.memory)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # nothing imported yet that allocates through pyarrow
+    # for the whole command (finbench.core.memory); a run keeps pyarrow's pages too
+    keep_freed_memory(arrow_pages=args.func is _run)
     try:
         return int(args.func(args) or 0)
     except FinbenchError as exc:

@@ -7,14 +7,21 @@ year of 500 tickers took 255,000-285,000 of them (1.5-3.3 s of system time on a 
 machine of two cores), 155,000-185,000 with the heap kept. Peak resident memory: the year's
 run the same (0.92-1.0 GB); five years' report 3.40 -> 3.49-3.53 GiB, run 2.78 -> 2.79 GiB.
 
-mimalloc (pyarrow's memory pool) is left as it is. Kept from purging too, it saved another
-30,000 faults, but what it keeps only it can reuse: the report of five years then peaked at
-4.44 GiB.
+mimalloc (pyarrow's memory pool) purges the pages it frees (hands them back) after 10 ms, so a
+run pays again for each date's bars and each row group's texts. ``finbench run`` keeps them
+too (:func:`keep_freed_memory` with ``arrow_pages``): a run holds one date, one row group and
+one model's rows at a time, so what mimalloc keeps is soon used again. Page faults, a year of
+500 tickers: 160,000-180,000 -> 130,000-134,000 (system time, median of 8 runs, 1.77 -> 1.50
+s); five years: 392,000-396,000 -> 181,000-184,000, system time 11.4-14.7 -> 9.2-9.7 s, wall
+27.1-29.3 -> 25.5-27.9 s, peak 2.75-2.77 -> 3.06-3.14 GiB. The other commands leave mimalloc
+as it is: the report of five years, which holds whole tables while numpy works on others,
+peaked at 4.44 GiB with it (what one allocator keeps, the other cannot reuse).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters
@@ -23,11 +30,21 @@ KEPT = {
     M_TOP_PAD: 256 << 20,       # grown by this much more than asked (address space only)
     M_MMAP_THRESHOLD: 32 << 20,  # blocks below this come from the heap, so they are kept
 }
+# mimalloc's option, read from the environment when pyarrow's library loads: -1, never purge
+ARROW_PAGES_KEPT = ("MIMALLOC_PURGE_DELAY", "-1")
 
 
-def keep_freed_memory() -> bool:
+def keep_freed_memory(*, arrow_pages: bool = False) -> bool:
     """Set glibc's malloc to keep freed memory (:data:`KEPT`) for the rest of this process;
-    False where there is no glibc (another system or C library): nothing changes there."""
+    False where there is no glibc (another system or C library): nothing changes there.
+    ``arrow_pages``: pyarrow's mimalloc keeps the pages it frees as well
+    (:data:`ARROW_PAGES_KEPT`, for this process and those it starts), unless the environment
+    already says how it purges; False when pyarrow is already loaded (too late to say)."""
+    arrow_kept = _keep_arrow_pages() if arrow_pages else True
+    return _keep_heap() and arrow_kept
+
+
+def _keep_heap() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -36,3 +53,11 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return all(mallopt(param, value) == 1 for param, value in KEPT.items())
+
+
+def _keep_arrow_pages() -> bool:
+    if "pyarrow.lib" in sys.modules:  # mimalloc has read its options
+        return False
+    name, value = ARROW_PAGES_KEPT
+    os.environ.setdefault(name, value)  # a setting of the user's own is kept
+    return True
