@@ -1,10 +1,11 @@
-"""Arrow look-ups by text key: positions and takes equal a pandas left join."""
+"""Arrow look-ups by text key: positions and takes equal a pandas left join; object arrays of
+one repeated value."""
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.core.lookup import positions, take
+from finbench.core.lookup import positions, repeated, take
 
 
 def test_positions_of_present_absent_and_chunked_keys():
@@ -21,3 +22,15 @@ def test_take_equals_a_left_merge_and_keeps_dtypes():
     got = pd.DataFrame({"k": keys, **{c: take(source[c], at) for c in ("r", "y", "s")}})
     want = pd.DataFrame({"k": keys}).merge(source, on="k", how="left")
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_repeated_holds_one_object_n_times_without_making_more():
+    import sys
+
+    text = "not_" + "applicable"  # made here, so its identity is known
+    before = sys.getallocatedblocks()
+    out = repeated(text, 100_000)
+    assert sys.getallocatedblocks() - before < 100  # np.full would make 100,000 texts
+    assert out.dtype == object and len(out) == 100_000
+    assert all(v is text for v in out[[0, 1, 99_999]])
+    assert len(repeated(None, 0)) == 0

@@ -18,6 +18,14 @@ def arrow_text(column) -> pa.Array:
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
 
+def repeated(value, n: int) -> np.ndarray:
+    """An object array of ``n`` references to ``value`` (``np.full`` makes a new text object
+    per element from a text: 124,500 of them for a row group of baselines' notes)."""
+    out = np.empty(n, dtype=object)
+    out[:] = value
+    return out
+
+
 def positions(keys, index) -> np.ndarray:
     """Row of ``index`` holding each key (the first if it repeats), -1 when absent."""
     at = pc.index_in(arrow_text(keys), value_set=arrow_text(index))

@@ -50,6 +50,7 @@ import pyarrow as pa
 from finbench.core.digests import Sha256Helper, digests
 from finbench.core.errors import ConfigError
 from finbench.core.jsontext import Fields, json_array, json_fields
+from finbench.core.lookup import repeated
 from finbench.core.times import NO_TIME
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
@@ -179,7 +180,7 @@ class _Baseline(Forecaster):
         """(lower, upper, interval_note, latest label time used or NO_TIME) per task: by default
         a baseline gives no interval (``not_applicable``)."""
         n = len(inputs.tasks)
-        return (np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOT_APPLICABLE, object),
+        return (np.full(n, np.nan), np.full(n, np.nan), repeated(NOT_APPLICABLE, n),
                 np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import LookaheadError
+from finbench.core.lookup import repeated
 from finbench.core.times import NO_TIME, to_ns
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
@@ -27,7 +28,7 @@ def _digest(lines) -> list[str]:
 def _answers(p: np.ndarray) -> pd.DataFrame:
     n = len(p)
     return pd.DataFrame({"p_up": p, "lower": np.full(n, np.nan), "upper": np.full(n, np.nan),
-                         "interval_note": np.full(n, NOT_APPLICABLE, object)})
+                         "interval_note": repeated(NOT_APPLICABLE, n)})
 
 
 class _Reference(Forecaster):
@@ -97,7 +98,7 @@ class CategoryRate(_Reference):
         category = h["category"].to_numpy(object)
         n = len(tasks)
         p, count, last = np.full(n, c.prior), np.zeros(n, np.int64), np.full(n, NO_TIME)
-        source = np.full(n, "prior", dtype=object)
+        source = repeated("prior", n)
         used = [""] * n
         everything = np.arange(len(h))
         mine = {k: np.flatnonzero(category == k) for k in set(tasks["category"])}

@@ -12,6 +12,7 @@ import pandas as pd
 
 from finbench.core.errors import ConfigError, DataError
 from finbench.core.event_config import EventRunConfig
+from finbench.core.lookup import repeated
 from finbench.data.events.markets import INSTANT_RULE, parse_instants
 from finbench.data.events.store import EventStore
 from finbench.data.ingest import read_table_file
@@ -120,7 +121,7 @@ def label_events(plan: EventPlan) -> pd.DataFrame:
              "t0_before_open": (tasks["t0"] < tasks["opened_at"]).to_numpy(bool),
              "t0_not_before_resolution": (tasks["t0"] >= tasks["resolved_at"]).to_numpy(bool),
              "no_price": np.isnan(price)}
-    status = np.full(len(tasks), OK, dtype=object)
+    status = repeated(OK, len(tasks))
     for reason in reversed(EXCLUSIONS):  # the first that holds wins
         status[tests[reason]] = reason
     y = np.where(outcome == "YES", 1, 0).astype(np.int8)

@@ -75,6 +75,17 @@ class History:
             self._memo[("column", name)] = self._ok[name].to_numpy()[self._order]
         return self._memo[("column", name)]
 
+    def text_codes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A text column of the resolved labels as (a code per row in this layout's order,
+        the distinct texts the codes name): a column of few distinct values (sessions)
+        without a text object per row."""
+        if ("codes", name) not in self._memo:
+            encoded = arrow_text(self._ok[name]).dictionary_encode()
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)[self._order]
+            self._memo[("codes", name)] = (codes, np.asarray(encoded.dictionary.to_pylist(),
+                                                             dtype=object))
+        return self._memo[("codes", name)]
+
     def frame(self) -> pd.DataFrame:
         """The resolved labels in this layout's order, with ``known_ns``."""
         return self._ok.iloc[self._order].assign(known_ns=self.known)
@@ -300,16 +311,17 @@ def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[s
     """Per task, the sessions its window spans and what it skipped (:meth:`History.spans`),
     as detail columns."""
     span = history.spans(tasks, window)
-    sessions = history.column("session")
-    return {"window_first": pick_text(sessions, span["first"]),
-            "window_last": pick_text(sessions, span["last"]),
+    codes, sessions = history.text_codes("session")
+    return {"window_first": pick_text(sessions, codes, span["first"]),
+            "window_last": pick_text(sessions, codes, span["last"]),
             "skipped_unscorable": span["unscorable"],
             "skipped_early_close": span["early_close"],
             "skipped_not_known": span["not_known"]}
 
 
-def pick_text(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def pick_text(names: np.ndarray, codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The text (``names[codes[row]]``) at each of ``rows``; None where a row is -1."""
     out = np.full(len(rows), None, object)
     has = rows >= 0
-    out[has] = np.asarray(values, object)[rows[has]]
+    out[has] = names[codes[rows[has]]]
     return out

@@ -14,6 +14,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from finbench.core.lookup import repeated
 from finbench.core.times import NS, to_ns
 from finbench.tracks.intraday.anonymize import Redactor, alias, redact_dates
 from finbench.tracks.intraday.gate import ContextIndex
@@ -94,8 +95,8 @@ class PromptRenderer:
         (other rows: left empty)."""
         index = self.index
         n = len(index.news)
-        day, clock, when = (np.zeros(n, np.int64), np.full(n, "", object),
-                            np.full(n, "", object))
+        day, clock, when = (np.zeros(n, np.int64), repeated("", n),
+                            repeated("", n))
         counts = np.maximum(index.hl_hi - index.hl_lo, 0)
         if counts.sum() == 0:
             return day, clock, when
