@@ -150,3 +150,39 @@ def test_files_it_cannot_join_exactly_are_refused(tmp_path):
     joiner.add(good)  # nothing refused was written
     joiner.close()
     assert same(pq.read_table(tmp_path / "j.parquet"), rows(0, 100))
+
+
+@pytest.mark.parametrize("how", ["system", "read and written"])
+def test_files_on_disk_join_to_the_same_bytes_as_files_given_as_bytes(tmp_path, monkeypatch, how):
+    """Files added by path are checked from their footers and copied by the system
+    (copy_file_range), or read and written where it cannot copy: the same bytes either way,
+    bytes added in between land after them."""
+    import errno
+    import os
+
+    if how != "system":
+        def cannot(*args):
+            raise OSError(errno.EXDEV, "cross-device")
+        monkeypatch.setattr(os, "copy_file_range", cannot, raising=False)
+    pieces = [rows(0, 300), rows(300, 1), rows(301, 4000), rows(4301, 17)]
+    files = [encoded(p, row_group_size=1000) for p in pieces]
+    paths = []
+    for i, data in enumerate(files):
+        paths.append(tmp_path / f"part{i}.parquet")
+        paths[-1].write_bytes(data)
+    by_bytes = RowGroupJoiner(tmp_path / "bytes.parquet", template())
+    by_path = RowGroupJoiner(tmp_path / "paths.parquet", template())
+    for i, (data, path) in enumerate(zip(files, paths, strict=True)):
+        by_bytes.add(data)
+        if i == 1:
+            by_path.add(data)  # given as bytes between files given by path
+        else:
+            by_path.add_file(path)
+    by_bytes.close()
+    by_path.close()
+    assert (tmp_path / "paths.parquet").read_bytes() == (tmp_path / "bytes.parquet").read_bytes()
+    assert same(pq.read_table(tmp_path / "paths.parquet"), pa.concat_tables(pieces))
+    # checked from its footer as a whole file would be
+    (tmp_path / "torn.parquet").write_bytes(files[0][:-1])
+    with pytest.raises(JoinError, match="torn.parquet: not a Parquet file"):
+        by_bytes.check(tmp_path / "torn.parquet")

@@ -16,8 +16,10 @@ encryption, chunks not filling the space between magic and footer) is refused wi
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 MAGIC = b"PAR1"
@@ -237,13 +239,43 @@ def split_file(data: bytes | memoryview, name: str = "file") -> tuple[memoryview
     are those between the leading magic and the footer; a file whose column chunks do not
     fill exactly that space (page indexes, bloom filters) is a :class:`JoinError`."""
     view = memoryview(data)
-    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
+    end, meta = _layout(len(view), lambda start, stop: view[start:stop], name)
+    return view[4:end], meta
+
+
+@dataclass(frozen=True)
+class FileBody:
+    """A Parquet file's row groups' bytes left on disk: ``[start, end)`` of ``path``."""
+
+    path: Path
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+def split_path(path: str | Path) -> tuple[FileBody, Struct]:
+    """:func:`split_file` of the Parquet file at ``path``, reading its magic and footer alone."""
+    with open(path, "rb") as fh:
+        def read(start: int, stop: int) -> bytes:
+            fh.seek(start)
+            return fh.read(stop - start)
+
+        end, meta = _layout(os.fstat(fh.fileno()).st_size, read, str(path))
+    return FileBody(Path(path), 4, end), meta
+
+
+def _layout(size: int, read, name: str) -> tuple[int, Struct]:
+    """(where the footer of a Parquet file of ``size`` bytes begins, its footer decoded), its
+    bytes read by ``read(start, stop)``; checked as :func:`split_file` says."""
+    if size < 12 or read(0, 4) != MAGIC or read(size - 4, size) != MAGIC:
         raise JoinError(f"{name}: not a Parquet file (no PAR1 at both ends)")
-    (length,) = struct.unpack("<I", view[-8:-4])
-    end = len(view) - 8 - length
+    (length,) = struct.unpack("<I", read(size - 8, size - 4))
+    end = size - 8 - length
     if end < 4:
         raise JoinError(f"{name}: its footer length {length} is past the file's start")
-    meta = decode_footer(bytes(view[end:-8]))
+    meta = decode_footer(bytes(read(end, size - 8)))
     if any(meta.has(f) for f in _FILE_ENCRYPTION):
         raise JoinError(f"{name}: encrypted")
     at = 4
@@ -266,7 +298,7 @@ def split_file(data: bytes | memoryview, name: str = "file") -> tuple[memoryview
             at = start + column.get(_CM_TOTAL_COMPRESSED)
     if at != end:
         raise JoinError(f"{name}: its column chunks end at {at}, not at its footer ({end})")
-    return view[4:end], meta
+    return end, meta
 
 
 def _row_groups(meta: Struct) -> list[Struct]:
@@ -320,10 +352,16 @@ class RowGroupJoiner:
         self.groups: list[Struct] = []
         self.rows = 0
 
-    def check(self, data: bytes | memoryview, name: str = "file") -> tuple[memoryview, Struct]:
-        """:func:`split_file` of ``data``, refused (:class:`JoinError`) unless its schema and
-        metadata are the template's; nothing is written."""
-        body, meta = split_file(data, name)
+    def check(self, data: bytes | memoryview | str | Path, name: str = "file"
+              ) -> tuple[memoryview | FileBody, Struct]:
+        """:func:`split_file` of ``data`` (bytes; or a path, read by :func:`split_path`),
+        refused (:class:`JoinError`) unless its schema and metadata are the template's;
+        nothing is written."""
+        if isinstance(data, str | Path):
+            body, meta = split_path(data)
+            name = str(data)
+        else:
+            body, meta = split_file(data, name)
         if _apart_from_rows(meta) != self._schema:
             raise JoinError(f"{name}: its schema or metadata differ from the template's")
         return body, meta
@@ -333,19 +371,25 @@ class RowGroupJoiner:
         body, meta = self.check(data, name)
         self.add_checked(body, meta)
 
-    def add_checked(self, body: memoryview, meta: Struct) -> None:
-        """Append what :meth:`check` returned."""
+    def add_checked(self, body: memoryview | FileBody, meta: Struct) -> None:
+        """Append what :meth:`check` returned (bytes on disk copied by the system, never
+        through this process: :func:`copy_range`)."""
         shift = self.at - len(MAGIC)
         for group in _row_groups(meta):
             self.groups.append(_moved(group, shift, len(self.groups)))
         self.rows += meta.get(_FILE_NUM_ROWS, 0)
-        self.fh.write(body)
+        if isinstance(body, FileBody):
+            self.fh.flush()
+            with open(body.path, "rb") as src:
+                copy_range(src.fileno(), self.fh.fileno(), body.start, len(body))
+            self.fh.seek(self.at + len(body))  # where the copy left the file
+        else:
+            self.fh.write(body)
         self.at += len(body)
 
     def add_file(self, path: str | Path) -> None:
         """Append the row groups of the Parquet file at ``path``."""
-        with open(path, "rb") as fh:
-            self.add(fh.read(), str(path))
+        self.add_checked(*self.check(path))
 
     def close(self) -> None:
         """Write the footer (fsynced) and close the file."""
@@ -363,3 +407,34 @@ class RowGroupJoiner:
     def abort(self) -> None:
         """Close without a footer (the caller removes the file)."""
         self.fh.close()
+
+
+# what copy_file_range says where the system cannot copy between these two files
+_NO_RANGE_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+
+
+def copy_range(src: int, dst: int, start: int, size: int) -> None:
+    """``size`` bytes of file descriptor ``src`` from offset ``start`` written at ``dst``'s
+    position: by ``os.copy_file_range`` (Linux: in the kernel, no copy through this
+    process), else, where it is missing or cannot copy between these files, read and
+    written."""
+    done = 0
+    copy = getattr(os, "copy_file_range", None)
+    while copy is not None and done < size:
+        try:
+            n = copy(src, dst, size - done, start + done)
+        except OSError as exc:
+            if done or exc.errno not in _NO_RANGE_COPY:
+                raise
+            break
+        if n == 0:
+            raise OSError(errno.EIO, f"the file ended {size - done} bytes early")
+        done += n
+    while done < size:
+        chunk = os.pread(src, min(size - done, 1 << 24), start + done)
+        if not chunk:
+            raise OSError(errno.EIO, f"the file ended {size - done} bytes early")
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view):]
+        done += len(chunk)
