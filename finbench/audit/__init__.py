@@ -279,8 +279,8 @@ def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo) -> list[s
         task = positions(batch.column("task_id"), ids)
         rows["index"] = first + np.arange(len(rows))
         rows["t_forecast"] = from_ns(np.where(task >= 0, t_forecast[np.maximum(task, 0)], NO_TIME))
-        rows["ctx_time"], rows["ctx_sha"] = receipts.of(rows, task)
-        problems += receipt_problems(rows)
+        rows["ctx_time"], derived = receipts.of(rows, task)
+        problems += receipt_problems(rows, batch.column("input_sha256"), derived)
         first += len(rows)
         progress.add(len(rows))
     return problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
 from finbench.core.times import NO_TIME, from_ns
@@ -62,47 +63,48 @@ class Receipts:
         self.prompt_shas = {settings: pa.array(prompt[settings], pa.string())
                             for settings in prompts}
 
-    def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, np.ndarray]:
+    def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, pa.Array]:
         """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
-        (-1 for a row of no task of the run, whose receipts are missing)."""
+        (-1 for a row of no task of the run, whose receipts are missing). The digests stay
+        Arrow text: no text object is made per row."""
         known = task >= 0
         at = pa.array(task, mask=~known)
-        kind, model = rows["kind"].to_numpy(object), rows["model"].to_numpy(object)
-        baseline = np.isin(kind, [*BASELINE_KINDS, *CLASS_BASELINE_KINDS])
+        kind, model = rows["kind"], rows["model"]
+        baseline = kind.isin([*BASELINE_KINDS, *CLASS_BASELINE_KINDS]).to_numpy(bool)
         ns = np.full(len(rows), NO_TIME, np.int64)
-        sha = self.baseline_sha[()].take(at).to_numpy(zero_copy_only=False)
+        sha = self.baseline_sha[()].take(at)
         for name, signs in self.signs.items():
-            mine = model == name
+            mine = (model == name).to_numpy(bool)
             if mine.any():
-                sha = np.where(mine, self.baseline_sha[signs].take(at).to_numpy(
-                    zero_copy_only=False), sha)
+                sha = pc.if_else(pa.array(mine), self.baseline_sha[signs].take(at), sha)
         for name, seen in self.seen.items():
-            mine = known & (model == name) & baseline
+            mine = known & (model == name).to_numpy(bool) & baseline
             ns[mine] = seen[task[mine]]
         if self.context_ns is not None and not baseline.all():
             other = known & ~baseline
             ns[other] = self.context_ns[task[other]]
-            text = self.context_sha.take(at).to_numpy(zero_copy_only=False)
+            text = self.context_sha.take(at)
             for name, settings in self.prompt_of.items():
-                asked = (kind == "openai") & (model == name)
+                asked = ((kind == "openai") & (model == name)).to_numpy(bool)
                 if asked.any():
-                    digests = self.prompt_shas[settings].take(at)
-                    text = np.where(asked, digests.to_numpy(zero_copy_only=False), text)
-            sha = np.where(baseline, sha, text)
+                    text = pc.if_else(pa.array(asked), self.prompt_shas[settings].take(at), text)
+            sha = pc.if_else(pa.array(baseline), sha, text)
         return from_ns(ns), sha
 
 
-def receipt_problems(rows: pd.DataFrame) -> list[str]:
-    """Each forecast row against its task's horizon and its re-derived receipts; the rules are
-    checked on whole columns, the messages written for the rows that break one."""
+def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.Array
+                     ) -> list[str]:
+    """Each forecast row against its task's horizon and its re-derived receipts
+    (``derived_sha``, beside the rows' ``input_sha256`` as ``stored_sha``: Arrow text, a
+    missing digest equal only to a missing one); the rules are checked on whole columns, the
+    messages written for the rows that break one."""
     t_fc = rows["t_forecast"]
     foreign = t_fc.isna().to_numpy()
     late = (rows["max_input_time"] > t_fc).fillna(False).to_numpy(bool)
     stored, derived = rows["context_max_input_time"], rows["ctx_time"]
     time_differs = ~((stored.isna() & derived.isna()) | (stored == derived).fillna(False))
     history_late = (rows["history_max_input_time"] >= t_fc).fillna(False).to_numpy(bool)
-    sha_differs = (rows["input_sha256"].astype(object).to_numpy()
-                   != rows["ctx_sha"].astype(object).to_numpy())
+    sha_differs = _differ(stored_sha, derived_sha)
     bad = foreign | late | time_differs.to_numpy(bool) | history_late | sha_differs
     problems = []
     for i in np.flatnonzero(bad):
@@ -121,9 +123,17 @@ def receipt_problems(rows: pd.DataFrame) -> list[str]:
             problems.append(f"{where}: uses a label known at {rec.history_max_input_time} , not "
                             f"before the horizon {rec.t_forecast}")
         if sha_differs[i]:
-            problems.append(f"{where}: input_sha256 {str(rec.input_sha256)[:12]} does not match "
-                            f"the re-derived {str(rec.ctx_sha)[:12]}")
+            problems.append(f"{where}: input_sha256 {str(stored_sha[int(i)].as_py())[:12]} "
+                            "does not match the re-derived "
+                            f"{str(derived_sha[int(i)].as_py())[:12]}")
     return problems
+
+
+def _differ(stored: pa.Array, derived: pa.Array) -> np.ndarray:
+    """Where two text columns differ (a missing value equals only a missing one)."""
+    equal = pc.fill_null(pc.equal(stored, derived), False)
+    both_missing = pc.and_(pc.is_null(stored), pc.is_null(derived))
+    return ~pc.or_(equal, both_missing).to_numpy(zero_copy_only=False)
 
 
 def _same_time(a, b) -> bool:
