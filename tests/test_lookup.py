@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.core.lookup import positions, repeated, take
+from finbench.core.lookup import positions, repeated, same_values, take
 
 
 def test_positions_of_present_absent_and_chunked_keys():
@@ -34,3 +34,10 @@ def test_repeated_holds_one_object_n_times_without_making_more():
     assert out.dtype == object and len(out) == 100_000
     assert all(v is text for v in out[[0, 1, 99_999]])
     assert len(repeated(None, 0)) == 0
+
+
+def test_same_values_a_missing_one_matching_only_a_missing_one():
+    """How the audit compares digests and other text cells."""
+    stored = pa.array(["a" * 64, "b" * 64, None, None, "c" * 64])
+    derived = pa.array(["a" * 64, "a" * 64, None, "d" * 64, None])
+    np.testing.assert_array_equal(same_values(stored, derived), [True, False, True, False, False])

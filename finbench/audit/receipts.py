@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
+from finbench.core.lookup import same_values
 from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
@@ -104,7 +105,7 @@ def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.A
     stored, derived = rows["context_max_input_time"], rows["ctx_time"]
     time_differs = ~((stored.isna() & derived.isna()) | (stored == derived).fillna(False))
     history_late = (rows["history_max_input_time"] >= t_fc).fillna(False).to_numpy(bool)
-    sha_differs = _differ(stored_sha, derived_sha)
+    sha_differs = ~same_values(stored_sha, derived_sha)
     bad = foreign | late | time_differs.to_numpy(bool) | history_late | sha_differs
     problems = []
     for i in np.flatnonzero(bad):
@@ -127,13 +128,6 @@ def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.A
                             "does not match the re-derived "
                             f"{str(derived_sha[int(i)].as_py())[:12]}")
     return problems
-
-
-def _differ(stored: pa.Array, derived: pa.Array) -> np.ndarray:
-    """Where two text columns differ (a missing value equals only a missing one)."""
-    equal = pc.fill_null(pc.equal(stored, derived), False)
-    both_missing = pc.and_(pc.is_null(stored), pc.is_null(derived))
-    return ~pc.or_(equal, both_missing).to_numpy(zero_copy_only=False)
 
 
 def _same_time(a, b) -> bool:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.floats import within_ulps
-from finbench.core.lookup import positions
+from finbench.core.lookup import positions, same_values
 from finbench.forecasters.llm import read_answer
 from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.journal import read_part
@@ -242,11 +242,7 @@ def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
     """Per element: equal (floats within 4 ULP, NaN and missing matching themselves)."""
     if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
         return within_ulps(a.to_numpy(zero_copy_only=False), b.to_numpy(zero_copy_only=False))
-    if a.type != b.type:
-        b = b.cast(a.type)
-    equal = pc.fill_null(pc.equal(a, b), False)
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    return same_values(a, b)
 
 
 def _cell(table: pa.Table, column: str, row: int) -> str:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
+from finbench.core.lookup import same_values
 from finbench.scoring.run import RunScores
 
 RTOL, ATOL = 1e-9, 1e-12
@@ -94,9 +95,7 @@ def _table_problems(have: pa.Table, want: pa.Table, what: str) -> list[str]:
             v = b.to_numpy(zero_copy_only=False).astype(float)
             same = np.isclose(u, v, rtol=RTOL, atol=ATOL) | (np.isnan(u) & np.isnan(v))
         else:
-            b = b.cast(a.type) if a.type != b.type else b
-            same = pc.or_(pc.fill_null(pc.equal(a, b), False),
-                          pc.and_(pc.is_null(a), pc.is_null(b))).to_numpy(zero_copy_only=False)
+            same = same_values(a, b)
         bad = np.flatnonzero(~np.asarray(same, bool))
         for i in bad[:SHOWN]:
             problems.append(f"{what}: row {ids[int(i)].as_py()}, {col} is {a[int(i)].as_py()!r}; "

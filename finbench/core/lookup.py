@@ -18,6 +18,22 @@ def arrow_text(column) -> pa.Array:
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
 
+def encoded(column) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct texts, code of each row) of a text column, by Arrow's hash kernel."""
+    encoded = arrow_text(column).dictionary_encode()
+    return (np.asarray(encoded.dictionary.to_pylist(), dtype=str),
+            encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+
+
+def same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Per element: equal Arrow values (``b`` read as ``a``'s type), a missing value matching
+    only a missing one."""
+    if a.type != b.type:
+        b = b.cast(a.type)
+    equal = pc.fill_null(pc.equal(a, b), False)
+    return pc.or_(equal, pc.and_(pc.is_null(a), pc.is_null(b))).to_numpy(zero_copy_only=False)
+
+
 def repeated(value, n: int) -> np.ndarray:
     """An object array of ``n`` references to ``value`` (``np.full`` makes a new text object
     per element from a text: 124,500 of them for a row group of baselines' notes)."""

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.tracks.intraday.label_pass import encoded
+from finbench.core.lookup import encoded
 from finbench.tracks.intraday.labels import status_counts
 from finbench.tracks.intraday.plan import Plan
 

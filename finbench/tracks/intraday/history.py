@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
 from finbench.core.digests import sha256_hex
-from finbench.core.lookup import arrow_text, positions
+from finbench.core.lookup import arrow_text, encoded, positions
 from finbench.core.times import NO_TIME, to_ns
 
 DEFAULT_WINDOW = 60
@@ -80,10 +80,9 @@ class History:
         the distinct texts the codes name): a column of few distinct values (sessions)
         without a text object per row."""
         if ("codes", name) not in self._memo:
-            encoded = arrow_text(self._ok[name]).dictionary_encode()
-            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)[self._order]
-            self._memo[("codes", name)] = (codes, np.asarray(encoded.dictionary.to_pylist(),
-                                                             dtype=object))
+            names, codes = encoded(self._ok[name])
+            # the names as objects: picking them then refers to these, making none per row
+            self._memo[("codes", name)] = (codes[self._order], names.astype(object))
         return self._memo[("codes", name)]
 
     def frame(self) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from finbench.core.calendar import get_calendar, previous_sessions
 from finbench.core.config import RunConfig
-from finbench.core.lookup import arrow_text, groups, positions
+from finbench.core.lookup import arrow_text, encoded, groups, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, local_midnights_ns, to_ns
 from finbench.data.bars import BarArrays
@@ -224,13 +224,6 @@ def kept(history: pd.DataFrame) -> list[str]:
     """The label columns of a history frame: those of every label, and the class columns when
     the config declares the partition."""
     return LABEL_COLUMNS[1:] + [c for c in CLASS_COLUMNS if c in history]
-
-
-def encoded(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct texts, code of each row) of a text column, by Arrow's hash kernel."""
-    encoded = arrow_text(column).dictionary_encode()
-    return (np.asarray(encoded.dictionary.to_pylist(), dtype=str),
-            encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
 
 
 def _read_units(plan: Plan, days: list[str], by_day: dict, columns, tickers) -> list[tuple]:
