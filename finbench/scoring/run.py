@@ -73,12 +73,18 @@ class RunScores:
                            baselines=self.baselines, interval_reference=self.interval_reference)
         self._task_ids = arrow_text(self.tasks["task_id"])
         self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
+        self._read: dict[str, pa.Table] = {}  # a baseline's rows, read for its reference
 
     def scored(self, name: str) -> pd.DataFrame:
         """One model's forecast rows with labels and per-row scores."""
         config = self.config
-        rows = row_scores(self.reference if name == self.fallback else model_rows(self.path, name),
-                          self.labels, self.tasks, invalid_policy=config.invalid_policy,
+        if name == self.fallback:
+            forecasts = self.reference
+        else:  # a baseline's rows were read for its reference: not read twice
+            read = self._read.pop(name, None)
+            forecasts = (read.to_pandas() if read is not None
+                         else model_rows(self.path, name))
+        rows = row_scores(forecasts, self.labels, self.tasks, invalid_policy=config.invalid_policy,
                           clip=config.scores.log_loss_clip, alpha=config.scores.alpha,
                           reference=self.reference)
         stray = np.flatnonzero(rows["task_row"].to_numpy() < 0)
@@ -89,9 +95,12 @@ class RunScores:
         return rows
 
     def baseline_answers(self, name: str) -> Reference:
-        """A baseline's answer and scores per task, read lean (four columns, no frame)."""
-        table = pq.read_table(self.path, columns=["task_id", "p_up", "lower", "upper", "valid"],
+        """A baseline's answer and scores per task. Its rows (the scored columns, as Arrow)
+        are kept for :meth:`scored`, which then reads them no more."""
+        table = pq.read_table(self.path, columns=list(SCORED_COLUMNS),
                               filters=[("model", "=", name)])
+        if name in self.names and name != self.fallback:
+            self._read[name] = table
         ids = table.column("task_id").combine_chunks()
         at = (np.arange(len(ids)) if ids.equals(self._task_ids)
               else positions(ids, self._task_ids))
