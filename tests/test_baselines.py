@@ -198,9 +198,10 @@ def test_window_spans_equal_the_naive_reference(seed, window):
     hist = pd.DataFrame(rows)
     history = hist_module.History(hist, session_days(sessions))
     got = hist_module.window_details(history, hist, window)
+    first, last = got["window_first"].to_pylist(), got["window_last"].to_pylist()
     for i, task in enumerate(hist.itertuples()):
         want = naive_window_span(task, hist, sessions, window=window)
-        assert (got["window_first"][i], got["window_last"][i]) == (want["first"], want["last"])
+        assert (first[i], last[i]) == (want["first"], want["last"])
         for kind in ("unscorable", "early_close", "not_known"):
             assert got[f"skipped_{kind}"][i] == want[kind], (task.task_id, kind)
 

@@ -87,3 +87,17 @@ def test_fields_made_once_close_several_objects_as_if_written_with_them():
         '{"skipped":0,"window_last":"2025-01-14"}', '{"skipped":3,"window_last":null}']
     with pytest.raises(ValueError, match="do not all sort after"):
         json_array({"z": np.array([1, 2])}, 2, tail)
+
+
+def test_dictionary_encoded_text_is_written_as_the_same_text_given_plain():
+    """Codes and their texts (a dictionary array, missing codes among them) give the JSON the
+    texts themselves give, quotes escaped; a dictionary of the wrong length is an error."""
+    import pyarrow as pa
+
+    plain = np.array([None, 'say "hi"', "2024-01-02", 'say "hi"'], object)
+    coded = pa.array(list(plain)).dictionary_encode()
+    assert json_lines({"s": coded, "n": np.arange(4)}, 4) == json_lines(
+        {"s": plain, "n": np.arange(4)}, 4)
+    assert json_lines({"s": coded}, 4)[1] == '{"s":"say \\"hi\\""}'
+    with pytest.raises(ValueError, match="column of 4 values for 5 rows"):
+        json_array({"s": coded}, 5)

@@ -58,10 +58,15 @@ def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -
 
 def _values(values, n: int) -> pa.Array | pa.Scalar:
     """JSON text of one column: numbers and booleans by Arrow's cast, text by json.dumps of
-    each distinct value. A scalar, or a column holding one number throughout, is written once
+    each distinct value (of a dictionary-encoded column: of each text of its dictionary). A scalar, or a column holding one number throughout, is written once
     (a scalar the join repeats)."""
     if np.isscalar(values) or values is None:
         return _column_text([values], 1)[0]
+    if isinstance(values, pa.DictionaryArray):  # codes and their texts: each text written once
+        if len(values) != n:
+            raise ValueError(f"column of {len(values)} values for {n} rows")
+        words = pa.array([json.dumps(u) for u in values.dictionary.to_pylist()], pa.string())
+        return pc.fill_null(pc.take(words, values.indices), "null")
     if isinstance(values, np.ndarray) and values.dtype.kind in "biuf" and len(values) == n > 0:
         bits = values.view(f"u{values.itemsize}")  # bit equality: 0.0 and -0.0 differ
         if (bits == bits[0]).all():

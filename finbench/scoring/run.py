@@ -42,7 +42,7 @@ from finbench.runlog.rundir import (
 from finbench.runlog.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.classes import class_scores
-from finbench.scoring.export import Reference, row_table
+from finbench.scoring.export import Reference, row_table, task_text
 
 SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", "scores3.parquet",
                "scores3.csv")
@@ -74,6 +74,8 @@ class RunScores:
         self._task_ids = arrow_text(self.tasks["task_id"])
         self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
         self._read: dict[str, pa.Table] = {}  # a baseline's rows, read for its reference
+        # the export's task and label texts, encoded once for every model's rows
+        self._text = task_text(self.tasks, self.labels) if self._labels_in_task_order else None
 
     def scored(self, name: str) -> pd.DataFrame:
         """One model's forecast rows with labels and per-row scores."""
@@ -122,7 +124,7 @@ class RunScores:
             rows = self.scored(name)
             self.tally.add(name, rows.assign(task_code=rows["task_row"]))
             yield name, rows, row_table(rows, references, self.interval_reference,
-                                        self.cutoffs.get(name))
+                                        self.cutoffs.get(name), self._text)
 
     def class_table(self) -> pd.DataFrame:
         """The three-class scores (:mod:`finbench.scoring.classes`); empty without such
@@ -208,7 +210,9 @@ _ROWS_UNIQUE = ("task_id", "r", "lower", "upper", "winkler", "width")
 
 def _rows_options(table: pa.Table) -> dict:
     names = table.schema.names
-    return {"compression": "zstd",
+    # no Arrow schema stored: text given as codes and their texts (:func:`row_table`) is read
+    # back as text, as the same text given plain is (every other type is Parquet's own)
+    return {"compression": "zstd", "store_schema": False,
             "write_statistics": [c for c in _ROWS_KEYS if c in names],
             "use_dictionary": [c for c in names if c not in _ROWS_UNIQUE]}
 

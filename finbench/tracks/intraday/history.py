@@ -75,14 +75,14 @@ class History:
             self._memo[("column", name)] = self._ok[name].to_numpy()[self._order]
         return self._memo[("column", name)]
 
-    def text_codes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+    def text_codes(self, name: str) -> tuple[np.ndarray, pa.Array]:
         """A text column of the resolved labels as (a code per row in this layout's order,
-        the distinct texts the codes name): a column of few distinct values (sessions)
-        without a text object per row."""
+        the distinct texts the codes name, as Arrow text): a column of few distinct values
+        (sessions) without a text per row."""
         if ("codes", name) not in self._memo:
             names, codes = encoded(self._ok[name])
-            # the names as objects: picking them then refers to these, making none per row
-            self._memo[("codes", name)] = (codes[self._order], names.astype(object))
+            self._memo[("codes", name)] = (codes[self._order].astype(np.int32),
+                                           pa.array(names.tolist(), pa.string()))
         return self._memo[("codes", name)]
 
     def frame(self) -> pd.DataFrame:
@@ -318,9 +318,8 @@ def window_details(history: History, tasks: pd.DataFrame, window: int) -> dict[s
             "skipped_not_known": span["not_known"]}
 
 
-def pick_text(names: np.ndarray, codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The text (``names[codes[row]]``) at each of ``rows``; None where a row is -1."""
-    out = np.full(len(rows), None, object)
-    has = rows >= 0
-    out[has] = names[codes[rows[has]]]
-    return out
+def pick_text(names: pa.Array, codes: np.ndarray, rows: np.ndarray) -> pa.DictionaryArray:
+    """The text ``names[codes[row]]`` at each of ``rows``, missing where a row is -1, as
+    codes and ``names`` (dictionary-encoded: no text made per row)."""
+    picked = codes[np.maximum(rows, 0)] if len(codes) else np.zeros(len(rows), np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(picked, pa.int32(), mask=rows < 0), names)
