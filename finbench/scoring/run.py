@@ -84,8 +84,13 @@ class RunScores:
             forecasts = self.reference
         else:  # a baseline's rows were read for its reference: not read twice
             read = self._read.pop(name, None)
-            forecasts = (read.to_pandas() if read is not None
-                         else model_rows(self.path, name))
+            if read is None:
+                forecasts = model_rows(self.path, name)
+            else:
+                if "task_id" not in read.column_names:  # its rows are the tasks, in order
+                    read = read.add_column(0, "task_id", self._task_ids).add_column(
+                        1, "model", pa.repeat(pa.scalar(name, pa.string()), read.num_rows))
+                forecasts = read.select(list(SCORED_COLUMNS)).to_pandas()
         rows = row_scores(forecasts, self.labels, self.tasks, invalid_policy=config.invalid_policy,
                           clip=config.scores.log_loss_clip, alpha=config.scores.alpha,
                           reference=self.reference)
@@ -101,11 +106,14 @@ class RunScores:
         are kept for :meth:`scored`, which then reads them no more."""
         table = pq.read_table(self.path, columns=list(SCORED_COLUMNS),
                               filters=[("model", "=", name)])
-        if name in self.names and name != self.fallback:
-            self._read[name] = table
         ids = table.column("task_id").combine_chunks()
-        at = (np.arange(len(ids)) if ids.equals(self._task_ids)
-              else positions(ids, self._task_ids))
+        in_task_order = ids.equals(self._task_ids)
+        at = np.arange(len(ids)) if in_task_order else positions(ids, self._task_ids)
+        if name in self.names and name != self.fallback:
+            # kept without the texts the run's tasks and the name give again (five years of
+            # a baseline's task ids: 52 MB)
+            self._read[name] = (table.drop_columns(["task_id", "model"]) if in_task_order
+                                else table)
         status_ok = (self.labels["status"] == "ok").to_numpy(bool)
         if not self._labels_in_task_order:
             raise RunError(f"{self.dir}: labels.parquet is not in the order of tasks.parquet")
