@@ -97,11 +97,19 @@ def _number_text(array: pa.Array) -> pa.Array:
     value when values repeat (a rate of k labels in n: a few thousand values in a year's
     tasks): the cast costs far more than finding the distinct values. Distinct means the same
     bits, so 0.0 and -0.0 keep their own texts."""
-    if len(array) >= 1024:
+    if len(array) >= 1024 and not _all_apart(array):
         encoded = pc.dictionary_encode(array)
         if 4 * len(encoded.dictionary) <= len(array):
             return pc.take(encoded.dictionary.cast(pa.string()), encoded.indices)
     return array.cast(pa.string())
+
+
+def _all_apart(array: pa.Array, size: int = 1024) -> bool:
+    """Whether ``size`` values spread over ``array`` are all distinct (as bits): then its
+    values hardly repeat (an interval's bounds), and finding the distinct ones would cost a
+    hash of every value for nothing. Only which way the same text is made depends on it."""
+    values = array.to_numpy(zero_copy_only=False)[::len(array) // size][:size]
+    return len(np.unique(values.view(f"u{values.itemsize}"))) == len(values)
 
 
 def _text_json(series: pd.Series) -> pa.Array:
