@@ -58,8 +58,9 @@ def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -
 
 def _values(values, n: int) -> pa.Array | pa.Scalar:
     """JSON text of one column: numbers and booleans by Arrow's cast, text by json.dumps of
-    each distinct value (of a dictionary-encoded column: of each text of its dictionary). A scalar, or a column holding one number throughout, is written once
-    (a scalar the join repeats)."""
+    each distinct value (of a dictionary-encoded column: of each text of its dictionary). A
+    scalar, or a column holding one number throughout, is written once (a scalar the join
+    repeats)."""
     if np.isscalar(values) or values is None:
         return _column_text([values], 1)[0]
     if isinstance(values, pa.DictionaryArray):  # codes and their texts: each text written once
