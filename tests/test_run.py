@@ -100,6 +100,28 @@ def test_run_writes_every_table_with_one_row_per_task_and_model(run_dir):
         assert (run_dir / name).is_file()
 
 
+def test_rows_export_reads_back_as_plain_text_with_each_rows_task_and_label(run_dir):
+    """rows.parquet's text columns, written as codes and their texts, read back as text
+    (no dictionary types), each row naming its own task's ticker, session and horizon and
+    its label's status, and its model's name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(run_dir / "rows.parquet")
+    for name in ("task_id", "model", "ticker", "session", "horizon", "status"):
+        assert schema.field(name).type == pa.string(), name
+    rows = pd.read_parquet(run_dir / "rows.parquet")
+    tasks = pd.read_parquet(run_dir / "tasks.parquet").set_index("task_id")
+    labels = pd.read_parquet(run_dir / "labels.parquet").set_index("task_id")
+    for col in ("ticker", "session", "horizon"):
+        assert (rows[col].to_numpy() == tasks.loc[rows["task_id"], col].to_numpy()).all(), col
+    assert (rows["status"].to_numpy() == labels.loc[rows["task_id"], "status"].to_numpy()).all()
+    forecasts = pd.read_parquet(run_dir / "forecasts.parquet", columns=["task_id", "model"])
+    scored = forecasts[~forecasts["model"].isin(["llm"])]
+    assert sorted(zip(rows["task_id"], rows["model"], strict=True)) == sorted(
+        zip(scored["task_id"], scored["model"], strict=True))
+
+
 def test_invalid_answers_are_kept_with_reasons_and_counted(run_dir):
     f = pd.read_parquet(run_dir / "forecasts.parquet")
     scripted = f[f["model"] == "scripted"]
