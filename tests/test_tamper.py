@@ -516,4 +516,3 @@ def test_a_file_the_manifest_does_not_record_is_refused_through_the_cli(clean, t
     err = capsys.readouterr().err
     assert "forecasts.parquet (not recorded): not the file(s) the run recorded" in err
     assert "Traceback" not in err and not (copy / "tables").exists()
-

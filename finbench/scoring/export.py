@@ -48,31 +48,30 @@ class Reference:
 TASK_TEXT = ("ticker", "session", "horizon", "status")  # text columns of the task or label
 
 
-def task_text(tasks: pd.DataFrame, labels: pd.DataFrame) -> dict[str, pa.DictionaryArray]:
-    """:data:`TASK_TEXT` per task (``labels`` in the order of ``tasks``), each encoded once
-    as codes and its few distinct texts, for :func:`row_table` to pick from."""
-    return {c: arrow_text((labels if c == "status" else tasks)[c]).dictionary_encode()
+def task_text(tasks: pd.DataFrame, status: pd.Series) -> dict[str, pa.DictionaryArray]:
+    """:data:`TASK_TEXT` per task (``status``: each task's label status, in task order), each
+    encoded once as codes and its few distinct texts, for :func:`row_table` to pick from."""
+    return {c: arrow_text(status if c == "status" else tasks[c]).dictionary_encode()
             for c in TASK_TEXT}
 
 
-def row_table(rows: pd.DataFrame, references: dict[str, Reference],
-              interval_reference: str | None, cutoff: dt.date | None = None,
-              text: dict[str, pa.DictionaryArray] | None = None) -> pa.Table:
-    """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`):
-    :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline ``b``,
-    ``wss_<interval_reference>``, and ``possibly_memorised`` (the session is on or before the
-    model's ``cutoff``; empty when it declares none); built column by column in Arrow (text
-    stays Arrow text). ``text``: :func:`task_text` of the run, when every row is a task's:
-    ``model`` and those columns are then dictionary-encoded text (codes picked per row, no
-    text made per row; a Parquet writer writes the codes as they are)."""
+def row_table(model: str, rows: pd.DataFrame, references: dict[str, Reference],
+              interval_reference: str | None, text: dict[str, pa.DictionaryArray],
+              cutoff: dt.date | None = None) -> pa.Table:
+    """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`,
+    each a task's): :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline
+    ``b``, ``wss_<interval_reference>``, and ``possibly_memorised`` (the session is on or
+    before the model's ``cutoff``; empty when it declares none); built column by column in
+    Arrow (text stays Arrow text). ``model`` and the columns of ``text`` (:func:`task_text`
+    of the run) are dictionary-encoded text: codes picked per row, no text made per row (a
+    Parquet writer writes the codes as they are)."""
     at = rows["task_row"].to_numpy(np.int64)
-    coded = {} if text is None else {c: _picked(text[c], at) for c in TASK_TEXT}
-    if text is not None:
-        name = rows["model"].iloc[0] if len(rows) else ""
-        if len(rows) and not (rows["model"] == name).all():
-            raise ValueError("row_table: the rows of one model, each a task's (text given)")
-        coded["model"] = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(len(rows), np.int32)), pa.array([name], pa.string()))
+    if len(at) and at.min() < 0:
+        raise ValueError("row_table: a row of no task of the run")
+    coded = {c: pa.DictionaryArray.from_arrays(text[c].indices.take(pa.array(at)),
+                                               text[c].dictionary) for c in TASK_TEXT}
+    coded["model"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(at), np.int32)),
+                                                    pa.array([model], pa.string()))
     columns = {c: coded[c] if c in coded else _arrow(rows[c]) for c in ROW_COLUMNS}
     columns["y"] = pa.array(rows["y"].astype("float64").to_numpy(na_value=np.nan),
                             pa.float64())
@@ -90,14 +89,6 @@ def row_table(rows: pd.DataFrame, references: dict[str, Reference],
         columns["possibly_memorised"] = pc.less_equal(_arrow(rows["session"]),
                                                       pa.scalar(cutoff.isoformat()))
     return pa.table(columns)
-
-
-def _picked(encoded: pa.DictionaryArray, at: np.ndarray) -> pa.DictionaryArray:
-    """The dictionary-encoded text at task rows ``at`` (each a task's: at >= 0)."""
-    if len(at) and at.min() < 0:
-        raise ValueError("row_table: a row of no task of the run (text given)")
-    return pa.DictionaryArray.from_arrays(encoded.indices.take(pa.array(at)),
-                                          encoded.dictionary)
 
 
 def _arrow(column: pd.Series) -> pa.Array:

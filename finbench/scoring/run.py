@@ -23,7 +23,7 @@ from finbench.core.config import (
     knowledge_cutoffs,
 )
 from finbench.core.errors import RunError
-from finbench.core.lookup import arrow_text, positions
+from finbench.core.lookup import arrow_text, positions, take
 from finbench.core.outputs import (
     DiskFullError,
     disk_full_message,
@@ -75,7 +75,9 @@ class RunScores:
         self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
         self._read: dict[str, pa.Table] = {}  # a baseline's rows, read for its reference
         # the export's task and label texts, encoded once for every model's rows
-        self._text = task_text(self.tasks, self.labels) if self._labels_in_task_order else None
+        self._text = task_text(self.tasks, self.labels["status"] if self._labels_in_task_order
+                               else take(self.labels["status"],
+                                         positions(self._task_ids, self.labels["task_id"])))
 
     def scored(self, name: str) -> pd.DataFrame:
         """One model's forecast rows with labels and per-row scores."""
@@ -131,8 +133,8 @@ class RunScores:
         for name in self.names:
             rows = self.scored(name)
             self.tally.add(name, rows.assign(task_code=rows["task_row"]))
-            yield name, rows, row_table(rows, references, self.interval_reference,
-                                        self.cutoffs.get(name), self._text)
+            yield name, rows, row_table(name, rows, references, self.interval_reference,
+                                        self._text, self.cutoffs.get(name))
 
     def class_table(self) -> pd.DataFrame:
         """The three-class scores (:mod:`finbench.scoring.classes`); empty without such
