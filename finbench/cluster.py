@@ -192,7 +192,9 @@ def _local_cluster(cluster_class, workers: int):
     """A LocalCluster of ``workers`` processes that ignore SIGINT:
     Ctrl-C in a terminal reaches every process of its group, and the client alone answers it
     (closing the cluster), so the workers print no traceback of their own. (An ignored signal
-    stays ignored in the processes started while it is, and Python then leaves it so.)"""
+    stays ignored in the processes started while it is, and Python then leaves it so.) Its
+    scheduler's HTTP server listens on a loopback port the system picks: without an address
+    it takes 8787, and a second run on the machine at the same time warns that it is taken."""
     main = threading.current_thread() is threading.main_thread()
     # only the main thread may set handlers; one not set from Python (None) is left alone
     previous = signal.getsignal(signal.SIGINT) if main else None
@@ -200,7 +202,7 @@ def _local_cluster(cluster_class, workers: int):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return cluster_class(n_workers=workers, threads_per_worker=1,
-                             processes=True, dashboard_address=None,
+                             processes=True, dashboard_address="127.0.0.1:0",
                              silence_logs=logging.ERROR)
     finally:
         if previous is not None:

@@ -247,3 +247,30 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, s
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert audit_run(tmp_path / "run") == []
+
+
+def test_a_local_cluster_starts_beside_another_on_the_machine():
+    """Two runs on one machine at once (two users; this suite on two workers): with 8787, the
+    usual dashboard port, taken, the LocalCluster starts without a warning (warnings are
+    errors here), its scheduler's HTTP server on a loopback port of the system's choosing."""
+    import socket
+
+    from distributed import LocalCluster
+
+    from finbench.cluster import _local_cluster
+
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", 8787))
+        taken.listen()
+    except OSError:  # another process holds it already: the condition stands all the same
+        pass
+    try:
+        cluster = _local_cluster(LocalCluster, 1)
+        try:
+            server = cluster.scheduler.http_server
+            assert server.address == "127.0.0.1" and server.port != 8787
+        finally:
+            cluster.close()
+    finally:
+        taken.close()
