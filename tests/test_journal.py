@@ -142,6 +142,39 @@ def test_forecast_table_streamed_part_by_part_equals_the_table_ordered_in_memory
     assert list(got["p_up"]) == [0.1, 0.1, 0.3, 0.3, 0.3] + [0.2] * 5
 
 
+def test_one_models_rows_are_its_row_groups_or_else_the_rows_filtered(tmp_path, monkeypatch):
+    """A model's rows read from its row groups alone (told apart by their statistics) equal
+    the rows a filter on every row keeps; a table whose row groups mix models, or that has no
+    statistics, is read through the filter, with the same answer."""
+    from finbench.runlog import forecast_table
+
+    monkeypatch.setattr(forecast_table, "ROW_GROUP", 3)
+    ids = np.array(["a", "b", "c", "d", "e"], object)
+    journal = Journal(tmp_path)
+    for model, p in (("m2", 0.2), ("m1", 0.1), ("m3", 0.3)):
+        journal.append(rows([(t, model, p + i / 100) for i, t in enumerate(ids)]))
+    grouped = tmp_path / "f.parquet"
+    journal.write_ordered(grouped, ids, ["m1", "m2", "m3"])
+    whole = pq.read_table(grouped)
+    mixed, bare = tmp_path / "mixed.parquet", tmp_path / "bare.parquet"
+    pq.write_table(whole, mixed, row_group_size=4)  # row groups of two models
+    pq.write_table(whole, bare, row_group_size=3, write_statistics=False)
+    meta = pq.ParquetFile(grouped).metadata
+    assert forecast_table.model_row_groups(meta, "m2") == [2, 3]
+    assert forecast_table.model_row_groups(meta, "none") == []
+    for path in (mixed, bare):
+        assert forecast_table.model_row_groups(pq.ParquetFile(path).metadata, "m2") is None
+    columns = ["task_id", "model", "p_up", "valid"]
+    for path in (grouped, mixed, bare):
+        for model in ("m1", "m2", "m3", "none"):
+            got = forecast_table.model_rows(path, model, columns)
+            want = pq.read_table(path, columns=columns, filters=[("model", "=", model)])
+            assert got.equals(want), (path.name, model)
+            assert got.column("model").to_pylist() == [model] * (5 if model != "none" else 0)
+    assert forecast_table.model_rows(mixed, "m3", ["p_up"]).column("p_up").to_pylist() == [
+        0.3 + i / 100 for i in range(5)]
+
+
 def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_path):
     import pyarrow.parquet as pq
 

@@ -161,6 +161,33 @@ def read_part(path: Path, **kwargs) -> pa.Table:
                        "restore it from a copy of the run") from None
 
 
+def model_rows(path: Path, model: str, columns: list[str]) -> pa.Table:
+    """``columns`` of one model's rows of a forecast table, in file order. The row groups
+    holding them are told apart by the ``model`` column's statistics and read alone (no row is
+    filtered); a table whose statistics cannot tell (none written, a null model, two models in
+    one row group: not written by this module) is read through a filter on every row."""
+    with pq.ParquetFile(path) as file:
+        groups = model_row_groups(file.metadata, model)
+        if groups is not None:
+            return file.read_row_groups(groups, columns=columns)
+    return pq.read_table(path, columns=columns, filters=[("model", "=", model)])
+
+
+def model_row_groups(meta: pq.FileMetaData, model: str) -> list[int] | None:
+    """The row groups of a forecast table's footer holding ``model``'s rows, by the ``model``
+    column's statistics; None when some row group's cannot say it holds one model alone."""
+    at = meta.schema.names.index("model")
+    groups = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(at).statistics
+        if (stats is None or not stats.has_min_max or stats.null_count != 0
+                or stats.min != stats.max):
+            return None
+        if stats.min == model:
+            groups.append(g)
+    return groups
+
+
 def _model_runs(table: pa.Table) -> list[tuple[str, pa.Table]]:
     """``table`` cut into its runs of rows of one model: (model, rows) in order."""
     if table.num_rows == 0:

@@ -31,6 +31,7 @@ from finbench.core.outputs import (
     out_of_space,
     write_atomic,
 )
+from finbench.runlog import forecast_table
 from finbench.runlog.rundir import (
     INPUTS,
     check_recorded,
@@ -106,8 +107,7 @@ class RunScores:
     def baseline_answers(self, name: str) -> Reference:
         """A baseline's answer and scores per task. Its rows (the scored columns, as Arrow)
         are kept for :meth:`scored`, which then reads them no more."""
-        table = pq.read_table(self.path, columns=list(SCORED_COLUMNS),
-                              filters=[("model", "=", name)])
+        table = forecast_table.model_rows(self.path, name, list(SCORED_COLUMNS))
         ids = table.column("task_id").combine_chunks()
         in_task_order = ids.equals(self._task_ids)
         at = np.arange(len(ids)) if in_task_order else positions(ids, self._task_ids)
@@ -152,8 +152,7 @@ class RunScores:
 
 def model_rows(path: Path, model: str) -> pd.DataFrame:
     """The scored columns of one model's rows of a forecast table, in file order."""
-    return pq.read_table(path, columns=list(SCORED_COLUMNS),
-                         filters=[("model", "=", model)]).to_pandas()
+    return forecast_table.model_rows(path, model, list(SCORED_COLUMNS)).to_pandas()
 
 
 def score_run(run_dir: str | Path) -> pd.DataFrame:
