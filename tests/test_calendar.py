@@ -55,3 +55,18 @@ def test_tasks_count_exclusions_by_reason():
     assert len(ts.tasks) == 2 * 2 * 3  # 27 Nov and 2 Dec; 28 Nov is Thanksgiving
     assert ts.excluded_counts() == {"early_close": 6}  # 29 Nov, 2 tickers x 3 horizons
     assert ts.tasks["task_id"].iloc[0] == "AAPL|2024-11-27|MORNING"
+
+
+def test_dates_without_a_session_give_no_tasks_of_the_same_types():
+    """A weekend gives no tasks, typed as tasks are (text, UTC instants): joined to tasks of
+    other dates (a run's history), the instants stay instants, not objects that pandas warns
+    about when they are turned into numbers."""
+    spec = TasksConfig(tickers=["AAPL", "MSFT"], start="2025-01-17", end="2025-01-21")
+    none = build_tasks(spec, start="2025-01-18", end="2025-01-19")
+    some = build_tasks(spec)
+    assert none.tasks.empty and none.excluded.empty and len(some.tasks) == 2 * 2 * 3
+    assert none.tasks.dtypes.to_dict() == some.tasks.dtypes.to_dict()
+    assert none.excluded.dtypes.to_dict() == build_tasks(
+        spec, start="2024-11-29", end="2024-11-29").excluded.dtypes.to_dict()
+    joined = pd.concat([some.tasks, none.tasks], ignore_index=True)
+    assert str(joined["t_forecast"].dtype) == "datetime64[ns, UTC]"

@@ -9,6 +9,9 @@ import pandas as pd
 from finbench.core.calendar import session_grid
 from finbench.core.config import TasksConfig
 
+TIME_COLUMNS = ("t_forecast", "t_target", "session_open", "session_close")
+UTC_NS = "datetime64[ns, UTC]"
+
 
 def task_id(ticker: str, session: str, horizon: str) -> str:
     """The stable text id ``{ticker}|{YYYY-MM-DD}|{horizon}``."""
@@ -45,9 +48,11 @@ def build_tasks(spec: TasksConfig, *, start=None, end=None) -> TaskSet:
     ).table
     columns = ["task_id", "ticker", "session", "horizon", "t_forecast", "t_target",
                "session_open", "session_close"]
-    if grid.empty:
-        empty = pd.DataFrame(columns=columns)
-        return TaskSet(empty, pd.DataFrame(columns=["task_id", "reason"]))
+    if grid.empty:  # typed as tasks are (text; UTC instants), so that frames joined keep types
+        empty = pd.DataFrame({c: pd.Series(dtype=UTC_NS if c in TIME_COLUMNS else "str")
+                              for c in columns})
+        return TaskSet(empty, pd.DataFrame({c: pd.Series(dtype="str")
+                                            for c in ("task_id", "reason")}))
     grid = grid.rename(columns={"open": "session_open", "close": "session_close"})
     grid["session"] = grid["session"].dt.strftime("%Y-%m-%d")
     rows = grid.merge(pd.DataFrame({"ticker": spec.tickers}), how="cross")
