@@ -1,6 +1,8 @@
 """Bad input gets a message naming the file, row or key and the rule, never a traceback and
 never invented data; surprises are said, with counts. Through the CLI, as a user meets them."""
 
+import contextlib
+import io
 import json
 import os
 import resource
@@ -13,6 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from finbench.cli import main
 from finbench.tracks.intraday.labels import label_frame
 from tests.helpers import (
     HEADER,
@@ -28,13 +31,27 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
+    """The command as a user gives it, its exit code and what it printed: the CLI's entry
+    point (``finbench.cli.main``, what the ``finbench`` script calls) run here with its
+    streams captured, or, under a file-size ``limit``, ``python -m finbench`` in a process of
+    its own (the limit is the process's). An exception the CLI lets out fails the test here,
+    as a traceback would fail :func:`message`."""
+    argv = [str(a) for a in args]
+    if limit is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse refusing an argument: usage, exit code 2
+                code = exc.code
+        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
     def cap():  # a file-size limit: writes past it fail as on a full disk
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "finbench", *map(str, args)], env=ENV,
-                          capture_output=True, text=True, timeout=300,
-                          preexec_fn=cap if limit else None)
+    return subprocess.run([sys.executable, "-m", "finbench", *argv], env=ENV,
+                          capture_output=True, text=True, timeout=300, preexec_fn=cap)
 
 
 def message(result: subprocess.CompletedProcess) -> str:
@@ -290,8 +307,9 @@ def test_ingest_says_what_it_replaces_and_dry_run_writes_nothing(tmp_path, sampl
 def test_runs_with_nothing_to_score_fail_and_partial_ones_warn_with_counts(tmp_path,
                                                                           sample_store):
     weekend = pilot(tmp_path, sample_store, start="2025-01-18", end="2025-01-19")
-    assert "no tasks: 2025-01-18..2025-01-19 gives none: the exchange XNYS holds no session" \
-        in message(finbench("run", weekend, "--out", tmp_path / "a"))
+    said = message(finbench("run", weekend, "--out", tmp_path / "a"))
+    assert said.startswith("RunError: no tasks: 2025-01-18..2025-01-19 gives none: the exchange "
+                           "XNYS holds no session") and said.count("\n") == 1  # nothing else
     late = pilot(tmp_path, sample_store, target="16:30")
     assert "every session is left out (early_close: 6 tasks; the target 16:30 is at or after " \
            "the close)" in message(finbench("run", late, "--out", tmp_path / "b"))
