@@ -291,8 +291,10 @@ def main() -> None:
           f"against the text read); peak RSS {rss_gb:.2f} GB (target <= 4 GB)")
     print(f"floor vs bare read: {floor / bare:.1f}x (what any run that starts Python, reads the "
           f"bars and writes the forecast table spends, computing nothing); run vs floor: "
-          f"{run_time / floor:.1f}x (target <= 2x; {run_time / parts_floor:.1f}x against the sum "
-          "of its parts, each timed on its own, the read and the write in this process)")
+          f"{run_time / floor:.2f}x (target <= 2x; {run_time / parts_floor:.2f}x against the sum "
+          "of its parts, each timed on its own, the read and the write in this process; each "
+          "run against the floor timed after it: "
+          + ", ".join(f"{a / b:.2f}x" for a, b in zip(run_times, floors, strict=True)) + ")")
     print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
           f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
     print(f"report: {report_time:.1f} s, peak RSS {report_gb:.2f} GB")
