@@ -109,7 +109,8 @@ def _all_apart(array: pa.Array, size: int = 1024) -> bool:
     """Whether ``size`` values spread over ``array`` are all distinct (as bits): then its
     values hardly repeat (an interval's bounds), and finding the distinct ones would cost a
     hash of every value for nothing. Only which way the same text is made depends on it."""
-    values = array.to_numpy(zero_copy_only=False)[::len(array) // size][:size]
+    at = np.arange(0, len(array), len(array) // size)[:size]
+    values = array.take(pa.array(at)).to_numpy(zero_copy_only=False)  # the sample alone
     return len(np.unique(values.view(f"u{values.itemsize}"))) == len(values)
 
 
