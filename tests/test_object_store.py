@@ -32,14 +32,22 @@ IN_BUCKET = 20  # answers a shard's journal holds in the bucket when its worker 
 
 @pytest.fixture(scope="module")
 def s3_server():
-    from moto.server import ThreadedMotoServer
+    """moto's S3 service alone, served on a loopback port. (moto's ``ThreadedMotoServer``
+    serves every AWS service and finds each request's among them anew, listing its modules
+    and matching its URL patterns: about as much CPU as the S3 call itself, in this process.)"""
+    from moto.moto_server.threaded_moto_server import MotoRequestHandler
+    from moto.server import create_backend_app
+    from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True,
+                         request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
     yield f"http://{host}:{port}"
-    server.stop()
+    server.shutdown()
+    thread.join()
 
 
 @pytest.fixture
@@ -194,7 +202,7 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
                             killed.append((shard, server.total))
                             os.kill(pid, signal.SIGKILL)
                             return
-            time.sleep(0.02)
+            time.sleep(0.1)  # each look lists the bucket: moto answers in this process
 
     killer = threading.Thread(target=kill_once_answers_reach_the_bucket, daemon=True)
     killer.start()
