@@ -116,9 +116,9 @@ def test_session_bootstrap_covers_the_true_skill():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_bootstrap_coverage import coverage
 
-    session, row, _ = coverage()
+    session, row, _ = coverage(row_sims=100)
     assert 0.92 <= session <= 0.98
-    assert row < 0.8  # the row bootstrap ignores within-session correlation
+    assert row < 0.8  # the row bootstrap ignores within-session correlation (about half)
 
 
 @pytest.mark.parametrize("strategy", ["uniform", "quantile"])
