@@ -231,17 +231,33 @@ def _naive_clusters(rows: pd.DataFrame, cluster: str):
 def naive_messages(ctx, settings=None) -> list[dict[str, str]]:
     """The prompt of one task rendered from its context's frames with pandas (resampling the
     day's earlier bars, formatting row by row): what ``PromptRenderer`` must equal."""
+    return naive_messages_each(ctx, [settings])[0]
+
+
+def naive_messages_each(ctx, settings_list) -> list[list[dict[str, str]]]:
+    """:func:`naive_messages` of one task for each of ``settings_list`` (None: the default);
+    the bars, sessions and headlines are rendered once for settings that render them alike
+    (the same time zone, anonymisation and names)."""
+    from finbench.tracks.intraday.prompt import PromptSettings
+
+    parts: dict = {}
+    out = []
+    for settings in settings_list:
+        settings = settings or PromptSettings()
+        key = (settings.timezone, settings.anonymize, settings.zone, repr(settings.names))
+        if key not in parts:
+            parts[key] = _naive_parts(ctx, settings)
+        out.append(_naive_prompt(ctx, settings, *parts[key]))
+    return out
+
+
+def _naive_parts(ctx, settings) -> tuple[str, str, list[str]]:
+    """The bars, previous sessions and headlines of a task's prompt, rendered with pandas."""
     import json
 
-    from finbench.tracks.intraday.anonymize import Redactor, alias, redact_dates, relative_day
-    from finbench.tracks.intraday.prompt import (
-        RECENT_MINUTES,
-        PromptSettings,
-        system_message,
-        user_message,
-    )
+    from finbench.tracks.intraday.anonymize import Redactor, redact_dates, relative_day
+    from finbench.tracks.intraday.prompt import RECENT_MINUTES
 
-    settings = settings or PromptSettings()
     tz, anon = settings.timezone, settings.anonymize
 
     def line(label, r):
@@ -280,6 +296,15 @@ def naive_messages(ctx, settings=None) -> list[dict[str, str]]:
             "source": r.source,
             "headline": redact_dates(redact(r.headline), ctx.session) if anon else r.headline},
             ensure_ascii=False))
+    return bars_text, sessions_text, news
+
+
+def _naive_prompt(ctx, settings, bars_text: str, sessions_text: str, news: list[str]
+                  ) -> list[dict[str, str]]:
+    from finbench.tracks.intraday.anonymize import alias
+    from finbench.tracks.intraday.prompt import system_message, user_message
+
+    tz, anon = settings.timezone, settings.anonymize
     user = user_message(
         settings=settings, ticker=alias(ctx.ticker) if anon else ctx.ticker,
         session=ctx.session, horizon=ctx.horizon,
