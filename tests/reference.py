@@ -313,3 +313,48 @@ def _naive_prompt(ctx, settings, bars_text: str, sessions_text: str, news: list[
         sessions=sessions_text, headlines="\n".join(news) if news else "(none)")
     return [{"role": "system", "content": system_message(settings)},
             {"role": "user", "content": user}]
+
+
+def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
+    """A model's event scores in one slice, its rows filtered from the whole table with
+    pandas: what :func:`finbench.scoring.event_run._score_rows` must give per slice."""
+    from finbench.scoring.events import brier_parts, effective_events, group_bootstrap, log_loss
+
+    _, _, mask = cut
+    mine = rows[mask & (rows["model"] == name).to_numpy(bool)]
+    scored = mine[mine["scored"]]
+    p, y = scored["p_up"].to_numpy(float), scored["y"].to_numpy(float)
+    parts = brier_parts(p, y)
+    answered = int((mine["answer_status"] == "answered").sum())
+    lo, hi = group_bootstrap([scored["brier"].to_numpy(float)], scored["event_group"].to_numpy(),
+                             reps=s.bootstrap_replicates, seed=s.seed, level=s.level,
+                             stat=lambda e, n: e / n)
+    return {"tasks": len(mine), "n_error": int((mine["answer_status"] == "error").sum()),
+            "n_invalid": answered - parts["n"],
+            "validity": parts["n"] / answered if answered else math.nan, **parts,
+            "log_loss": log_loss(p, y, s.log_loss_clip), "brier_lo": lo, "brier_hi": hi,
+            "groups": int(scored["event_group"].nunique()),
+            "effective_events": effective_events(scored["event_group"].to_numpy())}
+
+
+def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> dict:
+    """Skill of ``name`` against ``ref`` in one slice: both models' scored rows of the slice
+    filtered with pandas and merged on the task."""
+    from finbench.scoring.events import brier_parts, group_bootstrap, log_loss
+
+    _, _, mask = cut
+    mine = rows[mask & (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)]
+    theirs = rows[mask & (rows["model"] == ref).to_numpy(bool) & rows["scored"].to_numpy(bool)]
+    both = mine.merge(theirs[["task_id", "p_up", "brier", "log_loss"]], on="task_id",
+                      suffixes=("", "_ref"))
+    y = both["y"].to_numpy(float)
+    bm = brier_parts(both["p_up"].to_numpy(float), y)
+    br = brier_parts(both["p_up_ref"].to_numpy(float), y)
+    lo, hi = group_bootstrap([both["brier"].to_numpy(float), both["brier_ref"].to_numpy(float)],
+                             both["event_group"].to_numpy(), reps=s.bootstrap_replicates,
+                             seed=s.seed, level=s.level, stat=lambda a, b, n: 1 - a / b)
+    return {"n": bm["n"], "positives": bm["positives"], "brier_model": bm["brier"],
+            "brier_reference": br["brier"], "bss_lo": lo, "bss_hi": hi,
+            "log_loss_model": log_loss(both["p_up"].to_numpy(float), y, s.log_loss_clip),
+            "log_loss_reference": log_loss(both["p_up_ref"].to_numpy(float), y,
+                                           s.log_loss_clip)}

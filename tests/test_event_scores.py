@@ -4,6 +4,8 @@ through real runs of real stores."""
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.audit import audit_run
 from finbench.core.errors import LookaheadError
@@ -113,3 +115,54 @@ def test_the_bootstrap_draws_whole_groups(tmp_path):
     lo, hi = group_bootstrap([errors], groups, reps=2000, seed=3, level=0.5,
                              stat=lambda e, n: e / n)
     assert {round(lo, 4), round(hi, 4)} <= {0.0, 0.75, 1.0}
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
+    """Random score rows (models that skip markets, errors, invalid answers, markets of one
+    group or many, a slice with no rows): each model's scores and each pair's skill per slice,
+    picked from rows paired once, equal the rows of the slice filtered and merged anew."""
+    from finbench.core.event_config import EventScoresConfig
+    from finbench.scoring.event_run import _score_rows, _skill_rows
+    from finbench.scoring.events import slices
+    from tests.reference import naive_event_score_row, naive_event_skill_row
+
+    rng = np.random.default_rng(seed)
+    n_markets = int(rng.integers(1, 40))
+    market = pd.DataFrame({
+        "task_id": [f"q{i:03d}" for i in range(n_markets)],
+        "y": rng.integers(0, 2, n_markets).astype(float),
+        "category": rng.choice(["crypto", "sports", "politics"], n_markets),
+        "event_group": rng.choice([f"g{k}" for k in range(int(rng.integers(1, 6)))], n_markets),
+        "retrieval_relevant": rng.random(n_markets) < 0.3})
+    parts = []
+    for model in ("a", "b", "c"):
+        asked = market[rng.random(n_markets) < 0.85]  # a model may skip a market
+        status = rng.choice(["answered", "answered", "answered", "error"], len(asked))
+        valid = (status == "answered") & (rng.random(len(asked)) < 0.9)
+        p = np.where(valid, rng.random(len(asked)), np.nan)
+        parts.append(asked.assign(model=model, p_up=p, valid=valid, answer_status=status))
+    rows = pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=seed % 1000)
+    rows = rows.reset_index(drop=True)
+    ok = rows["valid"].to_numpy(bool)
+    p, y = rows["p_up"].to_numpy(float), rows["y"].to_numpy(float)
+    q = np.clip(p, 1e-6, 1 - 1e-6)
+    rows = rows.assign(scored=ok, brier=np.where(ok, (p - y) ** 2, np.nan),
+                       log_loss=np.where(ok, -(y * np.log(q) + (1 - y) * np.log1p(-q)), np.nan))
+    for column in ("task_id", "model", "category", "event_group", "answer_status"):
+        rows[column] = rows[column].astype("string[pyarrow]")  # as read from Parquet
+    s = EventScoresConfig(bootstrap_replicates=200, min_group_cases=2)
+    cuts = slices(rows, s.min_group_cases) + [("category", "none", np.zeros(len(rows), bool))]
+
+    def same(got: dict, want: dict) -> None:
+        for key, value in want.items():
+            assert (got[key] == value) or (np.isnan(got[key]) and np.isnan(value)), (key, got,
+                                                                                      want)
+    for name in ("a", "b", "c"):
+        for got, cut in zip(_score_rows(rows, name, "k", cuts, s), cuts, strict=True):
+            same(got, naive_event_score_row(rows, name, cut, s))
+        for ref in ("a", "b", "c"):
+            if ref != name:
+                for got, cut in zip(_skill_rows(rows, name, ref, cuts, s), cuts, strict=True):
+                    same(got, naive_event_skill_row(rows, name, ref, cut, s))

@@ -27,6 +27,8 @@ EVENT_FILES = ("scores.parquet", "scores.csv", "skill.parquet", "skill.csv", "ro
                "rows.csv", "exclusions.csv", "market_gap.csv")
 
 
+ROW_COLUMNS = ["task_id", "model", "kind", "p_up", "valid", "answer_status", "y", "category",
+               "event_group", "retrieval_relevant", "scored", "brier", "log_loss"]  # rows.*
 SKILL_COLUMNS = ["model", "reference", "slice_kind", "slice", "n", "positives",
                  "no_positive_cases", "brier_model", "brier_reference", "bss", "bss_undefined",
                  "bss_lo", "bss_hi", "log_loss_model", "log_loss_reference", "log_loss_skill"]
@@ -38,48 +40,59 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     labels = pd.read_parquet(run_dir / "labels.parquet")
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
     s = config.scores
-    rows = score_rows(forecasts, labels, s.log_loss_clip)
+    # the columns the tables read (not the answers' texts: every slice of the rows below
+    # would copy them)
+    rows = score_rows(forecasts, labels, s.log_loss_clip)[ROW_COLUMNS]
     names = [m.name for m in config.models if m.name not in skipped]
     kinds = {m.name: m.kind for m in config.models}
     refs = [r for r in reference_names(config) if r in names]
     cuts = slices(rows, s.min_group_cases)
     truth = labels[labels["status"] == "ok"]
-    scores = [_score_row(rows, name, kinds[name], cut, s) for name in names for cut in cuts]
+    scores = [row for name in names for row in _score_rows(rows, name, kinds[name], cuts, s)]
     scores += [_in_sample_row(truth, cut, s) for cut in slices(truth, s.min_group_cases)]
-    paired = [_skill_row(rows, name, ref, cut, s) for name in names for ref in refs
-              if ref != name for cut in cuts]
+    paired = [row for name in names for ref in refs if ref != name
+              for row in _skill_rows(rows, name, ref, cuts, s)]
     counts = labels["status"].value_counts()
     exclusions = pd.DataFrame({"reason": counts.index, "tasks": counts.to_numpy()}).sort_values(
         "reason", kind="stable").reset_index(drop=True)
     markets = [r for r in refs if kinds[r] == "market_price"]
     gap = [_gap_row(rows, name, m) for name in names for m in markets if name != m]
-    columns = ["task_id", "model", "kind", "p_up", "valid", "answer_status", "y", "category",
-               "event_group", "retrieval_relevant", "scored", "brier", "log_loss"]
     return {"scores": pd.DataFrame(scores), "skill": pd.DataFrame(paired, columns=SKILL_COLUMNS),
-            "rows": rows[columns].rename(columns={"p_up": "p_yes"}),
+            "rows": rows.rename(columns={"p_up": "p_yes"}),
             "exclusions": exclusions,
             "market_gap": pd.DataFrame(gap, columns=["model", "market", "n", "mean_abs_gap",
                                                      "median_abs_gap", "max_abs_gap"])}
 
 
-def _score_row(rows: pd.DataFrame, name: str, kind: str, cut, s) -> dict:
-    slice_kind, value, mask = cut
-    mine = rows[mask & (rows["model"] == name).to_numpy(bool)]
-    scored = mine[mine["scored"]]
-    p, y = scored["p_up"].to_numpy(float), scored["y"].to_numpy(float)
+def _score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s) -> list[dict]:
+    """A model's scores in each slice of ``cuts``: its rows picked once, then each slice's."""
+    at = np.flatnonzero((rows["model"] == name).to_numpy(bool))
+    mine = rows.iloc[at]
+    status = mine["answer_status"].to_numpy()
+    columns = {"error": status == "error", "answered": status == "answered",
+               "scored": mine["scored"].to_numpy(bool), "p": mine["p_up"].to_numpy(float),
+               "y": mine["y"].to_numpy(float), "brier": mine["brier"].to_numpy(float),
+               "group": mine["event_group"].to_numpy()}
+    return [_score_row({c: v[mask[at]] for c, v in columns.items()}, name, kind, slice_kind,
+                       value, s) for slice_kind, value, mask in cuts]
+
+
+def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: str,
+               value: str, s) -> dict:
+    ok = mine["scored"]
+    p, y, groups = mine["p"][ok], mine["y"][ok], mine["group"][ok]
     parts = brier_parts(p, y)
-    answered = int((mine["answer_status"] == "answered").sum())
-    lo, hi = group_bootstrap([scored["brier"].to_numpy(float)], scored["event_group"].to_numpy(),
-                             reps=s.bootstrap_replicates, seed=s.seed, level=s.level,
-                             stat=lambda e, n: e / n)
+    answered = int(mine["answered"].sum())
+    lo, hi = group_bootstrap([mine["brier"][ok]], groups, reps=s.bootstrap_replicates,
+                             seed=s.seed, level=s.level, stat=lambda e, n: e / n)
     return {"model": name, "kind": kind, "slice_kind": slice_kind, "slice": value,
-            "tasks": len(mine), "n_error": int((mine["answer_status"] == "error").sum()),
+            "tasks": len(ok), "n_error": int(mine["error"].sum()),
             "n_invalid": answered - parts["n"],
             "validity": parts["n"] / answered if answered else np.nan, **parts,
             "no_positive_cases": parts["n"] > 0 and parts["positives"] == 0,
             "log_loss": log_loss(p, y, s.log_loss_clip), "brier_lo": lo, "brier_hi": hi,
-            "groups": int(scored["event_group"].nunique()),
-            "effective_events": effective_events(scored["event_group"].to_numpy())}
+            "groups": int(pd.Series(groups).nunique()),
+            "effective_events": effective_events(groups)}
 
 
 def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
@@ -97,22 +110,33 @@ def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
             "effective_events": effective_events(truth.loc[mask, "event_group"].to_numpy())}
 
 
-def _skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> dict:
-    """Skill of ``name`` against ``ref`` on the rows both scored (same markets), with N,
-    positives, both raw scores and a group-bootstrap interval."""
-    slice_kind, value, mask = cut
-    mine = rows[mask & (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)]
-    theirs = rows[mask & (rows["model"] == ref).to_numpy(bool) & rows["scored"].to_numpy(bool)]
-    both = mine.merge(theirs[["task_id", "p_up", "brier", "log_loss"]], on="task_id",
-                      suffixes=("", "_ref"))
-    y = both["y"].to_numpy(float)
-    bm, br = brier_parts(both["p_up"].to_numpy(float), y), brier_parts(
-        both["p_up_ref"].to_numpy(float), y)
-    lm, lr = (log_loss(both[c].to_numpy(float), y, s.log_loss_clip) for c in ("p_up",
-                                                                                "p_up_ref"))
-    lo, hi = group_bootstrap([both["brier"].to_numpy(float), both["brier_ref"].to_numpy(float)],
-                             both["event_group"].to_numpy(), reps=s.bootstrap_replicates,
-                             seed=s.seed, level=s.level, stat=lambda a, b, n: 1 - a / b)
+def _skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[dict]:
+    """Skill of ``name`` against ``ref`` in each slice of ``cuts``, on the rows both scored
+    (same markets), with N, positives, both raw scores and a group-bootstrap interval. The
+    rows are paired once; a slice (a set of markets) keeps the pairs of its markets, in the
+    rows' order."""
+    scored = rows["scored"].to_numpy(bool)
+    mine_at = np.flatnonzero(scored & (rows["model"] == name).to_numpy(bool))
+    theirs = rows[scored & (rows["model"] == ref).to_numpy(bool)]
+    both = rows.iloc[mine_at][["task_id", "y", "event_group", "p_up", "brier"]].assign(
+        row=mine_at).merge(theirs[["task_id", "p_up", "brier", "log_loss"]], on="task_id",
+                           suffixes=("", "_ref"))
+    at = both["row"].to_numpy()
+    columns = {c: both[c].to_numpy(float) for c in ("y", "p_up", "p_up_ref", "brier",
+                                                    "brier_ref")}
+    groups = both["event_group"].to_numpy()
+    return [_skill_row({c: v[mask[at]] for c, v in columns.items()}, groups[mask[at]], name,
+                       ref, slice_kind, value, s) for slice_kind, value, mask in cuts]
+
+
+def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref: str,
+               slice_kind: str, value: str, s) -> dict:
+    y = pairs["y"]
+    bm, br = brier_parts(pairs["p_up"], y), brier_parts(pairs["p_up_ref"], y)
+    lm, lr = (log_loss(pairs[c], y, s.log_loss_clip) for c in ("p_up", "p_up_ref"))
+    lo, hi = group_bootstrap([pairs["brier"], pairs["brier_ref"]], groups,
+                             reps=s.bootstrap_replicates, seed=s.seed, level=s.level,
+                             stat=lambda a, b, n: 1 - a / b)
     return {"model": name, "reference": ref, "slice_kind": slice_kind, "slice": value,
             "n": bm["n"], "positives": bm["positives"],
             "no_positive_cases": bm["n"] > 0 and bm["positives"] == 0,
