@@ -70,3 +70,17 @@ def test_dates_without_a_session_give_no_tasks_of_the_same_types():
         spec, start="2024-11-29", end="2024-11-29").excluded.dtypes.to_dict()
     joined = pd.concat([some.tasks, none.tasks], ignore_index=True)
     assert str(joined["t_forecast"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_session_bounds_in_nanoseconds_are_the_calendars_opens_and_closes():
+    """Around a half day (2024-11-29 closes at 13:00 ET) and a holiday (2024-11-28)."""
+    from finbench.core.calendar import get_calendar
+
+    cal = get_calendar("XNYS", pd.Timestamp("2024-11-20"), pd.Timestamp("2024-12-06"))
+    sessions, opens, closes = cal.session_bounds_ns("2024-11-27", "2024-12-02")
+    assert [str(s.date()) for s in sessions] == ["2024-11-27", "2024-11-29", "2024-12-02"]
+    assert list(pd.to_datetime(opens, utc=True)) == list(cal.opens.loc[sessions])
+    assert list(pd.to_datetime(closes, utc=True)) == list(cal.closes.loc[sessions])
+    assert pd.Timestamp(int(closes[1]), tz="UTC") == pd.Timestamp("2024-11-29 18:00", tz="UTC")
+    empty, none_open, _ = cal.session_bounds_ns("2024-11-28", "2024-11-28")
+    assert len(empty) == len(none_open) == 0

@@ -65,10 +65,25 @@ class ExchangeSessions:
 
     def sessions_in_range(self, start, end) -> pd.DatetimeIndex:
         """The sessions from ``start`` to ``end`` (dates, both included)."""
-        first, last = pd.Timestamp(start), pd.Timestamp(end)
-        lo = self.sessions.searchsorted(first, side="left")
-        hi = self.sessions.searchsorted(last, side="right")
+        lo, hi = self._positions(start, end)
         return self.sessions[lo:hi]
+
+    def _positions(self, start, end) -> tuple[int, int]:
+        first, last = pd.Timestamp(start), pd.Timestamp(end)
+        return (int(self.sessions.searchsorted(first, side="left")),
+                int(self.sessions.searchsorted(last, side="right")))
+
+    def session_bounds_ns(self, start, end) -> tuple[pd.DatetimeIndex, np.ndarray, np.ndarray]:
+        """:meth:`sessions_in_range` with each session's open and close as UTC int64
+        nanoseconds (for callers asking once per day of a long run)."""
+        lo, hi = self._positions(start, end)
+        opens, closes = self._bounds_ns
+        return self.sessions[lo:hi], opens[lo:hi], closes[lo:hi]
+
+    @functools.cached_property
+    def _bounds_ns(self) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy("datetime64[ns]")
+                     .astype(np.int64) for s in (self.opens, self.closes))
 
     def session_open(self, day) -> pd.Timestamp:
         return self.opens.loc[pd.Timestamp(day)]

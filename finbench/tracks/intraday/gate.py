@@ -59,11 +59,9 @@ def daily_summaries(
     first = pd.Timestamp(int(bars.ts.min()), tz="UTC").tz_convert(timezone).tz_localize(None)
     last = pd.Timestamp(int(bars.ts.max()), tz="UTC").tz_convert(timezone).tz_localize(None)
     cal = get_calendar(calendar, first.normalize(), last.normalize())
-    sessions = cal.sessions_in_range(first.normalize(), last.normalize())
+    sessions, opens, closes = cal.session_bounds_ns(first.normalize(), last.normalize())
     if len(sessions) == 0:
         return empty_daily(), {}
-    opens = to_ns(cal.opens.loc[sessions].dt.tz_convert("UTC"))
-    closes = to_ns(cal.closes.loc[sessions].dt.tz_convert("UTC"))
     pos = np.searchsorted(opens, bars.ts, side="right") - 1
     regular = (pos >= 0) & (bars.ts < closes[np.maximum(pos, 0)])
     names = sorted(bars.bounds, key=lambda t: bars.bounds[t][0])
