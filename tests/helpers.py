@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -70,3 +73,21 @@ def damaged_store(tmp_path: Path) -> tuple[Path, str]:
     data = (store / rel).read_bytes()
     (store / rel).write_bytes(data[:len(data) // 2] + data[len(data) // 2 + 10:])
     return store, rel
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    """``finbench ARGS`` as a user gives it, its exit code and what it printed: the CLI's entry
+    point (``finbench.cli.main``, what the ``finbench`` script calls) run in the test's
+    process with its streams captured, as a ``python -m finbench`` process would give them
+    without paying the imports again (argparse's refusal is its exit code 2). An exception the
+    CLI lets out fails the test here, as a traceback in its stderr would."""
+    from finbench.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

@@ -1,8 +1,6 @@
 """Bad input gets a message naming the file, row or key and the rule, never a traceback and
 never invented data; surprises are said, with counts. Through the CLI, as a user meets them."""
 
-import contextlib
-import io
 import json
 import os
 import resource
@@ -15,11 +13,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from finbench.cli import main
 from finbench.tracks.intraday.labels import label_frame
 from tests.helpers import (
     HEADER,
     bar_rows,
+    cli,
     damaged_store,
     month_shards_config,
     store_files,
@@ -31,20 +29,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
-    """The command as a user gives it, its exit code and what it printed: the CLI's entry
-    point (``finbench.cli.main``, what the ``finbench`` script calls) run here with its
-    streams captured, or, under a file-size ``limit``, ``python -m finbench`` in a process of
-    its own (the limit is the process's). An exception the CLI lets out fails the test here,
-    as a traceback would fail :func:`message`."""
+    """The command as a user gives it, its exit code and what it printed: in this process
+    (:func:`tests.helpers.cli`), or, under a file-size ``limit``, ``python -m finbench`` in a
+    process of its own (the limit is the process's)."""
     argv = [str(a) for a in args]
     if limit is None:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:  # argparse refusing an argument: usage, exit code 2
-                code = exc.code
-        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+        return cli(*argv)
 
     def cap():  # a file-size limit: writes past it fail as on a full disk
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -22,6 +22,7 @@ from finbench.data.events.synth import CUTOFF_LEAD, write_event_sample
 from finbench.runner import run
 from finbench.tracks.events.gate import retrieve
 from tests.event_helpers import constants, event_config, make_store, market
+from tests.helpers import cli
 from tests.llm_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -473,20 +474,16 @@ def test_tasks_verb_and_show_on_an_event_run(tmp_path, capsys):
 
 
 def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):
-    import subprocess
-    import sys
 
     cfg = tmp_path / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
         "../data/events_sample/store", str(SAMPLE / "store")))
     for extra in (["--shard", "2024-03-01:2024-03-31"], ["--executor", "dask"]):
-        done = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
-                               str(tmp_path / "r"), *extra], capture_output=True, text=True)
+        done = cli("run", cfg, "--out", tmp_path / "r", *extra)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert "a run of track 'events' runs whole" in done.stderr
     cfg.write_text(cfg.read_text() + '\n[executor]\nkind = "dask"\n')
-    done = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
-                           str(tmp_path / "r")], capture_output=True, text=True)
+    done = cli("run", cfg, "--out", tmp_path / "r")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert ("key 'executor': Value error, shards split an intraday run's sessions; a run of "
             "track 'events' runs whole, in one process (remove [executor])") in done.stderr

@@ -3,8 +3,6 @@ available before it starts is refused, every store setting that changes what the
 inside the snapshot hash, and a run never resumes on a changed store."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from finbench.core.errors import ConfigError, DataError, RunError, StoreError
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.runner import run
-from tests.helpers import HEADER, aapl_config, bar_rows, store_files, write
+from tests.helpers import HEADER, aapl_config, bar_rows, cli, store_files, write
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,20 +29,16 @@ def test_a_bar_length_that_is_not_a_positive_divisor_of_a_day_is_refused(tmp_pat
     with pytest.raises(DataError, match=f"--bar-seconds: {why}"):
         ingest_bars(f, tmp_path / "store", bar_seconds=seconds)
     assert store_files(tmp_path / "store") == {}
-    cli = subprocess.run([sys.executable, "-m", "finbench", "data", "ingest", str(f), "--out",
-                          str(tmp_path / "store"), "--bar-seconds", str(seconds)],
-                         capture_output=True, text=True)
-    assert cli.returncode == 2 and f"--bar-seconds: {why}" in cli.stderr
-    assert "Traceback" not in cli.stderr
+    done = cli("data", "ingest", f, "--out", tmp_path / "store", "--bar-seconds", seconds)
+    assert done.returncode == 2 and f"--bar-seconds: {why}" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_an_unknown_time_zone_is_a_message_naming_it(tmp_path, sample_store):
     f = write(tmp_path / "bars.csv", HEADER + bar_rows("AAPL", [("2025-01-15 09:30", 101, 100)]))
-    cli = subprocess.run([sys.executable, "-m", "finbench", "data", "ingest", str(f), "--out",
-                          str(tmp_path / "store"), "--timezone", "Mars/Olympus"],
-                         capture_output=True, text=True)
-    assert cli.returncode == 2 and "Traceback" not in cli.stderr
-    assert "--timezone: 'Mars/Olympus' is not a time zone name" in cli.stderr
+    done = cli("data", "ingest", f, "--out", tmp_path / "store", "--timezone", "Mars/Olympus")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--timezone: 'Mars/Olympus' is not a time zone name" in done.stderr
     cfg = aapl_config(tmp_path / "cfg.toml", sample_store, 'timezone = "Mars/Olympus"\n')
     with pytest.raises(ConfigError, match=r"key 'tasks.timezone': Value error, 'Mars/Olympus' "
                        r"is not a time zone name"):

@@ -16,6 +16,7 @@ import pytest
 from finbench.data.synth import CANARY_MARK
 from finbench.runner import run
 from finbench.tracks.intraday.prompt import PromptSettings
+from tests.helpers import cli
 from tests.llm_server import ChatServer
 
 KEY = "sk-finbench-test-DISTINCTIVE-8c1f"
@@ -483,9 +484,7 @@ def test_a_rejected_key_or_model_stops_that_model_at_its_first_call(tmp_path, sa
     """A 401/403 turned every task into an invalid row and the run exited 0."""
     cfg = config(tmp_path, sample_store, server.base_url, [("bad", behaviour), ("good", "valid")],
                  tickers=("AAPL", "MSFT"), extra="concurrency = 1\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
-                             str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    result = cli("run", cfg, "--out", tmp_path / "out")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"ModelStopped: bad: stopped at the first call that cannot succeed: {why}" \
         in result.stderr

@@ -21,6 +21,7 @@ from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import load_run_config, read_manifest, record_files
 from finbench.runner import run
 from finbench.scoring.run import score_run
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,10 +181,9 @@ def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
     f.to_parquet(bad / "forecasts.parquet", index=False)
     problems = audit_run(bad)
     assert any(f"row {row + 1} " in p and "after the horizon" in p for p in problems)
-    cli = subprocess.run([sys.executable, "-m", "finbench", "audit", str(bad)],
-                         capture_output=True, text=True)
-    assert cli.returncode == 1 and f"row {row + 1} " in cli.stderr
-    progress = [x.split(",")[0] for x in cli.stderr.splitlines() if "elapsed, ETA" in x]
+    done = cli("audit", bad)
+    assert done.returncode == 1 and f"row {row + 1} " in done.stderr
+    progress = [x.split(",")[0] for x in done.stderr.splitlines() if "elapsed, ETA" in x]
     store = Store(load_run_config(bad).data.store)
     n_files = len(store.manifest["partitions"])
     # the store's check runs beside the rest (a store this small: in this process, last)
@@ -191,7 +191,7 @@ def test_audit_passes_on_a_clean_run_and_names_a_late_input(run_dir, tmp_path):
     rest = [line for line in progress if not line.startswith("store: ")]
     assert re.fullmatch(r"labels: (\d+)/\1 reads", rest[0])  # a small run: done at once
     assert rest[1:] == [f"audit: {len(f)}/{len(f)} forecast rows checked"]
-    assert cli.stdout == ""  # a failed audit says so on stderr, with its violations
+    assert done.stdout == ""  # a failed audit says so on stderr, with its violations
 
 
 def test_audit_tolerates_a_libm_ulp_in_r_and_names_any_real_label_change(run_dir, tmp_path):
@@ -699,23 +699,19 @@ def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
 
 
 def test_tasks_command_prints_json_on_stdout_and_progress_on_stderr(run_dir, tmp_path):
-    cli = subprocess.run([sys.executable, "-m", "finbench", "tasks",
-                          str(run_dir.parent / "cfg.toml"), "--out", str(tmp_path / "t")],
-                         capture_output=True, text=True)
-    assert cli.returncode == 0, cli.stderr
-    facts = json.loads(cli.stdout)  # nothing but the summary
+    done = cli("tasks", run_dir.parent / "cfg.toml", "--out", tmp_path / "t")
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)  # nothing but the summary
     tasks = pd.read_parquet(tmp_path / "t" / "tasks.parquet")
     assert facts["tasks"] == len(tasks) == len(pd.read_parquet(run_dir / "tasks.parquet"))
     assert pd.read_parquet(tmp_path / "t" / "labels.parquet").equals(
         pd.read_parquet(run_dir / "labels.parquet"))
-    assert re.fullmatch(r"labels: (\d+)/\1 reads, [\d.]+s elapsed, ETA 0\.0s\n", cli.stderr)
+    assert re.fullmatch(r"labels: (\d+)/\1 reads, [\d.]+s elapsed, ETA 0\.0s\n", done.stderr)
     # into a run's folder, they replaced its tasks and labels (its audit then failed)
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
-    cli = subprocess.run([sys.executable, "-m", "finbench", "tasks",
-                          str(run_dir.parent / "cfg.toml"), "--out", str(run_dir)],
-                         capture_output=True, text=True)
-    assert cli.returncode == 2 and (f"RunError: {run_dir}: holds manifest.json (a run's or a "
-                                    "store's), whose tasks and labels are its own") in cli.stderr
+    done = cli("tasks", run_dir.parent / "cfg.toml", "--out", run_dir)
+    assert done.returncode == 2 and (f"RunError: {run_dir}: holds manifest.json (a run's or a "
+                                     "store's), whose tasks and labels are its own") in done.stderr
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 
 

@@ -3,8 +3,6 @@ audit checking what was stored against the prompt re-rendered from the gated con
 
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +14,7 @@ from finbench.reports.show import show
 from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
 from finbench.runner import run
 from finbench.tracks.intraday.prompt import TEMPLATE_VERSION, messages_sha256
-from tests.helpers import aapl_config, scripted_toml
+from tests.helpers import aapl_config, cli, scripted_toml
 from tests.llm_server import ChatServer
 from tests.test_llm import config
 
@@ -74,16 +72,13 @@ def test_show_gives_prompt_answer_label_scores_and_the_baselines(llm_run):
 
 def test_the_show_command_prints_the_messages_as_sent(llm_run):
     out, _ = llm_run
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), TASK,
-                             "--model", "m"], env=env, capture_output=True, text=True)
+    result = cli("show", out, TASK, "--model", "m")
     assert result.returncode == 0, result.stderr
     call = Transcripts(out).of(TASK, "m")[0]
     for msg in call["messages"]:
         assert f"[{msg['role']}]\n{msg['content']}" in result.stdout
     assert "== m (openai)" in result.stdout and "== coin (coin)" in result.stdout
-    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), "NOPE|x|y"],
-                            env=env, capture_output=True, text=True)
+    result = cli("show", out, "NOPE|x|y")
     assert result.returncode == 2 and "no task 'NOPE|x|y' (task ids look like" in result.stderr
     with pytest.raises(RunError, match="has no forecast of model 'zz'"):
         show(out, TASK, "zz")
@@ -158,9 +153,7 @@ def test_show_json_is_strict_json_with_an_infinite_kelly_growth_as_text(tmp_path
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
     task = next(t for t, y in labels["y"].items() if y == 1)  # the move was up
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "finbench", "show", str(out), task,
-                             "--json"], env=env, capture_output=True, text=True)
+    result = cli("show", out, task, "--json")
     assert result.returncode == 0, result.stderr
 
     def refuse(constant):
