@@ -26,11 +26,13 @@ path.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -118,32 +120,39 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
              "machines need it at that path (or give an object-storage store)")
     if not remote:
         out = Path(out)
-    cluster = None if scheduler else _local_cluster(LocalCluster,
-                                                     _local_size(workers, len(ranges), echo))
-    try:
-        with _client(Client, scheduler, cluster) as client:
-            if cluster is not None:  # this run's own workers only
-                client.register_plugin(_quiet_heartbeats())
-            if not remote:  # once connected: a scheduler that cannot be reached leaves none
-                (out / SHARDS).mkdir(parents=True, exist_ok=True)
-            slots = max(1, len(client.scheduler_info()["workers"]))
-            share = 1.0 / min(slots, len(ranges))
-            echo(f"{len(ranges)} shards on {slots} workers ({scheduler or 'a LocalCluster'}); "
-                 f"LLM rate limits split {min(slots, len(ranges))} ways")
-            dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote else out / SHARDS / f"{a}_{b}"
-                    for a, b in ranges}
-            futures = [client.submit(run_shard, text,
-                                     str(dirs[a]), str(a), str(b), share, pure=False,
-                                     retries=2, key=f"finbench-shard-{a}_{b}")
-                       for a, b in ranges]
-            for k, future in enumerate(as_completed(futures), 1):
-                done = future.result()
-                if isinstance(done, FinbenchError):
-                    raise done
-                echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
-    finally:
-        if cluster is not None:
-            cluster.close()
+    with _deferred_interrupt() as interrupt:  # the cluster's start and close included
+        cluster = None if scheduler else _local_cluster(
+            LocalCluster, _local_size(workers, len(ranges), echo))
+        try:
+            with _client(Client, scheduler, cluster) as client:
+                if cluster is not None:  # this run's own workers only
+                    client.register_plugin(_quiet_heartbeats())
+                if not remote:  # once connected: a scheduler that cannot be reached leaves none
+                    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+                slots = max(1, len(client.scheduler_info()["workers"]))
+                share = 1.0 / min(slots, len(ranges))
+                echo(f"{len(ranges)} shards on {slots} workers "
+                     f"({scheduler or 'a LocalCluster'}); LLM rate limits split "
+                     f"{min(slots, len(ranges))} ways")
+                dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote
+                        else out / SHARDS / f"{a}_{b}" for a, b in ranges}
+                futures = [client.submit(run_shard, text,
+                                         str(dirs[a]), str(a), str(b), share, pure=False,
+                                         retries=2, key=f"finbench-shard-{a}_{b}")
+                           for a, b in ranges]
+                completed, k = as_completed(futures), 0
+                while not completed.is_empty():
+                    interrupt.check()
+                    for future in completed.next_batch(block=False):
+                        done, k = future.result(), k + 1
+                        if isinstance(done, FinbenchError):
+                            raise done
+                        echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
+                    time.sleep(WAIT)
+        finally:
+            if cluster is not None:
+                cluster.close()
+        interrupt.check()  # pressed while the last shard finished or the cluster closed
     shards = [dirs[a] for a, _ in ranges]
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
@@ -204,6 +213,44 @@ def _local_cluster(cluster_class, workers: int):
         return cluster_class(n_workers=workers, threads_per_worker=1,
                              processes=True, dashboard_address="127.0.0.1:0",
                              silence_logs=logging.ERROR)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+WAIT = 0.1  # seconds between looks at the shards and at Ctrl-C
+
+
+class _Interrupt:
+    """Ctrl-C while the client talks to the cluster, kept for :meth:`check`."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+
+    def press(self, signum, frame) -> None:
+        if self.pressed.is_set():  # pressed again: at once, wherever the client is
+            raise KeyboardInterrupt
+        self.pressed.set()
+
+    def check(self) -> None:
+        if self.pressed.is_set():
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _deferred_interrupt():
+    """Ctrl-C (SIGINT) raised at :meth:`_Interrupt.check`, between the client's calls, not
+    inside one: a KeyboardInterrupt in Dask's ``sync`` at the wrong moment leaves its event
+    loop waiting on a callback that failed ("cannot access free variable 'future'"), and the
+    command never ends. A second Ctrl-C interrupts at once. Off the main thread (where no
+    handler can be set) the signal is left as it is."""
+    interrupt = _Interrupt()
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if previous is not None:
+        signal.signal(signal.SIGINT, interrupt.press)
+    try:
+        yield interrupt
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

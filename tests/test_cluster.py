@@ -237,7 +237,12 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, s
         assert time.monotonic() < deadline
         time.sleep(0.01)
     os.killpg(started.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-    _, err = started.communicate(timeout=120)
+    try:
+        _, err = started.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # the command hangs: ended here, its pipes closed
+        os.killpg(started.pid, signal.SIGKILL)
+        _, err = started.communicate()
+        pytest.fail(f"the interrupted command did not end within 120 s: {err[-2000:]}")
     if started.returncode == 0:
         pytest.skip("the run finished before the signal came")
     assert started.returncode == 130, err
@@ -274,3 +279,22 @@ def test_a_local_cluster_starts_beside_another_on_the_machine():
             cluster.close()
     finally:
         taken.close()
+
+
+def test_ctrl_c_while_the_client_talks_to_the_cluster_waits_for_a_check():
+    """A KeyboardInterrupt inside one of Dask's client calls can leave the command waiting
+    forever; so a first Ctrl-C is kept until the run looks, a second one interrupts at once,
+    and the handler before is back afterwards."""
+    from finbench.cluster import _deferred_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    with _deferred_interrupt() as interrupt:
+        interrupt.check()  # nothing pressed
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler has run: nothing raised here
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) is before
