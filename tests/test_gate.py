@@ -57,13 +57,17 @@ def test_vectorised_contexts_equal_the_naive_loop_on_every_sample_task(sample):
     tasks, frame, news, _, index = sample
     # the reference asks exchange-calendars itself, not FinBench's kept sessions
     daily = naive_daily(frame, library_calendar("XNYS", "2024-09-01", "2025-01-20"))
-    by_ticker = {t: frame[frame["ticker"] == t].copy() for t in TICKERS}
-    for part in by_ticker.values():
-        part["local_date"] = part["ts"].dt.tz_convert("America/New_York").dt.strftime("%Y-%m-%d")
+    bars = frame.assign(local_date=frame["ts"].dt.tz_convert("America/New_York")
+                        .dt.strftime("%Y-%m-%d"))
+    # each (ticker, local date)'s bars apart: the reference filters them as it would the
+    # whole table, and keeps the same rows (a task's bars lie on its session's local date)
+    by_day = {key: part for key, part in bars.groupby(["ticker", "local_date"])}
+    no_bars = bars.iloc[0:0]
     news_of = {t: news[news["tickers"].map(lambda ts, t=t: t in list(ts))] for t in TICKERS}
     mit = index.max_input_time
     for i, task in enumerate(tasks.itertuples()):
-        want = naive_context(task, by_ticker[task.ticker], news_of[task.ticker], daily)
+        want = naive_context(task, by_day.get((task.ticker, task.session), no_bars),
+                             news_of[task.ticker], daily)
         got = index.context(i)
         assert list(got.bars["ts"]) == want["bars"], task.task_id
         assert list(got.previous_sessions["session"]) == want["sessions"], task.task_id
