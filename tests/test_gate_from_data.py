@@ -3,7 +3,6 @@ available before it starts is refused, every store setting that changes what the
 inside the snapshot hash, and a run never resumes on a changed store."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,6 @@ from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.runner import run
 from tests.helpers import HEADER, aapl_config, bar_rows, cli, store_files, write
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("seconds, why", [(-60, "-60 is not positive"), (0, "0 is not positive"),

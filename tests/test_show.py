@@ -3,7 +3,6 @@ audit checking what was stored against the prompt re-rendered from the gated con
 
 import os
 import sqlite3
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,7 +17,6 @@ from tests.helpers import aapl_config, cli, scripted_toml
 from tests.llm_server import ChatServer
 from tests.test_llm import config
 
-ROOT = Path(__file__).resolve().parents[1]
 TASK = "AAPL|2025-01-15|MIDDAY"
 
 
