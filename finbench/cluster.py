@@ -204,15 +204,23 @@ def _local_cluster(cluster_class, workers: int):
     stays ignored in the processes started while it is, and Python then leaves it so.) Its
     scheduler's HTTP server listens on a loopback port the system picks: without an address
     it takes 8787, and a second run on the machine at the same time warns that it is taken."""
-    main = threading.current_thread() is threading.main_thread()
-    # only the main thread may set handlers; one not set from Python (None) is left alone
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    if previous is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with _sigint(signal.SIG_IGN):
         return cluster_class(n_workers=workers, threads_per_worker=1,
                              processes=True, dashboard_address="127.0.0.1:0",
                              silence_logs=logging.ERROR)
+
+
+@contextlib.contextmanager
+def _sigint(handler):
+    """SIGINT handled by ``handler`` inside the block, the handler before it restored after.
+    Only the main thread may set handlers, and one not set from Python (None) is left alone:
+    there the signal stays as it is."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if previous is not None:
+        signal.signal(signal.SIGINT, handler)
+    try:
+        yield
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -245,15 +253,8 @@ def _deferred_interrupt():
     command never ends. A second Ctrl-C interrupts at once. Off the main thread (where no
     handler can be set) the signal is left as it is."""
     interrupt = _Interrupt()
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    if previous is not None:
-        signal.signal(signal.SIGINT, interrupt.press)
-    try:
+    with _sigint(interrupt.press):
         yield interrupt
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
 
 def _client(client_class, scheduler: str | None, cluster):
