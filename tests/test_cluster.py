@@ -47,12 +47,69 @@ def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample
             for d in (merged, single))
     pd.testing.assert_frame_equal(a, b)
     assert audit_run(merged) == []
-    said = []  # resumes; more workers asked than there are shards start one per shard
-    again = run_on_dask(cfg, tmp_path / "dask", workers=64, echo=said.append)
-    assert said[:2] == ["note: 64 workers asked, but the run has 3 shards (one per month); the "
-                        "LocalCluster starts 3", said[1]]
-    assert said[1].startswith("3 shards on 3 workers (a LocalCluster)")
-    assert (again / "scores.csv").read_bytes() == (single / "scores.csv").read_bytes()
+
+
+def test_a_local_cluster_never_starts_more_workers_than_there_are_shards():
+    """A worker beyond the shards would get no task (``--workers 100000`` would try to start
+    that many processes): the LocalCluster starts one per shard and says so; asked for fewer,
+    or for none (one per core), it starts those, silently."""
+    from finbench.cluster import _local_size
+
+    said = []
+    assert _local_size(64, 3, said.append) == 3
+    assert said == ["note: 64 workers asked, but the run has 3 shards (one per month); the "
+                    "LocalCluster starts 3"]
+    said.clear()
+    assert _local_size(2, 3, said.append) == 2 and _local_size(3, 3, said.append) == 3
+    assert _local_size(None, 1, said.append) == 1
+    assert _local_size(None, 10_000, said.append) == (os.cpu_count() or 1)
+    assert said == []
+
+
+@pytest.mark.slow
+def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_running(
+        tmp_path, sample_store, capfd):
+    """``--scheduler ADDRESS``, as on a cluster of several machines: the shards run on that
+    scheduler's workers (two worker processes started here, before the run, as a cluster's
+    are) and merge into the single-process run; the cluster is someone else's, so it keeps
+    its workers afterwards, and the same command again finds every shard done. A partition
+    that cannot be read stops a run there with its error: the shard hands the error back, so
+    no task fails on a worker (a failing task would be retried, each attempt logged as
+    "Compute Failed" on the workers' stderr, which is this process's)."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from finbench.core.errors import StoreError
+    from tests.helpers import cli
+
+    cfg = baseline_config(tmp_path, sample_store)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster:
+        address = cluster.scheduler_address
+        command = ["run", cfg, "--out", tmp_path / "dask", "--executor", "dask",
+                   "--scheduler", address]
+        done = cli(*command)
+        assert done.returncode == 0, done.stderr
+        assert f"3 shards on 2 workers ({address}); LLM rate limits split 2 ways" in done.stdout
+        single = run(cfg, tmp_path / "single", echo=lambda *_: None)
+        for name in ("scores.csv", "labels.parquet", "rows.parquet"):
+            assert (tmp_path / "dask" / name).read_bytes() == (single / name).read_bytes(), name
+        with Client(cluster) as client:
+            assert len(client.scheduler_info()["workers"]) == 2  # still running
+            assert "finbench-quiet-heartbeats" not in client.run_on_scheduler(
+                lambda dask_scheduler: list(dask_scheduler.plugins) + list(
+                    dask_scheduler.worker_plugins))
+        before = (tmp_path / "dask" / "forecasts.parquet").read_bytes()
+        again = cli(*command)
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / "dask" / "forecasts.parquet").read_bytes() == before
+        store, rel = damaged_store(tmp_path)
+        damaged = month_shards_config(tmp_path / "damaged.toml", store)
+        capfd.readouterr()
+        with pytest.raises(StoreError, match="cannot be read"):
+            run_on_dask(damaged, tmp_path / "broken", scheduler=address, echo=lambda *_: None)
+        assert "Compute Failed" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
@@ -75,6 +132,7 @@ def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, s
                     if pid:
                         os.kill(pid, signal.SIGKILL)
                         killed.append((journal.parent.name, pid))
+                        server.delay = 0  # the delay was there to kill mid-shard
                         return
             time.sleep(0.05)
 
@@ -202,20 +260,6 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
     assert isinstance(got, StoreError) and f"{store / rel}: cannot be read" in str(got)
     assert run_shard(cfg, str(tmp_path / "fine"), "2024-11-25", "2024-11-29", 1.0) == str(
         tmp_path / "fine")
-
-
-@pytest.mark.slow
-def test_a_damaged_partition_stops_a_dask_run_with_its_error(tmp_path, capfd):
-    """The shard hands the error back, so no task fails on a worker: a task raising it would
-    be retried, and each failed attempt logged as "Compute Failed" on the workers' stderr
-    (which is this process's: the LocalCluster's processes inherit it)."""
-    from finbench.core.errors import StoreError
-
-    store, rel = damaged_store(tmp_path)
-    cfg = month_shards_config(tmp_path / "cfg.toml", store)
-    with pytest.raises(StoreError, match="cannot be read"):
-        run_on_dask(cfg, tmp_path / "dask", workers=2, echo=lambda *_: None)
-    assert "Compute Failed" not in capfd.readouterr().err
 
 
 @pytest.mark.slow

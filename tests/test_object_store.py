@@ -201,6 +201,7 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
                         if pid:
                             killed.append((shard, server.total))
                             os.kill(pid, signal.SIGKILL)
+                            server.delay = 0  # the delay was there to kill mid-shard
                             return
             time.sleep(0.1)  # each look lists the bucket: moto answers in this process
 
@@ -226,7 +227,6 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
     assert problems == [], (problems, killed)
     manifest = json.loads((copy / "manifest.json").read_text())
     assert all(m.startswith(f"{out}/shards/") for m in manifest["merged_from"])
-    server.delay = 0  # the run to compare with has no worker to be killed mid-shard
     single = run(config(tmp_path, sample_store, llm, name="local.toml"), tmp_path / "single",
                  echo=lambda *_: None)
     for name in ("scores.csv", "labels.parquet", "tasks.parquet", "rows.parquet"):
