@@ -124,6 +124,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         cluster = None if scheduler else _local_cluster(
             LocalCluster, _local_size(workers, len(ranges), echo))
         try:
+            interrupt.check()  # pressed while the cluster started: no shard is sent
             with _client(Client, scheduler, cluster) as client:
                 if cluster is not None:  # this run's own workers only
                     client.register_plugin(_quiet_heartbeats())
@@ -198,16 +199,40 @@ def _quiet_heartbeats():
 
 
 def _local_cluster(cluster_class, workers: int):
-    """A LocalCluster of ``workers`` processes that ignore SIGINT:
+    """A LocalCluster of ``workers`` processes that never answer SIGINT:
     Ctrl-C in a terminal reaches every process of its group, and the client alone answers it
-    (closing the cluster), so the workers print no traceback of their own. (An ignored signal
-    stays ignored in the processes started while it is, and Python then leaves it so.) Its
-    scheduler's HTTP server listens on a loopback port the system picks: without an address
-    it takes 8787, and a second run on the machine at the same time warns that it is taken."""
-    with _sigint(signal.SIG_IGN):
+    (closing the cluster), so the workers print no traceback of their own. The signal is held
+    back while the cluster starts (:func:`_sigint_held`): the processes started then (and
+    those its threads start later, a worker replacing one that died) keep it held back for
+    good, and a Ctrl-C pressed meanwhile is kept for the run, not lost. Its scheduler's HTTP
+    server listens on a loopback port the system picks: without an address it takes 8787, and
+    a second run on the machine at the same time warns that it is taken."""
+    with _sigint_held():
         return cluster_class(n_workers=workers, threads_per_worker=1,
                              processes=True, dashboard_address="127.0.0.1:0",
                              silence_logs=logging.ERROR)
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """SIGINT blocked in this thread inside the block, and so in the threads it starts and
+    the processes they start (a signal mask is inherited through fork and exec, and Python
+    leaves it as it finds it); unblocked after. A SIGINT that comes meanwhile is not lost: it
+    reaches the handler in place through a thread that does not block it (one started before),
+    or when the block ends. Where the system has no signal masks (Windows), SIGINT is ignored
+    inside the block instead (from the main thread alone), and one that comes then is lost."""
+    if not hasattr(signal, "pthread_sigmask"):
+        with _sigint(signal.SIG_IGN):
+            yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # its first start unblocks SIGINT in the caller's thread
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 @contextlib.contextmanager

@@ -121,7 +121,7 @@ def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, s
            'concurrency = 1\nrequests_per_minute = 6000\n')
     cfg = baseline_config(tmp_path, sample_store, llm)
     out = tmp_path / "dask"
-    killed = []
+    killed, replacement = [], []
 
     def kill_a_worker_once_answers_arrive():
         deadline = time.monotonic() + 60
@@ -130,9 +130,14 @@ def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, s
                 if journal.is_file() and journal.read_text().count("\n") >= 5:
                     pid = _worker_pid_of(journal.parent)
                     if pid:
+                        first = set(_workers_of(os.getpid()))
                         os.kill(pid, signal.SIGKILL)
                         killed.append((journal.parent.name, pid))
                         server.delay = 0  # the delay was there to kill mid-shard
+                        while time.monotonic() < deadline and not replacement:
+                            replacement.extend(v for k, v in _workers_of(os.getpid()).items()
+                                               if k not in first)
+                            time.sleep(0.05)
                         return
             time.sleep(0.05)
 
@@ -141,6 +146,8 @@ def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, s
     merged = run_on_dask(cfg, out, workers=2, echo=lambda *_: None)
     killer.join()
     assert killed, "no worker was killed: the shards finished before any could be"
+    if Path("/proc/self/status").is_file():  # the worker started in its place, like the
+        assert replacement and _never_answers_sigint(replacement[0])  # first: no Ctrl-C
     rows = pd.read_parquet(merged / "forecasts.parquet")
     assert rows.groupby(["task_id", "model"]).size().eq(1).all()
     llm_rows = rows[rows["model"] == "m"]
@@ -262,14 +269,41 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
         tmp_path / "fine")
 
 
+def _workers_of(pid: int) -> dict[int, str]:
+    """The worker processes process ``pid`` has started (multiprocessing's spawn), each with
+    its /proc status text."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            line = (entry / "cmdline").read_bytes()
+        except OSError:  # not a process, or one that ended meanwhile
+            continue
+        if f"\nPPid:\t{pid}\n" in status and b"spawn_main" in line:
+            found[int(entry.name)] = status
+    return found
+
+
+def _never_answers_sigint(status: str) -> bool:
+    """Whether a process (its /proc status text) blocks or ignores SIGINT."""
+    masks = dict(line.split(":\t") for line in status.splitlines() if ":\t" in line)
+    return any(int(masks[key], 16) & 1 << (signal.SIGINT - 1) for key in ("SigBlk", "SigIgn"))
+
+
 @pytest.mark.slow
-def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, sample_store):
+@pytest.mark.parametrize("moment", ["the cluster starts", "the shards run"])
+def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, sample_store,
+                                                                     moment):
     """Ctrl-C in a terminal signals every process of the group, the LocalCluster's workers
-    too: they ignore it and the client answers (one line, exit 130, the cluster closed), so
-    no worker prints a traceback; the same command then finishes the run."""
+    too: they never answer it, and the client does (one line, exit 130, the cluster closed),
+    so no worker prints a traceback. Pressed while the cluster starts (its workers importing,
+    seconds on any machine), it is kept until the start is over, not lost; pressed while the
+    shards run, the same command then finishes the run."""
     import subprocess
     import sys
 
+    if moment == "the cluster starts" and not Path(f"/proc/{os.getpid()}/status").is_file():
+        pytest.skip("no /proc here to see the cluster's workers start")
     cfg = baseline_config(tmp_path, sample_store)
     command = [sys.executable, "-m", "finbench", "run", str(cfg), "--out", str(tmp_path / "run"),
                "--executor", "dask", "--workers", "2"]
@@ -277,7 +311,9 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, s
     started = subprocess.Popen(command, env=env, start_new_session=True, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while not (tmp_path / "run" / "shards").exists() and started.poll() is None:
+    while started.poll() is None and not (
+            bool(_workers_of(started.pid)) if moment == "the cluster starts"
+            else (tmp_path / "run" / "shards").exists()):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     os.killpg(started.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
@@ -287,12 +323,15 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, s
         os.killpg(started.pid, signal.SIGKILL)
         _, err = started.communicate()
         pytest.fail(f"the interrupted command did not end within 120 s: {err[-2000:]}")
-    if started.returncode == 0:
+    if started.returncode == 0 and moment == "the shards run":
         pytest.skip("the run finished before the signal came")
     assert started.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip() == ("finbench run: interrupted; what it finished is kept (`finbench run` "
                            "and `finbench data fetch`, given again, go on from there)")
+    if moment == "the cluster starts":
+        assert not (tmp_path / "run" / "shards").exists()  # no shard was sent
+        return
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert audit_run(tmp_path / "run") == []
@@ -342,3 +381,25 @@ def test_ctrl_c_while_the_client_talks_to_the_cluster_waits_for_a_check():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks here")
+def test_ctrl_c_while_the_cluster_starts_is_held_back_and_reaches_the_handler_after():
+    """While the cluster starts, SIGINT is blocked in this thread and in the threads started
+    meanwhile (the processes they start inherit that), and a Ctrl-C then is kept, not lost:
+    the handler in place gets it once the start is over (or at once, through a thread started
+    before, where one does not block it: pytest has some)."""
+    from finbench.cluster import _sigint, _sigint_held
+
+    got, masks = [], []
+    with _sigint(lambda signum, frame: got.append(signum)):
+        with _sigint_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            thread = threading.Thread(
+                target=lambda: masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+            thread.start()
+            thread.join()
+        time.sleep(0.05)
+        assert got == [signal.SIGINT]
+    assert signal.SIGINT in masks[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
