@@ -10,8 +10,9 @@ stopped, so no answer is made twice. Giving the same command again resumes every
 
 Rate limits of LLM models are one budget per model across the cluster: each shard's run
 spaces its requests and tokens to ``1/k`` of the configured ``requests_per_minute`` and
-``tokens_per_minute``, ``k`` being how many shards can run at once (the workers, at most the
-shards).
+``tokens_per_minute``, ``k`` being how many shards can run at once: the workers' threads (a
+thread runs one shard), at most the shards, counted when the shards are sent; a scheduler with
+no worker yet gets ``k`` = the shards, as any number may join (:func:`rate_split`).
 
 Workers run FinBench from their own installation. The config's text travels with each task,
 so workers need not see the client's disk. The store and ``OUT`` may be folders on object
@@ -130,11 +131,10 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                     client.register_plugin(_quiet_heartbeats())
                 if not remote:  # once connected: a scheduler that cannot be reached leaves none
                     (out / SHARDS).mkdir(parents=True, exist_ok=True)
-                slots = max(1, len(client.scheduler_info()["workers"]))
-                share = 1.0 / min(slots, len(ranges))
-                echo(f"{len(ranges)} shards on {slots} workers "
-                     f"({scheduler or 'a LocalCluster'}); LLM rate limits split "
-                     f"{min(slots, len(ranges))} ways")
+                ways, said = rate_split(client.scheduler_info()["workers"], len(ranges))
+                share = 1.0 / ways
+                echo(f"{len(ranges)} shards on {said} ({scheduler or 'a LocalCluster'}); LLM "
+                     f"rate limits split {ways} ways")
                 dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote
                         else out / SHARDS / f"{a}_{b}" for a, b in ranges}
                 futures = [client.submit(run_shard, text,
@@ -158,6 +158,20 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def rate_split(workers: dict, shards: int) -> tuple[int, str]:
+    """How many ways each LLM model's rate limits are split (how many shards can run at once),
+    and the cluster as the run describes it, from the scheduler's workers (Dask's
+    ``scheduler_info()["workers"]``: address -> facts, ``nthreads`` among them). Each of a
+    worker's threads runs a shard, so the threads count, at most the shards; with no worker
+    yet, any number may join before the shards finish, so the split is the shards'."""
+    if not workers:
+        return shards, "no workers yet (the shards wait for some to join)"
+    threads = sum(int(w.get("nthreads", 1)) for w in workers.values())
+    said = f"{len(workers)} worker{'s' if len(workers) > 1 else ''}" + (
+        f", {threads} threads" if threads != len(workers) else "")
+    return max(1, min(threads, shards)), said
 
 
 def _local_size(workers: int | None, shards: int, echo) -> int:

@@ -66,12 +66,27 @@ def test_a_local_cluster_never_starts_more_workers_than_there_are_shards():
     assert said == []
 
 
+def test_rate_limits_are_split_among_the_shards_that_can_run_at_once():
+    """Each worker thread runs a shard; a scheduler without workers may get any number, so
+    each shard then keeps to its share of all the shards."""
+    from finbench.cluster import rate_split
+
+    one = {"nthreads": 1}
+    assert rate_split({"a": one, "b": one}, 3) == (2, "2 workers")
+    assert rate_split({"a": {"nthreads": 4}, "b": {"nthreads": 4}}, 3) == (
+        3, "2 workers, 8 threads")
+    assert rate_split({"a": {"nthreads": 2}}, 12) == (2, "1 worker, 2 threads")
+    assert rate_split({"a": one}, 12) == (1, "1 worker")
+    assert rate_split({}, 12) == (12, "no workers yet (the shards wait for some to join)")
+
+
 @pytest.mark.slow
 def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_running(
         tmp_path, sample_store, capfd):
     """``--scheduler ADDRESS``, as on a cluster of several machines: the shards run on that
-    scheduler's workers (two worker processes started here, before the run, as a cluster's
-    are) and merge into the single-process run; the cluster is someone else's, so it keeps
+    scheduler's workers (two worker processes of two threads each, started here before the
+    run, as a cluster's are: shards run side by side in one process) and merge into the
+    single-process run; the cluster is someone else's, so it keeps
     its workers afterwards, and the same command again finds every shard done. A partition
     that cannot be read stops a run there with its error: the shard hands the error back, so
     no task fails on a worker (a failing task would be retried, each attempt logged as
@@ -84,14 +99,16 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
     from tests.helpers import cli
 
     cfg = baseline_config(tmp_path, sample_store)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster:
         address = cluster.scheduler_address
         command = ["run", cfg, "--out", tmp_path / "dask", "--executor", "dask",
                    "--scheduler", address]
         done = cli(*command)
         assert done.returncode == 0, done.stderr
-        assert f"3 shards on 2 workers ({address}); LLM rate limits split 2 ways" in done.stdout
+        # a thread runs a shard: two workers of two threads run all three at once
+        assert (f"3 shards on 2 workers, 4 threads ({address}); LLM rate limits split 3 ways"
+                in done.stdout)
         single = run(cfg, tmp_path / "single", echo=lambda *_: None)
         for name in ("scores.csv", "labels.parquet", "rows.parquet"):
             assert (tmp_path / "dask" / name).read_bytes() == (single / name).read_bytes(), name
