@@ -135,8 +135,10 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                 share = 1.0 / ways
                 echo(f"{len(ranges)} shards on {said} ({scheduler or 'a LocalCluster'}); LLM "
                      f"rate limits split {ways} ways")
+                # a worker's working folder is its own (on another machine, or started
+                # elsewhere): it is given this process's folder by its absolute path
                 dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote
-                        else out / SHARDS / f"{a}_{b}" for a, b in ranges}
+                        else out.absolute() / SHARDS / f"{a}_{b}" for a, b in ranges}
                 futures = [client.submit(run_shard, text,
                                          str(dirs[a]), str(a), str(b), share, pure=False,
                                          retries=2, key=f"finbench-shard-{a}_{b}")

@@ -82,7 +82,7 @@ def test_rate_limits_are_split_among_the_shards_that_can_run_at_once():
 
 @pytest.mark.slow
 def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_running(
-        tmp_path, sample_store, capfd):
+        tmp_path, sample_store, capfd, monkeypatch):
     """``--scheduler ADDRESS``, as on a cluster of several machines: the shards run on that
     scheduler's workers (two worker processes of two threads each, started here before the
     run, as a cluster's are: shards run side by side in one process) and merge into the
@@ -99,6 +99,9 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
     from tests.helpers import cli
 
     cfg = baseline_config(tmp_path, sample_store)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the workers' working folder: not this test's
     with LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster:
         address = cluster.scheduler_address
@@ -123,6 +126,13 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
         assert (tmp_path / "dask" / "forecasts.parquet").read_bytes() == before
         store, rel = damaged_store(tmp_path)
         damaged = month_shards_config(tmp_path / "damaged.toml", store)
+        # a relative --out is this process's folder: the workers, started in another one
+        # (as on another machine), are given its absolute path
+        monkeypatch.chdir(tmp_path)
+        relative = cli("run", cfg, "--out", "rel", "--executor", "dask", "--scheduler", address)
+        assert relative.returncode == 0, relative.stderr
+        assert (tmp_path / "rel" / "scores.csv").read_bytes() == (single / "scores.csv").read_bytes()
+        assert not (elsewhere / "rel").exists()
         capfd.readouterr()
         with pytest.raises(StoreError, match="cannot be read"):
             run_on_dask(damaged, tmp_path / "broken", scheduler=address, echo=lambda *_: None)
