@@ -22,7 +22,8 @@ in a scratch folder of its worker, mirrored to ``OUT/shards/A_B`` as it goes
 (:mod:`finbench.runlog.mirror`), so a retried shard resumes from what its dead worker had
 sent; the merge copies the shards down to the client, merges and scores them there, and
 uploads the merged run to ``OUT``. With a local store path, every worker must see it at that
-path.
+path; a local ``OUT`` is given to the workers by its absolute path and must be a folder they
+share with this machine (a finished shard whose folder is not here is named before the merge).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from finbench.core.config import (
 from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.runlog.mirror import copied, scratch_folder
+from finbench.runlog.rundir import MANIFEST
 from finbench.runner import run
 from finbench.shards import merge_shards
 
@@ -157,9 +159,24 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                 cluster.close()
         interrupt.check()  # pressed while the last shard finished or the cluster closed
     shards = [dirs[a] for a, _ in ranges]
+    if not remote:
+        shards_here(shards, scheduler)
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def shards_here(shards: list[Path], scheduler: str | None) -> None:
+    """A RunError unless every shard a worker reported finished is a run folder on this
+    machine: a worker writes a local ``--out`` on its own disk, which on another machine is
+    not this one's."""
+    for shard in shards:
+        if not (shard / MANIFEST).is_file():
+            raise RunError(f"{shard}: the shard finished on a worker of "
+                           f"{scheduler or 'the cluster'}, but its folder is not on this "
+                           "machine: workers write a local --out on their own disks; give "
+                           "--out a folder this machine and every worker share, or one on "
+                           "object storage (s3://bucket/...)")
 
 
 def rate_split(workers: dict, shards: int) -> tuple[int, str]:

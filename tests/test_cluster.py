@@ -66,6 +66,25 @@ def test_a_local_cluster_never_starts_more_workers_than_there_are_shards():
     assert said == []
 
 
+def test_a_shard_finished_on_another_machines_disk_is_named_with_what_to_do(tmp_path):
+    """Workers on other machines write a local --out on their own disks: a shard they
+    finished that is not here is named, with the two ways out, before any merge."""
+    from finbench.cluster import shards_here
+    from finbench.core.errors import RunError
+
+    here, there = tmp_path / "shards" / "a", tmp_path / "shards" / "b"
+    here.mkdir(parents=True)
+    (here / "manifest.json").write_text("{}")
+    shards_here([here], "tcp://10.0.0.5:8786")
+    with pytest.raises(RunError) as caught:
+        shards_here([here, there], "tcp://10.0.0.5:8786")
+    assert str(caught.value) == (
+        f"{there}: the shard finished on a worker of tcp://10.0.0.5:8786, but its folder is "
+        "not on this machine: workers write a local --out on their own disks; give --out a "
+        "folder this machine and every worker share, or one on object storage "
+        "(s3://bucket/...)")
+
+
 def test_rate_limits_are_split_among_the_shards_that_can_run_at_once():
     """Each worker thread runs a shard; a scheduler without workers may get any number, so
     each shard then keeps to its share of all the shards."""
