@@ -41,6 +41,7 @@ from finbench.runlog.rundir import (
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
+from finbench.runner.manifest import code_version
 from finbench.scoring.run import rescore
 
 
@@ -94,6 +95,7 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
         check_recorded(finished_run(d), [*INPUTS, JOURNAL, *journal_parts(d)])
         manifests.append(read_manifest(d))
     first = manifests[0]
+    same_code(dirs, manifests)
     for d, m in zip(dirs[1:], manifests[1:], strict=True):
         for key, what in (("config_sha256", "config file"),):
             if m.get(key) != first.get(key):
@@ -123,6 +125,22 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
         _write_merged(dirs, manifests, config, tasks, labels, out,
                       merged_from or [str(d) for d in dirs])
     return out
+
+
+def same_code(dirs: list[Path], manifests: list[dict]) -> None:
+    """A RunError unless every shard was made by the FinBench merging it (version and git
+    revision, :func:`~finbench.runner.manifest.code_version`): the merge scores the shards'
+    rows and its manifest names one FinBench for the whole run."""
+    ours = code_version()
+
+    def said(v: dict) -> str:
+        return f"FinBench {v.get('package_version')} (git {str(v.get('git_revision'))[:12]})"
+
+    for d, m in zip(dirs, manifests, strict=True):
+        if any(m.get(k) != v for k, v in ours.items()):
+            raise RunError(f"{d}: made by {said(m)}, but this merge is {said(ours)}: a run's "
+                           "shards and its merge come from one FinBench; run the shard again "
+                           "with this one, or merge with the shard's")
 
 
 def outside_shards(out: Path, dirs: list[Path]) -> None:

@@ -366,6 +366,39 @@ def test_overlapping_shards_are_refused(run_dir, tmp_path):
         merge_shards([a, b], tmp_path / "m")
 
 
+@pytest.mark.parametrize(("key", "value"), [("package_version", "0.0.9"),
+                                          ("git_revision", "0" * 40)])
+def test_shards_made_by_another_finbench_are_refused_by_the_merge(run_dir, tmp_path, key,
+                                                                  value):
+    """A run's shards and its merge (which scores them) come from one FinBench: a shard whose
+    manifest names another version or git revision than the merging program's is refused,
+    naming both, before anything is written (the merged manifest would name one of them for
+    all). The same shards merge once remade alike."""
+    from finbench.core.errors import RunError
+    from finbench.runner.manifest import code_version
+    from finbench.shards import merge_shards
+
+    cfg = run_dir.parent / "cfg.toml"
+    a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
+    b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"))
+    manifest = json.loads((b / "manifest.json").read_text())
+    ours = code_version()
+    assert {k: manifest[k] for k in ours} == ours
+    (b / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+    theirs = {**ours, key: value}
+    with pytest.raises(RunError) as caught:
+        merge_shards([a, b], tmp_path / "m")
+    assert str(caught.value) == (
+        f"{b}: made by FinBench {theirs['package_version']} (git "
+        f"{str(theirs['git_revision'])[:12]}), but this merge is FinBench "
+        f"{ours['package_version']} (git {str(ours['git_revision'])[:12]}): a run's shards "
+        "and its merge come from one FinBench; run the shard again with this one, or merge "
+        "with the shard's")
+    assert not (tmp_path / "m").exists()
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert merge_shards([a, b], tmp_path / "m") == tmp_path / "m"
+
+
 def test_a_merge_never_writes_over_a_shard_or_another_run(run_dir, tmp_path):
     """``merge A B --out A`` wrote the merged run over shard A (SameFileError midway, A's
     files changed); ``--out`` holding another run got the merged files beside that run's

@@ -24,8 +24,7 @@ def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
     return {
         "format": RUN_FORMAT,
         "version": 1,
-        "package_version": __version__,
-        "git_revision": _git_revision(),
+        **code_version(),
         "python": sys.version.split()[0],
         **source,
         "config": json.loads(config.model_dump_json()),
@@ -77,6 +76,12 @@ def render_event_summary(run_dir: Path, scores: pd.DataFrame) -> str:
             lines.append(f"  {r.model:<24} vs {r.reference:<20} n={r.n:<4} {value}  "
                          f"({r.brier_model:.4f} vs {r.brier_reference:.4f})")
     return "\n".join(lines)
+
+
+def code_version() -> dict[str, str | None]:
+    """Which FinBench this process runs: its package version and git revision (None outside
+    a git checkout), as a run's manifest records them."""
+    return {"package_version": __version__, "git_revision": _git_revision()}
 
 
 def _git_revision() -> str | None:
