@@ -41,7 +41,7 @@ from finbench.runlog.rundir import (
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
-from finbench.runner.manifest import code_version
+from finbench.runner.manifest import code_version, describe_code
 from finbench.scoring.run import rescore
 
 
@@ -132,13 +132,10 @@ def same_code(dirs: list[Path], manifests: list[dict]) -> None:
     revision, :func:`~finbench.runner.manifest.code_version`): the merge scores the shards'
     rows and its manifest names one FinBench for the whole run."""
     ours = code_version()
-
-    def said(v: dict) -> str:
-        return f"FinBench {v.get('package_version')} (git {str(v.get('git_revision'))[:12]})"
-
     for d, m in zip(dirs, manifests, strict=True):
         if any(m.get(k) != v for k, v in ours.items()):
-            raise RunError(f"{d}: made by {said(m)}, but this merge is {said(ours)}: a run's "
+            raise RunError(f"{d}: made by {describe_code(m)}, but this merge is "
+                           f"{describe_code(ours)}: a run's "
                            "shards and its merge come from one FinBench; run the shard again "
                            "with this one, or merge with the shard's")
 

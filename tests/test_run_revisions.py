@@ -122,3 +122,37 @@ def test_a_run_resumes_under_another_executor_section(tmp_path, sample_store):
     first.write_text(first.read_text().replace("min_count = 5", "min_count = 6"))
     with pytest.raises(RunError, match="models.rate.min_count differ"):
         run(first, out, echo=lambda *_: None)
+
+
+def test_a_run_resumed_by_another_finbench_lists_each_in_its_manifest(tmp_path, sample_store):
+    """A run made so far by one FinBench (version, git revision) and resumed by another goes
+    on, keeping what it made; the run says so and the manifest's code_revisions lists each,
+    with when it took over (for a run made before the list was kept: its manifest's version,
+    from its start). Resumed by the same FinBench, nothing is added."""
+    from finbench.runner.manifest import code_version
+
+    cfg = write(tmp_path, sample_store, [COIN, RATE])
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    ours = code_version()
+    assert manifest["code_revisions"] == [{**ours, "at": manifest["started_at"]}]
+    older = {"package_version": "0.0.9", "git_revision": "f" * 40}
+    del manifest["code_revisions"]  # as a run made before the key was recorded
+    (out / "manifest.json").write_text(json.dumps({**manifest, **older}))
+    before = (out / "forecasts.parquet").read_bytes()
+    said = []
+    run(cfg, out, echo=said.append)
+    assert f"{out}: made so far by FinBench 0.0.9 (git ffffffffffff), resumed by FinBench " \
+           f"{ours['package_version']} (git {str(ours['git_revision'])[:12]}): what it made " \
+           "is kept, what is made now is this one's (the manifest's code_revisions lists " \
+           "both)" in said
+    revisions = json.loads((out / "manifest.json").read_text())["code_revisions"]
+    assert revisions[0] == {**older, "at": manifest["started_at"]}
+    assert {k: revisions[1][k] for k in ours} == ours and len(revisions) == 2
+    assert revisions[1]["at"] >= manifest["started_at"]
+    assert (out / "forecasts.parquet").read_bytes() == before
+    said = []
+    run(cfg, out, echo=said.append)
+    assert json.loads((out / "manifest.json").read_text())["code_revisions"] == revisions
+    assert not any("resumed by" in line for line in said)
+    assert audit_run(out) == []

@@ -84,6 +84,12 @@ def code_version() -> dict[str, str | None]:
     return {"package_version": __version__, "git_revision": _git_revision()}
 
 
+def describe_code(version: dict) -> str:
+    """``FinBench 0.1.0 (git 0123456789ab)``: a :func:`code_version` as a run says it."""
+    return (f"FinBench {version.get('package_version')} "
+            f"(git {str(version.get('git_revision'))[:12]})")
+
+
 def _git_revision() -> str | None:
     try:
         result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -29,6 +29,8 @@ from finbench.runlog.rundir import MANIFEST, now, read_manifest, record_files
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
+    code_version,
+    describe_code,
     new_manifest,
     render_class_summary,
     render_event_summary,
@@ -128,6 +130,7 @@ class RunSteps:
         self.notes: dict[str, list[str]] = {}
         self.pending, self.estimates = 0, {}
         self.revisions: list[dict] = []  # the run's configs, first to this one
+        self.code: list[dict] = []  # the FinBench versions that made the run, first to this
         self.label_files: Future | None = None  # the label pass's tables being written
 
     def close(self) -> None:
@@ -160,6 +163,21 @@ class RunSteps:
             raise RunError(f"{self.out}: holds shard {old.get('shard')}, not "
                            f"{shard_field(self.shard)}")
         self.started = old.get("started_at", self.started)
+        self._code_revision(old)
+
+    def _code_revision(self, old: dict) -> None:
+        """A run resumed by another FinBench (version or git revision) than the one that made
+        it last goes on, keeping what was made; the manifest's ``code_revisions`` lists each
+        FinBench with when it took over, and the run says so."""
+        ours = code_version()
+        self.code = old.get("code_revisions") or [
+            {**{k: old.get(k) for k in ours}, "at": old.get("started_at")}]
+        last = self.code[-1]
+        if any(last.get(k) != v for k, v in ours.items()):
+            self.code = [*self.code, {**ours, "at": now()}]
+            self.echo(f"{self.out}: made so far by {describe_code(last)}, resumed by "
+                      f"{describe_code(ours)}: what it made is kept, what is made now is this "
+                      "one's (the manifest's code_revisions lists both)")
 
     def _revise(self, old: dict) -> None:
         """A changed config extends the run when it only adds models or removes models never
@@ -231,6 +249,9 @@ class RunSteps:
         self.manifest["shard"] = shard_field(self.shard)
         self.manifest["config_revisions"] = self.revisions or [
             _revision_entry(self.manifest, None)]
+        self.manifest["code_revisions"] = self.code or [
+            {"package_version": self.manifest["package_version"],
+             "git_revision": self.manifest["git_revision"], "at": self.manifest["started_at"]}]
         write_json(self.manifest_path, self.manifest)
         self.lap("label pass")
 
