@@ -145,11 +145,12 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                                          str(dirs[a]), str(a), str(b), share, pure=False,
                                          retries=2, key=f"finbench-shard-{a}_{b}")
                            for a, b in ranges]
+                folders = {f.key: dirs[a] for f, (a, _) in zip(futures, ranges, strict=True)}
                 completed, k = as_completed(futures), 0
                 while not completed.is_empty():
                     interrupt.check()
                     for future in completed.next_batch(block=False):
-                        done, k = future.result(), k + 1
+                        done, k = _shard_result(future, folders), k + 1
                         if isinstance(done, FinbenchError):
                             raise done
                         echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
@@ -164,6 +165,22 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     return merged
+
+
+def _shard_result(future, folders: dict):
+    """A finished shard's result (its folder, or the FinBench error it handed back); a shard
+    Dask gave up on because its workers died is a RunError naming its folder (``folders``:
+    by task key)."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker:
+        raise RunError(f"{folders[future.key]}: the shard's worker died (out of memory, or killed) as "
+                       "often as the cluster allows (distributed.scheduler.allowed-failures); "
+                       "what the shards made is kept: give the same command again to go on "
+                       "from there, with more memory per worker if they ran out (a "
+                       "LocalCluster: fewer --workers)") from None
 
 
 def shards_here(shards: list[Path], scheduler: str | None) -> None:

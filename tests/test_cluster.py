@@ -449,3 +449,35 @@ def test_ctrl_c_while_the_cluster_starts_is_held_back_and_reaches_the_handler_af
         assert got == [signal.SIGINT]
     assert signal.SIGINT in masks[0]
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _worker_dies(*args):
+    """A shard's task that kills the worker running it (as the kernel's OOM killer would)."""
+    os._exit(9)
+
+
+@pytest.mark.slow
+def test_a_shard_whose_workers_keep_dying_is_named_with_what_is_kept(tmp_path, sample_store,
+                                                                    monkeypatch):
+    """Dask gives up on a task after its workers died a number of times
+    (``distributed.scheduler.allowed-failures``; here 0, so on the first): the run stops
+    with one line naming the shard, what was kept and how to go on, not Dask's KilledWorker
+    traceback."""
+    import dask
+
+    import finbench.cluster
+    from finbench.core.errors import RunError
+
+    monkeypatch.setattr(finbench.cluster, "run_shard", _worker_dies)
+    cfg = baseline_config(tmp_path, sample_store)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), pytest.raises(
+            RunError) as caught:
+        run_on_dask(cfg, tmp_path / "dask", workers=1, echo=lambda *_: None)
+    shard, said = str(caught.value).split(": ", 1)  # the first shard Dask gave up on
+    assert Path(shard).parent == tmp_path / "dask" / "shards"
+    assert Path(shard).name in {f"{a}_{b}" for a, b in shard_ranges(load_config(cfg))}
+    assert said == (
+        "the shard's worker died (out of memory, or killed) as often as the "
+        "cluster allows (distributed.scheduler.allowed-failures); what the shards made is "
+        "kept: give the same command again to go on from there, with more memory per worker "
+        "if they ran out (a LocalCluster: fewer --workers)")
