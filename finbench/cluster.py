@@ -150,7 +150,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                 while not completed.is_empty():
                     interrupt.check()
                     for future in completed.next_batch(block=False):
-                        done, k = _shard_result(future, folders), k + 1
+                        done, k = _shard_result(future, folders, scheduler), k + 1
                         if isinstance(done, FinbenchError):
                             raise done
                         echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
@@ -167,14 +167,23 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     return merged
 
 
-def _shard_result(future, folders: dict):
-    """A finished shard's result (its folder, or the FinBench error it handed back); a shard
+def _shard_result(future, folders: dict, scheduler: str | None):
+    """A finished shard's result (its folder, or the FinBench error it handed back). A shard
     Dask gave up on because its workers died is a RunError naming its folder (``folders``:
-    by task key)."""
+    by task key); one cancelled (the scheduler lost, or the task cancelled there), one
+    naming the scheduler."""
+    from concurrent.futures import CancelledError
+
     from distributed import KilledWorker
 
     try:
         return future.result()
+    except CancelledError:
+        raise RunError(f"{scheduler or 'the LocalCluster'}: shard "
+                       f"{Path(str(folders[future.key])).name} was cancelled: the scheduler was "
+                       "lost while the shards ran, or the task was cancelled there; what the "
+                       "shards made is kept: give the same command again, with a scheduler "
+                       "that answers, to go on from there") from None
     except KilledWorker:
         raise RunError(f"{folders[future.key]}: the shard's worker died (out of memory, or killed) as "
                        "often as the cluster allows (distributed.scheduler.allowed-failures); "

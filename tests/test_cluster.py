@@ -481,3 +481,54 @@ def test_a_shard_whose_workers_keep_dying_is_named_with_what_is_kept(tmp_path, s
         "cluster allows (distributed.scheduler.allowed-failures); what the shards made is "
         "kept: give the same command again to go on from there, with more memory per worker "
         "if they ran out (a LocalCluster: fewer --workers)")
+
+
+@pytest.mark.slow
+def test_a_scheduler_lost_mid_run_is_named_with_what_is_kept(tmp_path, sample_store, server,
+                                                             llm_env):
+    """The cluster given by address goes away while its shards run (its scheduler stopped,
+    or the machine lost): the run stops with one line naming the scheduler, what is kept and
+    how to go on, not the cancelled future's traceback; the same command on a cluster that
+    answers finishes the run."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    from finbench.core.errors import RunError
+
+    server.delay = 0.05  # shards still running when the scheduler goes
+    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
+           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+           'concurrency = 1\nrequests_per_minute = 6000\n')
+    cfg = baseline_config(tmp_path, sample_store, llm)
+    out = tmp_path / "dask"
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
+    address, caught = cluster.scheduler_address, []
+
+    def run_it():
+        try:
+            run_on_dask(cfg, out, scheduler=address, echo=lambda *_: None)
+        except BaseException as exc:  # noqa: BLE001 - what the run raised, for the test
+            caught.append(exc)
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        runner = threading.Thread(target=run_it)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while not list(out.glob("shards/*/journal.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.close()
+        runner.join(timeout=120)
+    assert not runner.is_alive(), "the run did not end when its scheduler went"
+    server.delay = 0
+    assert len(caught) == 1 and isinstance(caught[0], RunError), caught
+    head, said = str(caught[0]).split(" was cancelled: ", 1)
+    assert head.startswith(f"{address}: shard ")  # the first shard Dask cancelled
+    assert head.split(" ")[-1] in {f"{a}_{b}" for a, b in shard_ranges(load_config(cfg))}
+    assert said == ("the scheduler was lost while the shards ran, or the task was cancelled "
+                    "there; what the shards made is kept: give the same command again, with a "
+                    "scheduler that answers, to go on from there")
+    done = run_on_dask(cfg, out, workers=2, echo=lambda *_: None)
+    assert audit_run(done) == []
