@@ -53,6 +53,7 @@ from finbench.core.location import copy_tree, is_uri, join
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runlog.rundir import MANIFEST
 from finbench.runner import run
+from finbench.runner.manifest import code_version, describe_code
 from finbench.shards import merge_shards
 
 SHARDS = "shards"
@@ -131,6 +132,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
             with _client(Client, scheduler, cluster) as client:
                 if cluster is not None:  # this run's own workers only
                     client.register_plugin(_quiet_heartbeats())
+                else:  # a cluster's workers run their own installation: this one's, or none
+                    same_code_on(client.run(_code_version), scheduler)
                 if not remote:  # once connected: a scheduler that cannot be reached leaves none
                     (out / SHARDS).mkdir(parents=True, exist_ok=True)
                 ways, said = rate_split(client.scheduler_info()["workers"], len(ranges))
@@ -190,6 +193,27 @@ def _shard_result(future, folders: dict, scheduler: str | None):
                        "what the shards made is kept: give the same command again to go on "
                        "from there, with more memory per worker if they ran out (a "
                        "LocalCluster: fewer --workers)") from None
+
+
+def _code_version() -> dict:
+    """The FinBench a worker runs (:func:`~finbench.runner.manifest.code_version`, looked up
+    on the worker)."""
+    from finbench.runner import manifest
+
+    return manifest.code_version()
+
+
+def same_code_on(workers: dict[str, dict], scheduler: str | None) -> None:
+    """A RunError, before any shard is sent, unless every worker (address -> the FinBench it
+    runs) runs this process's FinBench: the merge refuses shards made by another, after they
+    have all run."""
+    ours = code_version()
+    for address, theirs in sorted(workers.items()):
+        if theirs != ours:
+            raise RunError(f"{scheduler}: worker {address} runs {describe_code(theirs)}, this "
+                           f"process {describe_code(ours)}: a run's shards and its merge come "
+                           "from one FinBench; install this one on the workers (or run this "
+                           "command with theirs)")
 
 
 def shards_here(shards: list[Path], scheduler: str | None) -> None:

@@ -156,6 +156,22 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
         with pytest.raises(StoreError, match="cannot be read"):
             run_on_dask(damaged, tmp_path / "broken", scheduler=address, echo=lambda *_: None)
         assert "Compute Failed" not in capfd.readouterr().err
+        # workers running another FinBench than this process: refused before a shard is sent
+        import finbench.cluster
+        from finbench.core.errors import RunError
+
+        ours = finbench.cluster.code_version()
+        monkeypatch.setattr(finbench.cluster, "code_version",
+                            lambda: {**ours, "package_version": "9.9.9"})
+        with pytest.raises(RunError) as caught:
+            run_on_dask(cfg, tmp_path / "other", scheduler=address, echo=lambda *_: None)
+        assert str(caught.value).startswith(f"{address}: worker tcp://127.0.0.1:")
+        assert str(caught.value).endswith(
+            f" runs FinBench {ours['package_version']} (git {str(ours['git_revision'])[:12]}), "
+            f"this process FinBench 9.9.9 (git {str(ours['git_revision'])[:12]}): a run's "
+            "shards and its merge come from one FinBench; install this one on the workers (or "
+            "run this command with theirs)")
+        assert not (tmp_path / "other").exists()
 
 
 @pytest.mark.slow
