@@ -408,6 +408,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_notes(exc: BaseException) -> None:
+    """What else went wrong while the command stopped (notes added to its error, e.g. a last
+    upload to object storage that failed too), a line each after the error's."""
+    for note in getattr(exc, "__notes__", ()):
+        print(f"  {note}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # nothing imported yet that allocates through pyarrow
@@ -417,11 +424,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except FinbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_notes(exc)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: said in a line, not as a traceback
+    except KeyboardInterrupt as exc:  # Ctrl-C: said in a line, not as a traceback
         verb = " ".join(filter(None, (args.command, getattr(args, "data_command", None))))
         print(f"finbench {verb}: interrupted; what it finished is kept (`finbench run` and "
               "`finbench data fetch`, given again, go on from there)", file=sys.stderr)
+        _print_notes(exc)
         return 130
     except OSError as exc:
         from finbench.core.outputs import out_of_space

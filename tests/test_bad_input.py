@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from finbench.core.errors import RunError
 from finbench.tracks.intraday.labels import label_frame
 from tests.helpers import (
     HEADER,
@@ -413,3 +414,27 @@ def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path)
     assert finbench("run", cfg, "--out", tmp_path / "whole").returncode == 0
     assert (tmp_path / "run" / "scores.csv").read_bytes() == (
         tmp_path / "whole" / "scores.csv").read_bytes()
+
+
+@pytest.mark.parametrize(("raised", "first"), [
+    (lambda: RunError("/x: the run failed"), "RunError: /x: the run failed"),
+    (KeyboardInterrupt, "finbench run: interrupted; what it finished is kept (`finbench run` and "
+                        "`finbench data fetch`, given again, go on from there)"),
+])
+def test_what_else_failed_while_a_command_stopped_is_said_after_its_line(
+        tmp_path, monkeypatch, raised, first):
+    """An error can carry notes of what else failed while the command stopped (the last
+    upload of a run in a bucket, a journal part): each is a line of its own after the error's
+    line, not dropped."""
+    import finbench.cli
+
+    def fails(args):
+        error = raised()
+        error.add_note("and the last upload to s3://b/runs/x failed too: no route to host")
+        raise error
+
+    monkeypatch.setattr(finbench.cli, "_run", fails)
+    done = cli("run", tmp_path / "cfg.toml")
+    assert done.returncode == (2 if first.startswith("RunError") else 130)
+    assert done.stderr == (f"{first}\n  and the last upload to s3://b/runs/x failed too: no "
+                           "route to host\n")
