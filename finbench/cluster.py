@@ -104,7 +104,19 @@ def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: fl
     except FinbenchError as exc:
         if getattr(exc, "may_pass_again", False):
             raise
+        exc.add_note(f"in shard {start}..{end}{_on_worker()}")
         return exc
+
+
+def _on_worker() -> str:
+    """``, on worker ADDRESS`` inside a Dask worker (its paths are that machine's), else
+    nothing."""
+    try:
+        from distributed import get_worker
+
+        return f", on worker {get_worker().address}"
+    except (ImportError, ValueError):  # not in a worker
+        return ""
 
 
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,

@@ -5,6 +5,7 @@ and its shard resumes from its journal."""
 import datetime as dt
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -153,8 +154,11 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
         assert (tmp_path / "rel" / "scores.csv").read_bytes() == (single / "scores.csv").read_bytes()
         assert not (elsewhere / "rel").exists()
         capfd.readouterr()
-        with pytest.raises(StoreError, match="cannot be read"):
+        with pytest.raises(StoreError, match="cannot be read") as caught:
             run_on_dask(damaged, tmp_path / "broken", scheduler=address, echo=lambda *_: None)
+        # where it failed (a later shard's history reads that partition too): a worker's paths
+        assert re.fullmatch(r"in shard 20\d\d-\d\d-\d\d\.\.20\d\d-\d\d-\d\d, on worker "
+                            r"tcp://127\.0\.0\.1:\d+", caught.value.__notes__[0])
         assert "Compute Failed" not in capfd.readouterr().err
         # workers running another FinBench than this process: refused before a shard is sent
         import finbench.cluster
@@ -327,6 +331,7 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
     cfg = ConfigText.read(month_shards_config(tmp_path / "cfg.toml", store))
     got = run_shard(cfg, str(tmp_path / "shard"), "2024-12-02", "2024-12-31", 1.0)
     assert isinstance(got, StoreError) and f"{store / rel}: cannot be read" in str(got)
+    assert got.__notes__ == ["in shard 2024-12-02..2024-12-31"]  # said after its line
     assert run_shard(cfg, str(tmp_path / "fine"), "2024-11-25", "2024-11-29", 1.0) == str(
         tmp_path / "fine")
 
