@@ -50,6 +50,7 @@ from finbench.core.config import (
 )
 from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
+from finbench.core.progress import Countdown
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runlog.rundir import MANIFEST
 from finbench.runner import run
@@ -161,14 +162,15 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                                          retries=2, key=f"finbench-shard-{a}_{b}")
                            for a, b in ranges]
                 folders = {f.key: dirs[a] for f, (a, _) in zip(futures, ranges, strict=True)}
-                completed, k = as_completed(futures), 0
+                completed = as_completed(futures)
+                progress = Countdown("shards", len(ranges), echo, every=0.0)
                 while not completed.is_empty():
                     interrupt.check()
                     for future in completed.next_batch(block=False):
-                        done, k = _shard_result(future, folders, scheduler), k + 1
+                        done = _shard_result(future, folders, scheduler)
                         if isinstance(done, FinbenchError):
                             raise done
-                        echo(f"shard {Path(done).name} done ({k}/{len(ranges)})")
+                        progress.add()  # shards: k/N, elapsed, ETA
                     time.sleep(WAIT)
         finally:
             if cluster is not None:

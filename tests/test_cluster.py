@@ -41,6 +41,10 @@ def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample
     merged = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=said.append)
     single = run(cfg, tmp_path / "single", echo=lambda *_: None)
     assert said[0].startswith("3 shards on 2 workers (a LocalCluster)")
+    # each shard as it finishes: how many of them, the time so far and an ETA
+    assert [re.fullmatch(r"shards: (\d)/3, \d+\.\ds elapsed, ETA \d+\.\ds", line).group(1)
+            for line in said[1:4]] == ["1", "2", "3"]
+    assert said[-1].startswith("merged 3 shards into ")
     for name in ("scores.csv", "scores.parquet", "labels.parquet", "tasks.parquet",
                  "rows.parquet"):
         assert (merged / name).read_bytes() == (single / name).read_bytes(), name
