@@ -256,10 +256,12 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    from finbench.runlog.rundir import receipt
     from finbench.shards import merge_shards
 
     out = merge_shards(args.shards, args.out)
     print(f"merged {len(args.shards)} shard(s) into {out}")
+    print(receipt(out))
     return 0
 
 

@@ -52,7 +52,7 @@ from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.core.progress import Countdown
 from finbench.runlog.mirror import copied, scratch_folder
-from finbench.runlog.rundir import MANIFEST
+from finbench.runlog.rundir import MANIFEST, receipt
 from finbench.runner import run
 from finbench.runner.manifest import code_version, describe_code
 from finbench.shards import merge_shards
@@ -181,6 +181,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         shards_here(shards, scheduler)
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
+    echo(receipt(merged))
     return merged
 
 

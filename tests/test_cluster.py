@@ -3,6 +3,7 @@ byte for byte where the single-process promise holds; a worker killed mid-shard 
 and its shard resumes from its journal."""
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -44,7 +45,10 @@ def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample
     # each shard as it finishes: how many of them, the time so far and an ETA
     assert [re.fullmatch(r"shards: (\d)/3, \d+\.\ds elapsed, ETA \d+\.\ds", line).group(1)
             for line in said[1:4]] == ["1", "2", "3"]
-    assert said[-1].startswith("merged 3 shards into ")
+    assert said[-2].startswith("merged 3 shards into ")
+    digest = hashlib.sha256((merged / "manifest.json").read_bytes()).hexdigest()
+    assert said[-1] == (f"receipt: manifest.json sha256 {digest} (keep it: `finbench audit` "
+                        "checks every file against the hashes this manifest records)")
     for name in ("scores.csv", "scores.parquet", "labels.parquet", "tasks.parquet",
                  "rows.parquet"):
         assert (merged / name).read_bytes() == (single / name).read_bytes(), name

@@ -1,5 +1,6 @@
 """End to end on the synthetic sample: run, resume, score byte-identical, audit, config errors."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -396,7 +397,12 @@ def test_shards_made_by_another_finbench_are_refused_by_the_merge(run_dir, tmp_p
         "with the shard's")
     assert not (tmp_path / "m").exists()
     (b / "manifest.json").write_text(json.dumps(manifest))
-    assert merge_shards([a, b], tmp_path / "m") == tmp_path / "m"
+    done = cli("merge", a, b, "--out", tmp_path / "m")  # as a user merges, with the receipt
+    digest = hashlib.sha256((tmp_path / "m" / "manifest.json").read_bytes()).hexdigest()
+    assert done.returncode == 0 and done.stdout.splitlines() == [
+        f"merged 2 shard(s) into {tmp_path / 'm'}",
+        f"receipt: manifest.json sha256 {digest} (keep it: `finbench audit` checks every file "
+        "against the hashes this manifest records)"]
 
 
 def test_a_merge_never_writes_over_a_shard_or_another_run(run_dir, tmp_path):

@@ -149,6 +149,18 @@ def journal_parts(run_dir: Path) -> list[str]:
         else []
 
 
+def receipt(run_dir: str | Path) -> str:
+    """The line a command that finishes a run prints (a run, a merge; the run's folder local
+    or on object storage): its manifest's SHA-256, the anchor of every hash the audit checks."""
+    import hashlib
+
+    from finbench.core.location import read_file
+
+    digest = hashlib.sha256(read_file(run_dir, MANIFEST)).hexdigest()
+    return (f"receipt: {MANIFEST} sha256 {digest} (keep it: `finbench audit` checks every file "
+            "against the hashes this manifest records)")
+
+
 def record_files(run_dir: Path, manifest: dict, names=None) -> None:
     """Record in ``manifest["files"]`` the content hashes of the run's files (all of them, or
     ``names``) and write the manifest."""

@@ -19,13 +19,12 @@ from finbench.core.config import RunConfig, binary_names, load_config_file, shar
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
-from finbench.data.store import sha256_file
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
 from finbench.runlog.forecast_table import Part, write_forecasts
 from finbench.runlog.journal import Journal
-from finbench.runlog.rundir import MANIFEST, now, read_manifest, record_files
+from finbench.runlog.rundir import MANIFEST, now, read_manifest, receipt, record_files
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
@@ -435,9 +434,7 @@ class RunSteps:
                 n for n in self._names() if n in binary_names(self.config)]))
         if self.class_scores is not None:
             self.echo(render_class_summary(self.class_scores))
-        self.echo(f"receipt: {MANIFEST} sha256 {sha256_file(self.manifest_path)} (keep it: "
-                  "`finbench audit` checks every file against the hashes this manifest "
-                  "records)")
+        self.echo(receipt(self.out))
         for why in self.stopped.values():
             self.echo(f"STOPPED {why}")
         for model, count in self.unanswered.items():
