@@ -257,10 +257,12 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from finbench.runlog.rundir import receipt
+    from finbench.runner.manifest import render_finished
     from finbench.shards import merge_shards
 
     out = merge_shards(args.shards, args.out)
     print(f"merged {len(args.shards)} shard(s) into {out}")
+    print(render_finished(out))
     print(receipt(out))
     return 0
 

@@ -54,7 +54,7 @@ from finbench.core.progress import Countdown
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runlog.rundir import MANIFEST, receipt
 from finbench.runner import run
-from finbench.runner.manifest import code_version, describe_code
+from finbench.runner.manifest import code_version, describe_code, render_finished
 from finbench.shards import merge_shards
 
 SHARDS = "shards"
@@ -181,6 +181,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         shards_here(shards, scheduler)
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
+    echo(render_finished(merged))
     echo(receipt(merged))
     return merged
 

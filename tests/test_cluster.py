@@ -40,12 +40,15 @@ def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample
     cfg = baseline_config(tmp_path, sample_store)
     said = []
     merged = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=said.append)
-    single = run(cfg, tmp_path / "single", echo=lambda *_: None)
+    alone = []
+    single = run(cfg, tmp_path / "single", echo=alone.append)
     assert said[0].startswith("3 shards on 2 workers (a LocalCluster)")
     # each shard as it finishes: how many of them, the time so far and an ETA
     assert [re.fullmatch(r"shards: (\d)/3, \d+\.\ds elapsed, ETA \d+\.\ds", line).group(1)
             for line in said[1:4]] == ["1", "2", "3"]
-    assert said[-2].startswith("merged 3 shards into ")
+    assert said[-3].startswith("merged 3 shards into ")
+    # the tables the run in one process prints, the same
+    assert said[-2].startswith("By horizon:") and said[-2] in alone
     digest = hashlib.sha256((merged / "manifest.json").read_bytes()).hexdigest()
     assert said[-1] == (f"receipt: manifest.json sha256 {digest} (keep it: `finbench audit` "
                         "checks every file against the hashes this manifest records)")

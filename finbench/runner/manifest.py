@@ -115,3 +115,26 @@ def render_class_summary(table: pd.DataFrame) -> str:
     return ("Three classes (down, flat, up), all horizons:\n" + render_text(shown)
             + "\nBrier3 and RPS: lower is better; BSS3 = 1 - Brier3_model / Brier3_reference on "
             "the (n) paired rows both scored; 'undef' = zero reference score or no paired rows.")
+
+
+def render_finished(run_dir: str | Path) -> str:
+    """The tables a finished run of the intraday track prints when it ends (its binary models'
+    summary, and the three-class one when it has such models), read from its folder (local,
+    or on object storage): a merge prints what the run in one process would have."""
+    import io
+
+    from finbench.core.config import binary_names
+    from finbench.core.location import read_file
+    from finbench.runlog.rundir import MANIFEST
+
+    manifest = json.loads(read_file(run_dir, MANIFEST))
+    config = RunConfig.model_validate(manifest["config"])
+    gone = {*(manifest.get("skipped_models") or {}), *(manifest.get("stopped_models") or {})}
+    names = [m.name for m in config.models
+             if m.name not in gone and m.name in binary_names(config)]
+    parts = [render_summary(pd.read_parquet(io.BytesIO(read_file(run_dir, "scores.parquet"))),
+                            config, names)]
+    if "scores3.parquet" in (manifest.get("files") or {}):
+        parts.append(render_class_summary(
+            pd.read_parquet(io.BytesIO(read_file(run_dir, "scores3.parquet")))))
+    return "\n".join(parts)
