@@ -135,9 +135,9 @@ def same_code(dirs: list[Path], manifests: list[dict]) -> None:
     for d, m in zip(dirs, manifests, strict=True):
         if any(m.get(k) != v for k, v in ours.items()):
             raise RunError(f"{d}: made by {describe_code(m)}, but this merge is "
-                           f"{describe_code(ours)}: a run's "
-                           "shards and its merge come from one FinBench; run the shard again "
-                           "with this one, or merge with the shard's")
+                           f"{describe_code(ours)}: a run's shards and its merge come from one "
+                           "FinBench; run the shard again with this one, or merge with the "
+                           "shard's")
 
 
 def outside_shards(out: Path, dirs: list[Path]) -> None:
