@@ -15,6 +15,7 @@ import pandas as pd
 from finbench.core import session_cache
 from finbench.core.errors import CalendarError
 from finbench.core.names import clock_time
+from finbench.core.times import to_ns
 
 EARLY_CLOSE_RULES = ("skip", "shift")
 SHIFT_GAP = pd.Timedelta(minutes=5)
@@ -82,8 +83,7 @@ class ExchangeSessions:
 
     @functools.cached_property
     def _bounds_ns(self) -> tuple[np.ndarray, np.ndarray]:
-        return tuple(s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy("datetime64[ns]")
-                     .astype(np.int64) for s in (self.opens, self.closes))
+        return to_ns(self.opens), to_ns(self.closes)
 
     def session_open(self, day) -> pd.Timestamp:
         return self.opens.loc[pd.Timestamp(day)]

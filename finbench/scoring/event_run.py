@@ -119,7 +119,7 @@ def _skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[dict]:
     mine_at = np.flatnonzero(scored & (rows["model"] == name).to_numpy(bool))
     theirs = rows[scored & (rows["model"] == ref).to_numpy(bool)]
     both = rows.iloc[mine_at][["task_id", "y", "event_group", "p_up", "brier"]].assign(
-        row=mine_at).merge(theirs[["task_id", "p_up", "brier", "log_loss"]], on="task_id",
+        row=mine_at).merge(theirs[["task_id", "p_up", "brier"]], on="task_id",
                            suffixes=("", "_ref"))
     at = both["row"].to_numpy()
     columns = {c: both[c].to_numpy(float) for c in ("y", "p_up", "p_up_ref", "brier",
