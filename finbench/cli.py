@@ -262,7 +262,8 @@ def _merge(args: argparse.Namespace) -> int:
 
     out = merge_shards(args.shards, args.out)
     print(f"merged {len(args.shards)} shard(s) into {out}")
-    print(render_finished(out))
+    for block in render_finished(out):
+        print(block)
     print(receipt(out))
     return 0
 

@@ -181,7 +181,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         shards_here(shards, scheduler)
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
-    echo(render_finished(merged))
+    for block in render_finished(merged):
+        echo(block)
     echo(receipt(merged))
     return merged
 

@@ -117,10 +117,11 @@ def render_class_summary(table: pd.DataFrame) -> str:
             "the (n) paired rows both scored; 'undef' = zero reference score or no paired rows.")
 
 
-def render_finished(run_dir: str | Path) -> str:
-    """The tables a finished run of the intraday track prints when it ends (its binary models'
-    summary, and the three-class one when it has such models), read from its folder (local,
-    or on object storage): a merge prints what the run in one process would have."""
+def render_finished(run_dir: str | Path) -> list[str]:
+    """The tables a finished run of the intraday track prints when it ends, each a block of
+    lines: its binary models' summary, and the three-class one when it has such models; read
+    from its folder (local, or on object storage), so a merge prints what the run in one
+    process prints."""
     import io
 
     from finbench.core.config import binary_names
@@ -137,4 +138,4 @@ def render_finished(run_dir: str | Path) -> str:
     if "scores3.parquet" in (manifest.get("files") or {}):
         parts.append(render_class_summary(
             pd.read_parquet(io.BytesIO(read_file(run_dir, "scores3.parquet")))))
-    return "\n".join(parts)
+    return parts

@@ -10,12 +10,11 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.config import RunConfig, binary_names, load_config_file, shard_config
+from finbench.core.config import RunConfig, load_config_file, shard_config
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
@@ -31,9 +30,8 @@ from finbench.runner.manifest import (
     code_version,
     describe_code,
     new_manifest,
-    render_class_summary,
     render_event_summary,
-    render_summary,
+    render_finished,
     shard_field,
 )
 from finbench.runner.revision import Revision, revision
@@ -418,8 +416,6 @@ class RunSteps:
             self.echo(f"rows.csv left out: the run's rows would not fit a spreadsheet "
                       f"({scoring_run.SPREADSHEET_ROWS:,} rows); rows.parquet holds them ([scores] "
                       "rows_csv = true writes the CSV too)")
-        path = self.out / "scores3.parquet"
-        self.class_scores = pd.read_parquet(path) if path.is_file() else None
         self.lap("scores")
 
     def finish(self) -> None:
@@ -429,11 +425,9 @@ class RunSteps:
         record_files(self.out, self.manifest)
         if self.config.track == "events":
             self.echo(render_event_summary(self.out, self.scores))
-        else:
-            self.echo(render_summary(self.scores, self.config, [
-                n for n in self._names() if n in binary_names(self.config)]))
-        if self.class_scores is not None:
-            self.echo(render_class_summary(self.class_scores))
+        else:  # what a merge of its shards prints too
+            for block in render_finished(self.out):
+                self.echo(block)
         self.echo(receipt(self.out))
         for why in self.stopped.values():
             self.echo(f"STOPPED {why}")
