@@ -38,6 +38,14 @@ def baselines_toml(*kinds: str) -> str:
     return "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n' for k in kinds)
 
 
+def llm_toml(base_url: str, extra: str = "", name: str = "m") -> str:
+    """A ``[[models]]`` block of a language model answering from the test's chat server at
+    ``base_url`` (tests/llm_server.py; the key in FINBENCH_TEST_KEY, set by ``llm_env``),
+    with ``extra`` settings (``concurrency = 1\n``, ...)."""
+    return (f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "valid"\n'
+            f'base_url = "{base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n{extra}')
+
+
 def scripted_toml(**answers: str) -> str:
     """``[[models]]`` blocks of scripted models, each named by its keyword and answering
     every task with the one text given."""

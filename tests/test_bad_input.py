@@ -20,6 +20,7 @@ from tests.helpers import (
     bar_rows,
     cli,
     damaged_store,
+    llm_toml,
     month_shards_config,
     store_files,
     write,
@@ -399,8 +400,7 @@ def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path,
     server.delay = 0.02
     cfg = month_shards_config(
         tmp_path / "cfg.toml", ROOT / "data" / "sample",
-        f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
-        f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\nconcurrency = 4\n')
+        llm_toml(server.base_url, "concurrency = 4\n"))
     started = subprocess.Popen([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
                                 str(tmp_path / "run")], env={**os.environ, **ENV_PATH},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

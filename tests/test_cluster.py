@@ -19,7 +19,7 @@ from finbench.audit import audit_run
 from finbench.cluster import run_on_dask, shard_ranges
 from finbench.core.config import load_config
 from finbench.runner import run
-from tests.helpers import damaged_store, month_shards_config
+from tests.helpers import damaged_store, llm_toml, month_shards_config
 
 pytest.importorskip("distributed")
 
@@ -193,9 +193,7 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
 def test_a_worker_killed_mid_shard_is_replaced_and_the_shard_resumes(tmp_path, sample_store,
                                                                      server, llm_env):
     server.delay = 0.05
-    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
-           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
-           'concurrency = 1\nrequests_per_minute = 6000\n')
+    llm = llm_toml(server.base_url, "concurrency = 1\nrequests_per_minute = 6000\n")
     cfg = baseline_config(tmp_path, sample_store, llm)
     out = tmp_path / "dask"
     killed, replacement = [], []
@@ -383,9 +381,7 @@ def test_ctrl_c_on_a_local_cluster_is_one_line_from_the_client_alone(tmp_path, s
     if moment == "the cluster starts" and not Path(f"/proc/{os.getpid()}/status").is_file():
         pytest.skip("no /proc here to see the cluster's workers start")
     server.delay = 0.02  # a language model answering late: the shards are still at it
-    cfg = baseline_config(tmp_path, sample_store, (
-        f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
-        f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'))
+    cfg = baseline_config(tmp_path, sample_store, llm_toml(server.base_url))
     command = [sys.executable, "-m", "finbench", "run", str(cfg), "--out", str(tmp_path / "run"),
                "--executor", "dask", "--workers", "2"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -532,9 +528,7 @@ def test_a_scheduler_lost_mid_run_is_named_with_what_is_kept(tmp_path, sample_st
     from finbench.core.errors import RunError
 
     server.delay = 0.05  # shards still running when the scheduler goes
-    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
-           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
-           'concurrency = 1\nrequests_per_minute = 6000\n')
+    llm = llm_toml(server.base_url, "concurrency = 1\nrequests_per_minute = 6000\n")
     cfg = baseline_config(tmp_path, sample_store, llm)
     out = tmp_path / "dask"
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

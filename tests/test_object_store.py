@@ -23,7 +23,7 @@ from finbench.core.location import files_under, filesystem, read_file
 from finbench.data.store import Store
 from finbench.runlog.mirror import local_copy
 from finbench.runner import run
-from tests.helpers import damaged_store, month_shards_config
+from tests.helpers import damaged_store, llm_toml, month_shards_config
 
 pytest.importorskip("moto")
 BUCKET = "finbench-test"
@@ -183,9 +183,7 @@ def test_shards_over_a_bucket_survive_a_killed_worker(tmp_path, s3, s3_store, sa
     scratch = tmp_path / "scratch"
     monkeypatch.setenv("FINBENCH_SCRATCH", str(scratch))
     server.delay = 0.05
-    llm = (f'[[models]]\nname = "m"\nkind = "openai"\nmodel = "valid"\n'
-           f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
-           'concurrency = 1\nrequests_per_minute = 6000\n')
+    llm = llm_toml(server.base_url, "concurrency = 1\nrequests_per_minute = 6000\n")
     out = f"{s3}/runs/sharded"
     fs, root = filesystem(out)
     killed = []

@@ -11,6 +11,7 @@ import pytest
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
 from finbench.runner import run
+from tests.helpers import llm_toml
 
 pytestmark = pytest.mark.usefixtures("llm_env")
 
@@ -29,8 +30,7 @@ MOMENTUM = '[[models]]\nname = "mom"\nkind = "momentum"\nmin_count = 5\n'
 
 
 def llm(name: str, url: str, extra: str = "") -> str:
-    return (f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "valid"\nbase_url = "{url}"\n'
-            f'api_key_env = "FINBENCH_TEST_KEY"\n{extra}')
+    return llm_toml(url, extra, name=name)
 
 
 def test_adding_models_extends_the_run_and_equals_a_fresh_run(tmp_path, sample_store, server):
