@@ -154,7 +154,7 @@ class ChatServer:
         with self.lock:
             self.counts[(model, prompt)] += 1
             attempt = self.counts[(model, prompt)]
-            self.requests.append({"model": model, "prompt": prompt,
+            self.requests.append({"model": model, "prompt": prompt, "at": time.monotonic(),
                                   "auth": h.headers.get("authorization", ""),
                                   "response_format": body.get("response_format"),
                                   "body": body})

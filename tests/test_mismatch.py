@@ -138,6 +138,28 @@ def test_a_judge_model_reads_the_stances_once_journalled_and_cached(tmp_path, sa
         server.close()
 
 
+def test_a_shards_judge_keeps_to_the_shards_share_of_its_rate_limit(tmp_path, sample_store,
+                                                                    monkeypatch):
+    """A run given a part of the rate limits (a shard among others running at once) spaces
+    its judge's requests to that part too: 6,000 a minute at a quarter are 40 ms apart, not
+    10 ms."""
+    from tests.llm_server import ChatServer
+
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    server = ChatServer()
+    try:
+        cfg = judge_config(tmp_path, sample_store, server.base_url)
+        cfg.write_text(cfg.read_text() + "requests_per_minute = 6000\n")
+        run(cfg, tmp_path / "out", echo=lambda *_: None, rate_share=0.25)
+        at = sorted(r["at"] for r in server.requests if r["model"] == "stance-judge")
+        assert len(at) >= 6
+        gaps = np.diff(at)
+        assert gaps.min() > 0.03, gaps  # 60 s / (6000 x 0.25) = 40 ms, less the clock's jitter
+    finally:
+        server.close()
+
+
 def test_a_damaged_stance_log_is_named_and_a_torn_last_line_asked_again(tmp_path):
     from finbench.core.errors import RunError
     from finbench.runlog.stances import StanceLog

@@ -397,6 +397,7 @@ class RunSteps:
                               columns=["task_id", "model", "rationale"])
         rows = table.filter(pc.is_valid(table.column("rationale"))).to_pandas()
         judge, log = StanceJudge(spec.judge, self.track.prompt), StanceLog(self.out)
+        judge.rate_share = self.rate_share  # a shard's judge keeps to its share, as its models
         try:
             judge.judge(log, rows, self.echo)
         except ModelStopped as exc:
