@@ -12,7 +12,13 @@ Rate limits of LLM models are one budget per model across the cluster: each shar
 spaces its requests and tokens to ``1/k`` of the configured ``requests_per_minute`` and
 ``tokens_per_minute``, ``k`` being how many shards can run at once: the workers' threads (a
 thread runs one shard), at most the shards, counted when the shards are sent; a scheduler with
-no worker yet gets ``k`` = the shards, as any number may join (:func:`rate_split`).
+no worker yet gets ``k`` = the shards, as any number may join (:func:`rate_split`). Workers
+may join a scheduler's cluster later (machines started after the run, an adaptive cluster), so
+there a run with rate limits holds its shards to ``k`` at once, whatever joins: each shard
+takes one of ``k`` leases of a Dask ``Semaphore`` before it starts (:func:`shard_slots`). A
+lease whose worker died is given back when it times out (Dask's
+``distributed.scheduler.locks.lease-timeout``, 30 s by default). A LocalCluster is the run's
+own and never grows, so it needs none.
 
 Workers run FinBench from their own installation. The config's text travels with each task,
 so workers need not see the client's disk. The store and ``OUT`` may be folders on object
@@ -92,16 +98,18 @@ def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:
     return [(g.iloc[0].date(), g.iloc[-1].date()) for _, g in months]
 
 
-def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float
-              ) -> str | FinbenchError:
+def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float,
+              slots=None) -> str | FinbenchError:
     """One shard's run (what a worker executes); returns its directory, or the FinbenchError
     that stopped it: bad input (a damaged local partition, a refused config) fails the same
     way on every attempt, so it is handed back to be raised by the caller, not retried by
     Dask, whose retries are for what may pass the next time (an error that says so, like a
-    read from object storage, is raised)."""
+    read from object storage, is raised). ``slots``: the run's :func:`shard_slots`, one of
+    whose leases the shard holds while it runs (None: it runs at once)."""
     try:
-        return str(run(config, out, shard=(start, end), rate_share=rate_share,
-                       echo=lambda *_: None))
+        with slots if slots is not None else contextlib.nullcontext():
+            return str(run(config, out, shard=(start, end), rate_share=rate_share,
+                           echo=lambda *_: None))
     except FinbenchError as exc:
         if getattr(exc, "may_pass_again", False):
             raise
@@ -151,15 +159,20 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                     (out / SHARDS).mkdir(parents=True, exist_ok=True)
                 ways, said = rate_split(client.scheduler_info()["workers"], len(ranges))
                 share = 1.0 / ways
+                # a scheduler's cluster may grow: then no more than `ways` shards at once
+                slots = (shard_slots(ways) if scheduler and ways < len(ranges)
+                         and rate_limited(config) else None)
                 echo(f"{len(ranges)} shards on {said} ({scheduler or 'a LocalCluster'}); LLM "
-                     f"rate limits split {ways} ways")
+                     f"rate limits split {ways} way{'s' if ways > 1 else ''}" + (
+                         f": at most {ways} shard{'s' if ways > 1 else ''} at once, however "
+                         "many workers join" if slots is not None else ""))
                 # a worker's working folder is its own (on another machine, or started
                 # elsewhere): it is given this process's folder by its absolute path
                 dirs = {a: join(str(out), f"{SHARDS}/{a}_{b}") if remote
                         else out.absolute() / SHARDS / f"{a}_{b}" for a, b in ranges}
                 futures = [client.submit(run_shard, text,
-                                         str(dirs[a]), str(a), str(b), share, pure=False,
-                                         retries=2, key=f"finbench-shard-{a}_{b}")
+                                         str(dirs[a]), str(a), str(b), share, slots,
+                                         pure=False, retries=2, key=f"finbench-shard-{a}_{b}")
                            for a, b in ranges]
                 folders = {f.key: dirs[a] for f, (a, _) in zip(futures, ranges, strict=True)}
                 completed = as_completed(futures)
@@ -172,6 +185,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
                             raise done
                         progress.add()  # shards: k/N, elapsed, ETA
                     time.sleep(WAIT)
+                if slots is not None:  # every shard gave its lease back
+                    slots.close()
         finally:
             if cluster is not None:
                 cluster.close()
@@ -244,6 +259,26 @@ def shards_here(shards: list[Path], scheduler: str | None) -> None:
                            "machine: workers write a local --out on their own disks; give "
                            "--out a folder this machine and every worker share, or one on "
                            "object storage (s3://bucket/...)")
+
+
+def rate_limited(config) -> bool:
+    """Whether a language model of ``config`` (its stance judge among them) has a
+    ``requests_per_minute`` or ``tokens_per_minute``: a budget the shards share."""
+    analysis = getattr(config, "analysis", None)
+    stance = analysis.stance if analysis is not None else None
+    judge = [stance.judge] if stance is not None and stance.judge is not None else []
+    return any(getattr(m, "requests_per_minute", None) or getattr(m, "tokens_per_minute", None)
+               for m in [*config.models, *judge])
+
+
+def shard_slots(ways: int):
+    """A Dask ``Semaphore`` of ``ways`` leases, named for this run alone, on the scheduler of
+    the client in use: a shard holds one while it runs (:func:`run_shard`)."""
+    import uuid
+
+    from distributed import Semaphore
+
+    return Semaphore(max_leases=ways, name=f"finbench-shards-{uuid.uuid4().hex}")
 
 
 def rate_split(workers: dict, shards: int) -> tuple[int, str]:

@@ -101,6 +101,7 @@ class ChatServer:
         self.healed = False  # True: "drop20" answers every prompt
         self.lock = threading.Lock()
         self.requests: list[dict] = []
+        self.in_flight = self.most_in_flight = 0  # chat requests being answered at once
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.batch_calls: Counter = Counter()
@@ -143,6 +144,16 @@ class ChatServer:
         self.httpd.server_close()
 
     def handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._handle(h, body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
         profile = h.path.strip("/").split("/")[0]
         if profile in PROVIDERS:
             return self._as_provider(h, profile, body)

@@ -111,6 +111,21 @@ def test_rate_limits_are_split_among_the_shards_that_can_run_at_once():
     assert rate_split({}, 12) == (12, "no workers yet (the shards wait for some to join)")
 
 
+def test_a_budget_the_shards_share_is_a_models_or_its_judges_rate_limit(tmp_path,
+                                                                         sample_store):
+    from finbench.cluster import rate_limited
+
+    judge = ('[analysis.stance]\nmethod = "judge"\n[analysis.stance.judge]\nname = "j"\n'
+             'kind = "openai"\nmodel = "x"\nbase_url = "http://127.0.0.1:9/v1"\n'
+             'api_key_env = "K"\n')
+    cases = {"": False, llm_toml("http://127.0.0.1:9/v1", "concurrency = 4\n"): False,
+             llm_toml("http://127.0.0.1:9/v1", "requests_per_minute = 60\n"): True,
+             llm_toml("http://127.0.0.1:9/v1", "tokens_per_minute = 9000\n"): True,
+             judge: False, judge + "tokens_per_minute = 9000\n": True}
+    for extra, limited in cases.items():
+        assert rate_limited(load_config(baseline_config(tmp_path, sample_store, extra))) is limited
+
+
 @pytest.mark.slow
 def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_running(
         tmp_path, sample_store, capfd, monkeypatch):
@@ -187,6 +202,48 @@ def test_a_run_given_a_schedulers_address_uses_its_workers_and_leaves_them_runni
             "shards and its merge come from one FinBench; install this one on the workers (or "
             "run this command with theirs)")
         assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.slow
+def test_workers_joining_a_schedulers_cluster_run_no_more_shards_at_once_than_the_split(
+        tmp_path, sample_store, server, llm_env):
+    """The rate limits are split among the shards that can run when they are sent (one
+    worker of one thread: one way). Workers that join while the shards run (machines started
+    later, an adaptive cluster) take shards only as the split allows: two more would
+    otherwise run a shard each at the whole budget, three times it in all. Each shard asks
+    one question at a time (concurrency 1), so the server never answers two at once."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    server.delay = 0.02  # three shards of 84 questions: about 2 s each
+    llm = llm_toml(server.base_url, "concurrency = 1\nrequests_per_minute = 60000\n")
+    cfg = baseline_config(tmp_path, sample_store, llm)
+    out, said, grown = tmp_path / "dask", [], threading.Event()
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster:
+
+        def grow_once_answers_arrive():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and server.total < 5:
+                time.sleep(0.02)
+            cluster.scale(3)
+            cluster.wait_for_workers(3, timeout=60)
+            grown.set()
+
+        grower = threading.Thread(target=grow_once_answers_arrive, daemon=True)
+        grower.start()
+        merged = run_on_dask(cfg, out, scheduler=cluster.scheduler_address, echo=said.append)
+        grower.join()
+        with Client(cluster) as client:
+            assert len(client.scheduler_info()["workers"]) == 3
+    assert grown.is_set()
+    assert (f"3 shards on 1 worker ({cluster.scheduler_address}); LLM rate limits split 1 way: "
+            "at most 1 shard at once, however many workers join") in said
+    assert server.most_in_flight == 1
+    tasks = pd.read_parquet(merged / "tasks.parquet")
+    rows = pd.read_parquet(merged / "forecasts.parquet").query("model == 'm'")
+    assert len(rows) == len(tasks) == 252 and rows["valid"].all()
 
 
 @pytest.mark.slow
