@@ -242,10 +242,15 @@ def _audit(args: argparse.Namespace) -> int:
     from finbench.audit import audit_run
     from finbench.data.store import sha256_file
     from finbench.runlog.mirror import local_copy
+    from finbench.runlog.rundir import read_manifest
+    from finbench.runner.manifest import made_by
 
     with local_copy(args.run) as run_dir:
         problems = audit_run(run_dir, echo=_progress)
         manifest_sha = sha256_file(run_dir / "manifest.json") if not problems else None
+        note = made_by(read_manifest(run_dir))
+    if note:
+        print(f"{args.run}: {note}")
     if _failed(problems, f"{args.run}: audit FAILED with {len(problems)} violation(s)"):
         return 1
     print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "

@@ -124,18 +124,22 @@ def test_a_run_resumes_under_another_executor_section(tmp_path, sample_store):
         run(first, out, echo=lambda *_: None)
 
 
-def test_a_run_resumed_by_another_finbench_lists_each_in_its_manifest(tmp_path, sample_store):
+def test_a_run_resumed_by_another_finbench_lists_each_in_its_manifest(tmp_path, sample_store,
+                                                                        capsys):
     """A run made so far by one FinBench (version, git revision) and resumed by another goes
     on, keeping what it made; the run says so and the manifest's code_revisions lists each,
     with when it took over (for a run made before the list was kept: its manifest's version,
-    from its start). Resumed by the same FinBench, nothing is added."""
-    from finbench.runner.manifest import code_version
+    from its start). Resumed by the same FinBench, nothing is added. Its audit says which
+    made it, and with which it derived the rows again."""
+    from finbench.cli import main
+    from finbench.runner.manifest import code_version, describe_code, made_by
 
     cfg = write(tmp_path, sample_store, [COIN, RATE])
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)
     manifest = json.loads((out / "manifest.json").read_text())
     ours = code_version()
     assert manifest["code_revisions"] == [{**ours, "at": manifest["started_at"]}]
+    assert made_by(manifest) is None  # made by this FinBench alone: nothing to say
     older = {"package_version": "0.0.9", "git_revision": "f" * 40}
     del manifest["code_revisions"]  # as a run made before the key was recorded
     (out / "manifest.json").write_text(json.dumps({**manifest, **older}))
@@ -155,4 +159,9 @@ def test_a_run_resumed_by_another_finbench_lists_each_in_its_manifest(tmp_path, 
     run(cfg, out, echo=said.append)
     assert json.loads((out / "manifest.json").read_text())["code_revisions"] == revisions
     assert not any("resumed by" in line for line in said)
-    assert audit_run(out) == []
+    capsys.readouterr()
+    assert main(["audit", str(out)]) == 0
+    assert (f"{out}: made by FinBench 0.0.9 (git ffffffffffff) from {manifest['started_at']}, "
+            f"then {describe_code(ours)} from {revisions[1]['at']}; derived again with this "
+            f"{describe_code(ours)}: rows another FinBench computes otherwise are named as "
+            "violations") in capsys.readouterr().out.splitlines()

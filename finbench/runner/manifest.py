@@ -90,6 +90,20 @@ def describe_code(version: dict) -> str:
             f"(git {str(version.get('git_revision'))[:12]})")
 
 
+def made_by(manifest: dict) -> str | None:
+    """What a command re-deriving a run (the audit) says of the FinBench that made it, when
+    that is not only the one running now: each FinBench of the manifest's ``code_revisions``
+    in turn (or its version, for a run made before they were listed), and this one."""
+    ours = code_version()
+    made = manifest.get("code_revisions") or [
+        {k: manifest.get(k) for k in ours} | {"at": manifest.get("started_at")}]
+    if all({k: m.get(k) for k in ours} == ours for m in made):
+        return None
+    by = ", then ".join(f"{describe_code(m)} from {m.get('at')}" for m in made)
+    return (f"made by {by}; derived again with this {describe_code(ours)}: rows another "
+            "FinBench computes otherwise are named as violations")
+
+
 def _git_revision() -> str | None:
     try:
         result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
