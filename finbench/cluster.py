@@ -60,7 +60,12 @@ from finbench.core.progress import Countdown
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runlog.rundir import MANIFEST, receipt
 from finbench.runner import run
-from finbench.runner.manifest import code_version, describe_code, render_finished
+from finbench.runner.manifest import (
+    code_version,
+    describe_code,
+    render_finished,
+    same_finbench,
+)
 from finbench.shards import merge_shards
 
 SHARDS = "shards"
@@ -241,7 +246,7 @@ def same_code_on(workers: dict[str, dict], scheduler: str | None) -> None:
     have all run."""
     ours = code_version()
     for address, theirs in sorted(workers.items()):
-        if theirs != ours:
+        if not same_finbench(theirs, ours):
             raise RunError(f"{scheduler}: worker {address} runs {describe_code(theirs)}, this "
                            f"process {describe_code(ours)}: a run's shards and its merge come "
                            "from one FinBench; install this one on the workers (or run this "

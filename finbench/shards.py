@@ -41,7 +41,7 @@ from finbench.runlog.rundir import (
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
-from finbench.runner.manifest import code_version, describe_code
+from finbench.runner.manifest import code_version, describe_code, same_finbench
 from finbench.scoring.run import rescore
 
 
@@ -133,7 +133,7 @@ def same_code(dirs: list[Path], manifests: list[dict]) -> None:
     rows and its manifest names one FinBench for the whole run."""
     ours = code_version()
     for d, m in zip(dirs, manifests, strict=True):
-        if any(m.get(k) != v for k, v in ours.items()):
+        if not same_finbench(m, ours):
             raise RunError(f"{d}: made by {describe_code(m)}, but this merge is "
                            f"{describe_code(ours)}: a run's shards and its merge come from one "
                            "FinBench; run the shard again with this one, or merge with the "

@@ -90,6 +90,13 @@ def describe_code(version: dict) -> str:
             f"(git {str(version.get('git_revision'))[:12]})")
 
 
+def same_finbench(recorded: dict, ours: dict) -> bool:
+    """Whether a FinBench as recorded (a manifest, an entry of its ``code_revisions``, a
+    worker's :func:`code_version`) is ``ours`` (a :func:`code_version`): the same package
+    version and git revision."""
+    return all(recorded.get(k) == v for k, v in ours.items())
+
+
 def made_by(manifest: dict) -> str | None:
     """What a command re-deriving a run (the audit) says of the FinBench that made it, when
     that is not only the one running now: each FinBench of the manifest's ``code_revisions``
@@ -97,7 +104,7 @@ def made_by(manifest: dict) -> str | None:
     ours = code_version()
     made = manifest.get("code_revisions") or [
         {k: manifest.get(k) for k in ours} | {"at": manifest.get("started_at")}]
-    if all({k: m.get(k) for k in ours} == ours for m in made):
+    if all(same_finbench(m, ours) for m in made):
         return None
     by = ", then ".join(f"{describe_code(m)} from {m.get('at')}" for m in made)
     return (f"made by {by}; derived again with this {describe_code(ours)}: rows another "

@@ -32,6 +32,7 @@ from finbench.runner.manifest import (
     new_manifest,
     render_event_summary,
     render_finished,
+    same_finbench,
     shard_field,
 )
 from finbench.runner.revision import Revision, revision
@@ -170,7 +171,7 @@ class RunSteps:
         self.code = old.get("code_revisions") or [
             {**{k: old.get(k) for k in ours}, "at": old.get("started_at")}]
         last = self.code[-1]
-        if any(last.get(k) != v for k, v in ours.items()):
+        if not same_finbench(last, ours):
             self.code = [*self.code, {**ours, "at": now()}]
             self.echo(f"{self.out}: made so far by {describe_code(last)}, resumed by "
                       f"{describe_code(ours)}: what it made is kept, what is made now is this "
