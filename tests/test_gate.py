@@ -78,6 +78,18 @@ def test_vectorised_contexts_equal_the_naive_loop_on_every_sample_task(sample):
     pd.testing.assert_frame_equal(summary[ref.columns], ref, check_dtype=False)
 
 
+def test_a_store_without_headlines_gives_contexts_of_the_same_columns_and_types(sample):
+    tasks, _, news, bars, index = sample
+    bare = ContextIndex(tasks, bars, news.iloc[:0], previous_sessions=5, headline_hours=24,
+                        max_headlines=20)
+    with_news = next(i for i in range(len(index)) if len(index.context(i).headlines))
+    got, full = bare.context(with_news), index.context(with_news)
+    assert got.headlines.empty
+    assert got.headlines.dtypes.to_dict() == full.headlines.dtypes.to_dict()
+    pd.testing.assert_frame_equal(got.bars, full.bars)
+    assert got.max_input_time <= full.max_input_time
+
+
 def test_no_canary_reaches_a_context_before_it_is_available(sample):
     tasks, _, news, _, index = sample
     canaries = news[news["headline"].str.contains(CANARY_MARK)]

@@ -104,13 +104,10 @@ def empty_daily() -> pd.DataFrame:
 
 
 def explode_headlines(headlines: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
-    """One row per (ticker, headline), sorted by ticker, availability, id."""
-    if headlines.empty:
-        cols = ["ticker", "available_ns", "id", "published_at", "available_at", "headline",
-                "source"]
-        return pd.DataFrame(columns=cols), {}
+    """One row per (ticker, headline), sorted by ticker, availability, id (typed as the
+    headlines are, none among them included)."""
     rows = headlines.explode("tickers").rename(columns={"tickers": "ticker"})
-    rows = rows[rows["ticker"].notna()]
+    rows = rows[rows["ticker"].notna()].astype({"ticker": "str"})  # text, rows or none
     rows["available_ns"] = to_ns(rows["available_at"])
     rows = rows.sort_values(["ticker", "available_ns", "id"], kind="stable").reset_index(drop=True)
     keep = ["ticker", "available_ns", "id", "published_at", "available_at", "headline", "source"]
