@@ -518,12 +518,16 @@ def test_audit_names_a_task_list_that_is_not_the_configs(run_dir, tmp_path, chan
 
 
 @pytest.mark.parametrize("policy", ["exclude", "fallback:coin"])
-def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_path, policy):
-    """score_run reads one model's rows at a time; the table equals the one computed from
+def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_path, policy,
+                                                                monkeypatch):
+    """score_run reads one model's rows at a time, each once (the fallback baseline's too:
+    every model's reference and its own answers); the table equals the one computed from
     every row in memory (the scripted model's invalid answers take coin's under fallback)."""
     import shutil
+    from collections import Counter
 
     from finbench.core.config import baseline_names, interval_reference
+    from finbench.runlog import forecast_table
     from finbench.runlog.rundir import load_run_config
     from finbench.scoring.aggregate import SCORED_COLUMNS, aggregate, row_scores
 
@@ -532,7 +536,15 @@ def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_pat
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["config"]["invalid_policy"] = policy
     (copy / "manifest.json").write_text(json.dumps(manifest))
+    reads, read = Counter(), forecast_table.model_rows
+
+    def counted(path, model, columns):
+        reads[model] += 1
+        return read(path, model, columns)
+
+    monkeypatch.setattr(forecast_table, "model_rows", counted)
     streamed = score_run(copy)
+    assert set(reads.values()) == {1}, reads
     config = load_run_config(copy)
     skipped = manifest.get("skipped_models", {})
     rows = row_scores(pd.read_parquet(copy / "forecasts.parquet", columns=list(SCORED_COLUMNS)),

@@ -67,7 +67,12 @@ class RunScores:
         policy = self.config.invalid_policy
         self.fallback = policy.split(":", 1)[1] if policy.startswith("fallback:") else None
         self.path = self.dir / "forecasts.parquet"
-        self.reference = model_rows(self.path, self.fallback) if self.fallback else None
+        # the fallback baseline's rows: every model's reference, and its own answers (read once)
+        self._fallback_rows = (forecast_table.model_rows(self.path, self.fallback,
+                                                         list(SCORED_COLUMNS))
+                               if self.fallback else None)
+        self.reference = (self._fallback_rows.to_pandas() if self._fallback_rows is not None
+                          else None)
         self.interval_reference = interval_reference(self.config)
         self.cutoffs = knowledge_cutoffs(self.config)
         self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
@@ -107,7 +112,8 @@ class RunScores:
     def baseline_answers(self, name: str) -> Reference:
         """A baseline's answer and scores per task. Its rows (the scored columns, as Arrow)
         are kept for :meth:`scored`, which then reads them no more."""
-        table = forecast_table.model_rows(self.path, name, list(SCORED_COLUMNS))
+        table = (self._fallback_rows if name == self.fallback
+                 else forecast_table.model_rows(self.path, name, list(SCORED_COLUMNS)))
         ids = table.column("task_id").combine_chunks()
         in_task_order = ids.equals(self._task_ids)
         at = np.arange(len(ids)) if in_task_order else positions(ids, self._task_ids)
