@@ -146,3 +146,35 @@ def test_an_audit_over_a_store_that_cannot_be_read_names_the_store_s_problems(
     assert problems[0].startswith(f"store: {rel}: content hash ")
     assert problems[-1].startswith("labels, answers and receipts not derived again: the "
                                    f"store's data could not be read (StoreError: {store.path / rel}")
+
+
+def test_a_run_reads_the_partitions_its_snapshot_lists_and_no_file_it_does_not(
+        tmp_path, sample_copy):
+    """A bars file the store's manifest does not list (left by an ingest killed before it
+    saved the manifest, or put there by hand) is no part of the snapshot: a run reads the
+    same as without it, whichever way it reads the bars, and the audit names the file."""
+    import json
+    import shutil
+
+    import pandas as pd
+
+    from tests.helpers import month_shards_config
+
+    manifest = json.loads((sample_copy / "manifest.json").read_text())
+    rel = "bars/date=2024-12-16/part.parquet"
+    del manifest["partitions"][rel]
+    manifest["snapshot_sha256"] = snapshot_hash(manifest["partitions"], manifest)
+    (sample_copy / "manifest.json").write_text(json.dumps(manifest))
+    without = tmp_path / "store_without"
+    shutil.copytree(sample_copy, without)
+    (without / rel).unlink()
+    runs = {}
+    for name, store in (("unlisted", sample_copy), ("without", without)):
+        runs[name] = run(month_shards_config(tmp_path / f"{name}.toml", store),
+                         tmp_path / name, echo=lambda *_: None)
+    for name in ("labels.parquet", "scores.csv", "rows.parquet"):
+        assert (runs["unlisted"] / name).read_bytes() == (runs["without"] / name).read_bytes()
+    labels = pd.read_parquet(runs["unlisted"] / "labels.parquet")
+    assert (labels.loc[labels["task_id"].str.contains("2024-12-16"), "status"] != "ok").all()
+    assert audit_run(runs["without"]) == []
+    assert audit_run(runs["unlisted"]) == [f"store: {rel}: file is not listed in the manifest"]

@@ -476,8 +476,8 @@ class Store:
 
     def _read_day(self, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
         rel = f"bars/date={day.isoformat()}/part.parquet"
-        if rel not in self.manifest["partitions"] and not is_file(self.fs, self._file(rel)):
-            return None
+        if rel not in self.manifest["partitions"]:  # the snapshot holds no bars that day (a
+            return None  # file there it does not list is no part of it: validate names it)
         with self.reading(rel), pq.ParquetFile(
                 self._file(rel), read_dictionary=["ticker"],
                 filesystem=self.fs) as file:  # no dataset machinery: it contends
