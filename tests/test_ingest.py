@@ -174,6 +174,24 @@ def test_reingest_replaces_the_same_ticker_days_never_duplicates(tmp_path, store
     assert Store(store).verify() == []
 
 
+def test_an_ingest_writes_over_a_partition_file_the_manifest_does_not_list(tmp_path):
+    """A file where the manifest lists no partition (left by an ingest killed between writing
+    it and saving the manifest) is no part of the store: the next ingest of that day keeps
+    none of its rows and replaces nothing."""
+    store = tmp_path / "store"
+    ingest_bars(write(tmp_path / "a.csv", HEADER + GOOD), store)
+    s = Store(store)
+    rel = "bars/date=2025-01-15/part.parquet"
+    del s.manifest["partitions"][rel]  # as if the ingest that wrote it was killed before this
+    s.save_manifest()
+    msft = "MSFT,2025-01-15T14:29:00Z,400,401,399,400.5,10\n"
+    done = ingest_bars(write(tmp_path / "b.csv", HEADER + msft), store)
+    assert done["replaced"] == []
+    bars = Store(store).read_bars()
+    assert bars["ticker"].tolist() == ["MSFT"]  # AAPL's stray rows were never stored
+    assert Store(store).verify() == []
+
+
 def test_parquet_bars_are_read(tmp_path):
     frame = pd.DataFrame({"symbol": ["AAPL"], "timestamp": [pd.Timestamp("2025-01-15 14:30Z")],
                           "open": [1.0], "high": [1.0], "low": [1.0], "close": [1.0],

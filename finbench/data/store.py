@@ -333,7 +333,9 @@ class Store:
         write_json(self.path / MANIFEST, self.manifest)
 
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
-        if not is_file(self.fs, self._file(rel)):
+        """A stored partition, None when the manifest lists none there (a file it does not
+        list is no part of the store: an ingest writes over it)."""
+        if rel not in self.manifest["partitions"]:
             return None
         with self.reading(rel):
             return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
