@@ -283,10 +283,14 @@ class Store:
         return sorted(updates), replaced
 
     def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
-        """Write every partition to a temporary file, then rename all, then the manifest."""
+        """Write every partition to a temporary file and hash it, then rename all, then the
+        manifest (nothing but renames between the first rename and the manifest: a process
+        killed there leaves partitions the manifest does not describe, which `data validate`
+        names)."""
         self._writable()
         schema = TABLES[table]
         staged: list[tuple[Path, Path]] = []
+        hashes: dict[str, str] = {}
         try:
             for rel, frame in updates.items():
                 final = self.path / rel
@@ -299,6 +303,7 @@ class Store:
                 with writing(final, tmp):
                     pq.write_table(arrow, tmp, compression="zstd",
                                    row_group_size=ROW_GROUP_ROWS, write_statistics=True)
+                hashes[rel] = sha256_file(tmp)
         except BaseException:  # nothing of this commit is left: the store is as it was
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)
@@ -306,8 +311,7 @@ class Store:
         partitions = dict(self.manifest["partitions"])
         for tmp, final in staged:
             os.replace(tmp, final)
-            rel = final.relative_to(self.path).as_posix()
-            partitions[rel] = sha256_file(final)
+        partitions.update(hashes)
         for rel, frame in updates.items():
             if frame.empty:
                 (self.path / rel).unlink()
