@@ -28,6 +28,7 @@ from tests.helpers import damaged_store, llm_toml, month_shards_config
 pytest.importorskip("moto")
 BUCKET = "finbench-test"
 IN_BUCKET = 20  # answers a shard's journal holds in the bucket when its worker is killed
+REQUESTS: list[tuple[str, str]] = []  # (method, path) of every request the server answered
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,13 @@ def s3_server():
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-    server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True,
+    app = create_backend_app("s3")
+
+    def counted(environ, start_response):  # each request's method and path, for the tests
+        REQUESTS.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+        return app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, counted, threaded=True,
                          request_handler=MotoRequestHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -93,6 +100,22 @@ def test_a_store_on_object_storage_reads_as_its_local_copy(s3_store, sample_stor
         remote.save_manifest()
     with pytest.raises(StoreError, match="written on a local disk"):
         Store.open_or_create(f"{s3_store}-new")
+
+
+def test_a_run_fetches_each_partition_it_reads_in_one_request(tmp_path, s3_store,
+                                                             sample_store):
+    """Read by path, each column chunk of each row group of a partition was a request of its
+    own, and each day without a partition was asked for (a HEAD and a listing): round trips a
+    run over a bucket pays one after the other. A partition read is now its size's HEAD and
+    one GET of it whole; a day the manifest lists no partition for is never asked for."""
+    del REQUESTS[:]
+    run(config(tmp_path, s3_store), tmp_path / "out", echo=lambda *_: None)
+    bars = [(method, path) for method, path in REQUESTS if "/bars/date=" in path]
+    gets = [path for method, path in bars if method == "GET"]
+    assert len(gets) == len(set(gets)) > 20  # each partition read once, in one request
+    assert sorted(path for method, path in bars if method == "HEAD") == sorted(gets)
+    assert len(bars) == 2 * len(gets)  # nothing else asked of them
+    assert not [p for m, p in REQUESTS if m == "GET" and p.rstrip("/").endswith(BUCKET)]  # lists
 
 
 def test_verify_finds_a_partition_changed_in_the_bucket(s3_store, sample_store):
