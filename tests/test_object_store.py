@@ -118,6 +118,23 @@ def test_a_run_fetches_each_partition_it_reads_in_one_request(tmp_path, s3_store
     assert not [p for m, p in REQUESTS if m == "GET" and p.rstrip("/").endswith(BUCKET)]  # lists
 
 
+def test_a_store_in_a_bucket_is_read_ahead_by_several_threads(s3_store, sample_store):
+    """A read from object storage is mostly a round trip's wait: several are made at once
+    (benchmarks/bench_object_store.py measures it with answers made late); from local disk
+    one thread reads, as the label pass needs the other core. Either way the same tables."""
+    from finbench.data.store import REMOTE_READERS
+
+    days = Store(sample_store).dates("bars")[-12:]
+    tables = []
+    for where, readers in ((s3_store, REMOTE_READERS), (sample_store, 1)):
+        store = Store(where)
+        store.read_ahead(days, ("high", "low"))
+        assert len(store._ahead._threads) == readers
+        tables.append([store.read_day_table(d, columns=("high", "low")) for d in days])
+        store.stop_reading_ahead()
+    assert REMOTE_READERS > 1 and all(a.equals(b) for a, b in zip(*tables, strict=True))
+
+
 def test_verify_finds_a_partition_changed_in_the_bucket(s3_store, sample_store):
     fs, root = filesystem(s3_store)
     rel = f"bars/date={Store(sample_store).dates('bars')[0].isoformat()}/part.parquet"

@@ -82,7 +82,7 @@ def test_the_thread_stops_at_the_budget_until_a_table_is_taken():
     settle(ahead, reads, 4)
     assert reads.calls == DAYS[:4]
     ahead.close()
-    assert not ahead._thread.is_alive()
+    assert not any(t.is_alive() for t in ahead._threads)
 
 
 def test_a_failed_read_is_raised_to_whoever_takes_its_date():
@@ -104,8 +104,45 @@ def test_close_lets_go_of_what_was_not_taken_and_reads_no_more():
     closing.start()
     reads.go.set()
     closing.join(10)
-    assert not ahead._thread.is_alive() and reads.calls == DAYS[:2]
+    assert not any(t.is_alive() for t in ahead._threads) and reads.calls == DAYS[:2]
     assert ahead.take(DAYS[0]) is False
+
+
+def test_several_readers_read_each_date_once_at_the_same_time_and_hand_over_in_order():
+    """From object storage a read is mostly a round trip's wait: several threads read at
+    once, each date once, and the dates are handed over as the caller asks for them; a
+    failed read is raised to whoever takes its date, as with one reader."""
+    lock, now, most, calls = threading.Lock(), [0], [0], []
+
+    def read(day):
+        with lock:
+            calls.append(day)
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)  # the wait for an answer
+        with lock:
+            now[0] -= 1
+        if day == DAYS[6]:
+            raise StoreError(f"{day}: cannot be read")
+        return pa.table({"ts": np.full(10, day.day, np.int64)})
+
+    ahead = ReadAhead(read, DAYS, ("high",), readers=4)
+    deadline = time.monotonic() + 10
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert most[0] == 4  # four reads at once (each waits 50 ms)
+    got = []
+    for day in DAYS:  # as the store takes them: a date not begun is the caller's to read
+        try:
+            table = ahead.take(day)
+            got.append(read(day) if table is False else table)
+        except StoreError as exc:
+            got.append(str(exc))
+    assert [g if isinstance(g, str) else g.column("ts")[0].as_py() for g in got] == [
+        "2025-01-07: cannot be read" if d == DAYS[6] else d.day for d in DAYS]
+    assert sorted(calls) == DAYS  # each date read once
+    ahead.close()
+    assert not any(t.is_alive() for t in ahead._threads)
 
 
 def test_the_store_hands_over_the_columns_asked_and_reads_the_others_itself(sample_store):

@@ -1,10 +1,12 @@
-"""Date partitions read before they are asked for, on a thread of their own.
+"""Date partitions read before they are asked for, on threads of their own.
 
 A run plans its tasks (the calendar, the task table: Python on one core) before its label pass
 reads the first partition, so the second core waits. :class:`ReadAhead` reads the partitions
 the label pass will ask for meanwhile, in date order, holding at most :data:`BUDGET` bytes of
 tables read and not yet taken. A read that fails is raised to whoever takes that date, with
-the error the read gave.
+the error the read gave. From local disk one thread reads (a read is work for a core, and the
+label pass needs the other); from object storage several do, as a read there is mostly a
+round trip's wait.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ BUDGET = 512 * 2**20  # bytes of tables read ahead and not yet taken (a year of 
 
 
 class ReadAhead:
-    """``read(day)`` (a table, or None for no bars) of each of ``days``, in order, by one
-    thread that stops while :data:`BUDGET` bytes wait to be taken. :meth:`take` hands a date
-    over (once): read here, or by the caller when it had not begun; :meth:`close` stops the
-    thread and lets go of what was not taken."""
+    """``read(day)`` (a table, or None for no bars) of each of ``days``, begun in order by
+    ``readers`` threads, which stop while :data:`BUDGET` bytes wait to be taken (each may
+    finish the read it began). :meth:`take` hands a date over (once): read here, or by the
+    caller when it had not begun; :meth:`close` stops the threads and lets go of what was not
+    taken."""
 
     def __init__(self, read: Callable[[object], pa.Table | None], days: Iterable,
-                 columns: tuple[str, ...], budget: int | None = None) -> None:
+                 columns: tuple[str, ...], budget: int | None = None, readers: int = 1
+                 ) -> None:
         self.columns = columns
         self._read, self._budget = read, BUDGET if budget is None else budget
         self._todo = deque(days)
@@ -36,8 +40,10 @@ class ReadAhead:
         self._held = 0
         self._closed = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._work, name="read-ahead", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._work, name="read-ahead", daemon=True)
+                         for _ in range(max(1, min(readers, len(self._todo))))]
+        for thread in self._threads:
+            thread.start()
 
     def take(self, day) -> pa.Table | None | bool:
         """``day``'s table (None: no bars that day), waited for if it is being read; False
@@ -55,7 +61,7 @@ class ReadAhead:
         finally:
             with self._cond:
                 self._held -= self._sizes.pop(day, 0)
-                self._cond.notify()
+                self._cond.notify_all()
 
     def _work(self) -> None:
         while True:
@@ -84,5 +90,6 @@ class ReadAhead:
             self._closed = True
             self._futures.clear()
             self._todo.clear()
-            self._cond.notify()
-        self._thread.join()
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join()

@@ -34,6 +34,7 @@ TABLES = {"bars": BARS_SCHEMA, "headlines": HEADLINES_SCHEMA}
 ROW_GROUP_ROWS = 128 * 1024
 NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
 CHECKERS = min(4, os.cpu_count() or 1)  # threads hashing and checking partitions in verify
+REMOTE_READERS = 8  # partitions fetched at once from object storage (each read mostly waits)
 CHECK_CHUNK = 32  # most consecutive bar partitions a checker takes at once (small ones are
 # checked together: finbench.data.partition_checks)
 
@@ -510,7 +511,8 @@ class Store:
 
         self.stop_reading_ahead()
         columns = tuple(columns)
-        self._ahead = ReadAhead(lambda day: self._read_day(day, columns), days, columns)
+        self._ahead = ReadAhead(lambda day: self._read_day(day, columns), days, columns,
+                                readers=REMOTE_READERS if self.remote else 1)
 
     def stop_reading_ahead(self) -> None:
         """Read no more ahead; what was read and not handed over is let go."""
