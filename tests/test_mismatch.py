@@ -154,8 +154,9 @@ def test_a_shards_judge_keeps_to_the_shards_share_of_its_rate_limit(tmp_path, sa
         run(cfg, tmp_path / "out", echo=lambda *_: None, rate_share=0.25)
         at = sorted(r["at"] for r in server.requests if r["model"] == "stance-judge")
         assert len(at) >= 6
-        gaps = np.diff(at)
-        assert gaps.min() > 0.03, gaps  # 60 s / (6000 x 0.25) = 40 ms, less the clock's jitter
+        # 60 s / (6000 x 0.25) = 40 ms between starts (at the whole budget: 10 ms); the mean
+        # gap, which a request late on its way does not shorten
+        assert (at[-1] - at[0]) / (len(at) - 1) > 0.035, np.diff(at)
     finally:
         server.close()
 
