@@ -344,8 +344,8 @@ class Store:
         if rel not in self.manifest["partitions"]:
             return None
         with self.reading(rel):
-            return pq.read_table(self._file(rel), schema=TABLES[table], filesystem=self.fs
-                                 ).to_pandas()
+            source, fs = self._source(rel)
+            return pq.read_table(source, schema=TABLES[table], filesystem=fs).to_pandas()
 
     def reading(self, rel: str):
         """:func:`read_guard` of the partition ``rel``; from object storage a failed read may

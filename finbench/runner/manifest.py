@@ -97,13 +97,21 @@ def same_finbench(recorded: dict, ours: dict) -> bool:
     return all(recorded.get(k) == v for k, v in ours.items())
 
 
+def code_revisions(manifest: dict) -> list[dict]:
+    """The FinBench versions that made a run, first to last, each with when it took over: the
+    manifest's ``code_revisions``, or (a run made before they were listed, or one whose
+    manifest is new) its own version from its start."""
+    return manifest.get("code_revisions") or [
+        {"package_version": manifest.get("package_version"),
+         "git_revision": manifest.get("git_revision"), "at": manifest.get("started_at")}]
+
+
 def made_by(manifest: dict) -> str | None:
     """What a command re-deriving a run (the audit) says of the FinBench that made it, when
-    that is not only the one running now: each FinBench of the manifest's ``code_revisions``
-    in turn (or its version, for a run made before they were listed), and this one."""
+    that is not only the one running now: each of its :func:`code_revisions` in turn, and
+    this one."""
     ours = code_version()
-    made = manifest.get("code_revisions") or [
-        {k: manifest.get(k) for k in ours} | {"at": manifest.get("started_at")}]
+    made = code_revisions(manifest)
     if all(same_finbench(m, ours) for m in made):
         return None
     by = ", then ".join(f"{describe_code(m)} from {m.get('at')}" for m in made)

@@ -27,6 +27,7 @@ from finbench.runlog.rundir import MANIFEST, now, read_manifest, receipt, record
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
+    code_revisions,
     code_version,
     describe_code,
     new_manifest,
@@ -168,8 +169,7 @@ class RunSteps:
         it last goes on, keeping what was made; the manifest's ``code_revisions`` lists each
         FinBench with when it took over, and the run says so."""
         ours = code_version()
-        self.code = old.get("code_revisions") or [
-            {**{k: old.get(k) for k in ours}, "at": old.get("started_at")}]
+        self.code = code_revisions(old)
         last = self.code[-1]
         if not same_finbench(last, ours):
             self.code = [*self.code, {**ours, "at": now()}]
@@ -247,9 +247,7 @@ class RunSteps:
         self.manifest["shard"] = shard_field(self.shard)
         self.manifest["config_revisions"] = self.revisions or [
             _revision_entry(self.manifest, None)]
-        self.manifest["code_revisions"] = self.code or [
-            {"package_version": self.manifest["package_version"],
-             "git_revision": self.manifest["git_revision"], "at": self.manifest["started_at"]}]
+        self.manifest["code_revisions"] = self.code or code_revisions(self.manifest)
         write_json(self.manifest_path, self.manifest)
         self.lap("label pass")
 
