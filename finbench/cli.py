@@ -124,9 +124,13 @@ def _data_validate(args: argparse.Namespace) -> int:
 def _data_copy(args: argparse.Namespace) -> int:
     from finbench.core.errors import StoreError
     from finbench.core.location import copy_tree
+    from finbench.data.commit import unfinished
     from finbench.data.store import Store
     from finbench.runlog.mirror import copied
 
+    problem = unfinished(args.source)
+    if problem:
+        raise StoreError(problem)
     names = copy_tree(args.source, args.target, skip=lambda rel: not copied(rel), others=False)
     said = f"copied {len(names)} files from {args.source} to {args.target}"
     try:

@@ -86,13 +86,12 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
                 log.write(json.dumps(_provenance(vendor, ticker, day, len(part))) + "\n")
         shutil.rmtree(stage)
     if fetched:
-        store.manifest["sources"].append({
+        store.add_source({
             "table": "bars", "vendor": vendor.name, "feed": vendor.feed,
             "sdk": vendor.package, "sdk_version": vendor.sdk_version(),
             "request": {"tickers": tickers, "start": str(first.date()), "end": str(last.date())},
             "bar_timestamp": vendor.bar_timestamp, "zone": vendor.zone,
             "fetched_at": _now(), "ticker_days": fetched, "log": LOG})
-        store.save_manifest()
     return {"fetched": fetched, "rows": rows, "skipped": skipped,
             "snapshot_sha256": store.snapshot_sha256}
 

@@ -24,6 +24,7 @@ from finbench.core.names import bar_length_problem, is_timezone
 from finbench.core.outputs import write_json, writing
 from finbench.core.progress import Countdown
 from finbench.data.bars import lexical_codes
+from finbench.data.commit import COMMIT, commit, finish, finish_unless_busy, store_lock
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
 
 STORE_FORMAT = "finbench-store"
@@ -130,27 +131,45 @@ class Store:
         self.remote = is_uri(path)
         self.path = str(path).rstrip("/") if self.remote else Path(path)
         self.fs, self.root = filesystem(path)
+        if not self.remote and self.path.is_dir():  # a change a killed process left undone
+            finish_unless_busy(self.path)
+        self.manifest = self._load_manifest()
+
+    def _load_manifest(self) -> dict:
+        """The manifest as stored, checked."""
         manifest_path = f"{self.path}/{MANIFEST}"
         if not is_file(self.fs, join(self.root, MANIFEST)):
             raise StoreError(f"{self.path}: not a FinBench store (no {MANIFEST})")
-        self.manifest = manifest_object(read_bytes(self.fs, join(self.root, MANIFEST)),
-                                        manifest_path)
-        if self.manifest.get("format") != STORE_FORMAT:
+        manifest = manifest_object(read_bytes(self.fs, join(self.root, MANIFEST)),
+                                   manifest_path)
+        if manifest.get("format") != STORE_FORMAT:
             raise StoreError(f"{manifest_path}: format is not {STORE_FORMAT!r}")
-        if self.manifest.get("version") != STORE_VERSION:
+        if manifest.get("version") != STORE_VERSION:
             raise StoreError(
-                f"{manifest_path}: version {self.manifest.get('version')!r} is not {STORE_VERSION}"
+                f"{manifest_path}: version {manifest.get('version')!r} is not {STORE_VERSION}"
             )
-        problem = bar_length_problem(self.manifest.get("bar_seconds"))
+        problem = bar_length_problem(manifest.get("bar_seconds"))
         if problem:
             raise StoreError(f"{manifest_path}: bar_seconds {problem}")
-        if self.manifest.get("bar_timestamp") != "start":
+        if manifest.get("bar_timestamp") != "start":
             raise StoreError(f"{manifest_path}: bar_timestamp must be 'start' (bars are stored "
-                             f"by their start), not {self.manifest.get('bar_timestamp')!r}")
-        if not is_timezone(self.manifest.get("timezone")):
-            raise StoreError(f"{manifest_path}: timezone {self.manifest.get('timezone')!r} is "
+                             f"by their start), not {manifest.get('bar_timestamp')!r}")
+        if not is_timezone(manifest.get("timezone")):
+            raise StoreError(f"{manifest_path}: timezone {manifest.get('timezone')!r} is "
                              "not a time zone name (e.g. America/New_York)")
-        check_fields(self.manifest, manifest_path, STORE_FIELDS, "partitions")
+        check_fields(manifest, manifest_path, STORE_FIELDS, "partitions")
+        return manifest
+
+    @contextmanager
+    def changing(self, command: str):
+        """Hold the store's lock for a change (:mod:`finbench.data.commit`), with the
+        manifest read again under it (another process may have changed the store since this
+        one opened it): a change merges into what is stored, never into an older view."""
+        self._writable()
+        with store_lock(self.path, command):
+            finish(self.path)
+            self.manifest = self._load_manifest()
+            yield
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod
@@ -237,6 +256,13 @@ class Store:
         stored bars, new bars). ``dry_run``: work it out, write nothing."""
         if bars.empty:
             return [], []
+        if dry_run:  # nothing written: no lock taken
+            return self._add_bars(bars, source=source, dry_run=True)
+        with self.changing("finbench data ingest (bars)"):
+            return self._add_bars(bars, source=source, dry_run=False)
+
+    def _add_bars(self, bars: pd.DataFrame, *, source: dict | None, dry_run: bool
+                  ) -> tuple[list[str], list[dict]]:
         local_date = bars["ts"].dt.tz_convert(self.timezone).dt.date
         updates: dict[str, pd.DataFrame] = {}
         replaced = []
@@ -263,6 +289,13 @@ class Store:
         it out, write nothing."""
         if headlines.empty:
             return [], 0
+        if dry_run:  # nothing written: no lock taken
+            return self._add_headlines(headlines, source=source, dry_run=True)
+        with self.changing("finbench data ingest (headlines)"):
+            return self._add_headlines(headlines, source=source, dry_run=False)
+
+    def _add_headlines(self, headlines: pd.DataFrame, *, source: dict, dry_run: bool
+                       ) -> tuple[list[str], int]:
         replaced = 0
         ids = set(headlines["id"])
         updates: dict[str, pd.DataFrame] = {}
@@ -285,20 +318,21 @@ class Store:
         return sorted(updates), replaced
 
     def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
-        """Write every partition to a temporary file and hash it, then rename all, then the
-        manifest (nothing but renames between the first rename and the manifest: a process
-        killed there leaves partitions the manifest does not describe, which `data validate`
-        names)."""
-        self._writable()
+        """Write every partition to a temporary file and hash it, then make the change whole
+        (:func:`finbench.data.commit.commit`: the partitions moved into place, an emptied one
+        removed, the manifest written; a process killed midway leaves it for the next to
+        finish). The caller holds :meth:`changing`."""
         schema = TABLES[table]
-        staged: list[tuple[Path, Path]] = []
+        moves: list[tuple[Path, Path]] = []
         hashes: dict[str, str] = {}
         try:
             for rel, frame in updates.items():
+                if frame.empty:
+                    continue
                 final = self.path / rel
                 final.parent.mkdir(parents=True, exist_ok=True)
                 tmp = final.with_suffix(".parquet.tmp")
-                staged.append((tmp, final))
+                moves.append((tmp, final))
                 arrow = pa.Table.from_pandas(
                     frame.reset_index(drop=True)[schema.names], schema=schema,
                     preserve_index=False).replace_schema_metadata(None)
@@ -306,23 +340,21 @@ class Store:
                     pq.write_table(arrow, tmp, compression="zstd",
                                    row_group_size=ROW_GROUP_ROWS, write_statistics=True)
                 hashes[rel] = sha256_file(tmp)
-        except BaseException:  # nothing of this commit is left: the store is as it was
-            for tmp, _ in staged:
+        except BaseException:  # nothing of this change is left: the store is as it was
+            for tmp, _ in moves:
                 tmp.unlink(missing_ok=True)
             raise
-        partitions = dict(self.manifest["partitions"])
-        for tmp, final in staged:
-            os.replace(tmp, final)
+        emptied = [rel for rel, frame in updates.items() if frame.empty]
+        partitions = {rel: sha for rel, sha in self.manifest["partitions"].items()
+                      if rel not in emptied}
         partitions.update(hashes)
-        for rel, frame in updates.items():
-            if frame.empty:
-                (self.path / rel).unlink()
-                partitions.pop(rel, None)
-        self.manifest["partitions"] = dict(sorted(partitions.items()))
-        self.manifest["snapshot_sha256"] = snapshot_hash(partitions, self.manifest)
+        manifest = {**self.manifest, "partitions": dict(sorted(partitions.items()))}
+        manifest["snapshot_sha256"] = snapshot_hash(partitions, manifest)
         if source is not None:  # fetches log per ticker-day provenance in fetched.jsonl
-            self.manifest["sources"].append({"table": table, **source})
-        write_json(self.path / MANIFEST, self.manifest)
+            manifest["sources"] = [*self.manifest["sources"], {"table": table, **source}]
+        commit(self.path, MANIFEST, manifest, moves=moves,
+               removals=[self.path / rel for rel in emptied])
+        self.manifest = manifest
 
     def _writable(self) -> None:
         if self.remote:
@@ -334,9 +366,17 @@ class Store:
         return join(self.root, rel)
 
     def save_manifest(self) -> None:
-        """Write the manifest as it is in memory (atomically)."""
+        """Write the manifest as it is in memory (atomically, holding the store's lock)."""
         self._writable()
-        write_json(self.path / MANIFEST, self.manifest)
+        with store_lock(self.path, "saving the store's manifest"):
+            write_json(self.path / MANIFEST, self.manifest)
+
+    def add_source(self, source: dict) -> None:
+        """Append ``source`` to the manifest's ``sources`` (under :meth:`changing`: what
+        another process added since this one opened the store is kept)."""
+        with self.changing("recording a source in the store's manifest"):
+            self.manifest["sources"].append(source)
+            write_json(self.path / MANIFEST, self.manifest)
 
     def _read_partition(self, rel: str, table: str) -> pd.DataFrame | None:
         """A stored partition, None when the manifest lists none there (a file it does not
@@ -570,9 +610,14 @@ class Store:
         :data:`CHECK_CHUNK` partitions in a row (hashing, Parquet decoding and most array work
         release the GIL). ``echo``: where progress goes."""
         problems: list[str] = []
-        on_disk = {rel for rel in files_under(self.fs, self.root)
+        found = files_under(self.fs, self.root)
+        on_disk = {rel for rel in found
                    if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
         listed = set(self.manifest["partitions"])
+        if COMMIT in found:
+            problems.append(f"{COMMIT}: a change to the store is not finished (a process "
+                            "making it now, or one that ended while it made it on a store "
+                            "opened read-only since)")
         for rel in sorted(on_disk - listed):
             problems.append(f"{rel}: file is not listed in the manifest")
         for rel in sorted(listed - on_disk):

@@ -6,83 +6,22 @@ folder a writer is changing. A second process fails at once with an error naming
 (process id, command, start time, host), instead of repeating paid calls or writing files
 under the first one.
 
-The lock is an ``flock`` on the file: the kernel releases it when its process ends, however it
-ends, so a killed run leaves no lock behind. The file keeps its holder's details while the lock
-is held and is emptied on release; a lock taken over a file that still holds details means
-its holder died without releasing it (a ``kill -9``), and the new holder says so. The file is
-never deleted (two processes could then lock two different files). ``flock`` works on local
-filesystems; on a network filesystem that does not honour it, run one process per folder by
-hand.
+How the lock works (an ``flock``, released by the kernel however its holder ends):
+:mod:`finbench.core.folder_lock`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import fcntl
-import json
-import os
-import socket
-from pathlib import Path
-
 from finbench.core.errors import RunError
+from finbench.core.folder_lock import LOCK_FILE, FolderLock, describe
 
-LOCK_FILE = ".finbench.lock"
-
-
-class RunLock:
-    """``with RunLock(run_dir, command="finbench run"):`` holds the folder's lock (exclusive,
-    or ``shared`` for readers). ``took_over``: the details of a holder that died holding it."""
-
-    def __init__(self, run_dir: str | Path, *, command: str, shared: bool = False) -> None:
-        self.dir, self.command, self.shared = Path(run_dir), command, shared
-        self.path = self.dir / LOCK_FILE
-        self.fd: int | None = None
-        self.took_over: dict | None = None
-
-    def __enter__(self) -> RunLock:
-        if self.dir.exists() and not self.dir.is_dir():
-            raise RunError(f"{self.dir}: is a file, not a run directory")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _details(fd)
-            os.close(fd)
-            raise RunError(f"{self.dir}: in use by {describe(holder)}; wait until it ends (or "
-                           "stop it), then run this again") from None
-        self.fd = fd
-        self.took_over = _details(fd) or None  # a writer that died holding the lock
-        os.ftruncate(fd, 0)
-        if not self.shared:
-            os.pwrite(fd, json.dumps({
-                "pid": os.getpid(), "command": self.command, "host": socket.gethostname(),
-                "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            }).encode(), 0)
-            os.fsync(fd)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is None:
-            return
-        if not self.shared:
-            os.ftruncate(self.fd, 0)  # released cleanly: no holder's details left behind
-        os.close(self.fd)  # closing the file releases the lock
-        self.fd = None
+__all__ = ["LOCK_FILE", "RunLock", "describe"]
 
 
-def describe(holder: dict) -> str:
-    """Who holds (or held) a lock, from its details."""
-    if not holder:
-        return "another process (a reader: finbench audit or paper)"
-    return (f"process {holder.get('pid')} ({holder.get('command')}, started "
-            f"{holder.get('started_at')} on {holder.get('host')})")
+class RunLock(FolderLock):
+    """``with RunLock(run_dir, command="finbench run"):`` holds the run directory's lock
+    (exclusive, or ``shared`` for readers). ``took_over``: the details of a holder that died
+    holding it."""
 
-
-def _details(fd: int) -> dict:
-    """The holder's details written in the lock file ({} when empty or unreadable)."""
-    try:
-        text = os.pread(fd, 4096, 0).decode()
-        return json.loads(text) if text.strip() else {}
-    except (OSError, ValueError):
-        return {}
+    what = "run directory"
+    error = RunError

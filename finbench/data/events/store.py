@@ -7,7 +7,7 @@ snapshot of posts, as Parquet with a manifest of SHA-256 hashes.
     STORE/posts/date=YYYY-MM-DD/part.parquet   posts of that UTC date, by created_utc, post_id
 
 Every ingest checks all of its input before anything is written; then it writes the new
-files beside the old and commits them with the manifest last.
+files beside the old and makes the change whole (:mod:`finbench.data.commit`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,8 @@ import pyarrow.parquet as pq
 
 from finbench.core.errors import DataError, StoreError
 from finbench.core.location import is_uri
-from finbench.core.outputs import write_atomic, write_json
+from finbench.core.outputs import writing
+from finbench.data.commit import commit, finish, finish_unless_busy, store_lock
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
 from finbench.data.store import check_fields, manifest_object, read_guard, sha256_file
@@ -69,14 +72,41 @@ class EventStore:
         if manifest is not None:
             self.manifest = manifest
             return
+        if self.path.is_dir():  # a change a killed process left undone
+            finish_unless_busy(self.path)
         if not file.is_file():
             raise StoreError(f"{self.path}: no {MANIFEST} (ingest markets and posts first: "
                              "finbench data ingest --markets/--posts)")
-        self.manifest = manifest_object(file.read_bytes(), str(file))
-        if self.manifest.get("format") != FORMAT:
+        self.manifest = self._load_manifest()
+
+    def _load_manifest(self) -> dict:
+        file = self.path / MANIFEST
+        manifest = manifest_object(file.read_bytes(), str(file))
+        if manifest.get("format") != FORMAT:
             raise StoreError(f"{file}: not an event store (format "
-                             f"{self.manifest.get('format')!r}, expected {FORMAT!r})")
-        check_fields(self.manifest, str(file), EVENT_FIELDS, "files")
+                             f"{manifest.get('format')!r}, expected {FORMAT!r})")
+        check_fields(manifest, str(file), EVENT_FIELDS, "files")
+        return manifest
+
+    @contextmanager
+    def changing(self, command: str, *, dry_run: bool = False):
+        """Hold the store's lock for a change (:mod:`finbench.data.commit`), with the
+        manifest read again under it (another process may have changed the store since this
+        one opened it); a dry run takes no lock."""
+        if dry_run:
+            yield
+            return
+        new = not self.path.exists()
+        with store_lock(self.path, command):
+            try:
+                finish(self.path)
+                if (self.path / MANIFEST).is_file():
+                    self.manifest = self._load_manifest()
+                yield
+            except BaseException:
+                if new and not (self.path / MANIFEST).exists():  # made here, nothing in it
+                    shutil.rmtree(self.path, ignore_errors=True)
+                raise
 
     @classmethod
     def open_or_create(cls, path: str | Path, *, synthetic: bool = False,
@@ -137,6 +167,12 @@ class EventStore:
                     dry_run: bool = False) -> dict:
         """Markets (replacing stored ones of the same id) and their price histories (a
         market's stored prices are replaced by the new file's when it has any)."""
+        with self.changing("finbench data ingest (markets)", dry_run=dry_run):
+            return self._add_markets(markets_file, prices, default_category=default_category,
+                                     dry_run=dry_run)
+
+    def _add_markets(self, markets_file, prices, *, default_category: str | None,
+                     dry_run: bool) -> dict:
         new = read_markets(markets_file, default_category=default_category)
         old = self.markets() if "markets.parquet" in self.manifest["files"] else None
         replaced = 0 if old is None else int(old["market_id"].isin(new["market_id"]).sum())
@@ -163,6 +199,10 @@ class EventStore:
     def add_posts(self, dump, *, dry_run: bool = False) -> dict:
         """A dump's posts merged into the date partitions (a post id appears once in a
         partition: the same id from two dumps is refused, naming both)."""
+        with self.changing("finbench data ingest (posts)", dry_run=dry_run):
+            return self._add_posts(dump, dry_run=dry_run)
+
+    def _add_posts(self, dump, *, dry_run: bool) -> dict:
         facts: dict = {}
         spill = self.path if self.path.is_dir() else self.path.resolve().parent
         with tempfile.TemporaryDirectory(dir=spill, prefix=".finbench-ingest-") as tmp:
@@ -191,21 +231,32 @@ class EventStore:
 
     def _commit(self, updates: dict, *, source: dict | None = None, dump: dict | None = None
                 ) -> None:
-        """Each update written atomically, then the manifest (its hashes) last."""
+        """Each update written beside its file and hashed, then the change made whole
+        (:func:`finbench.data.commit.commit`: files moved into place, then the manifest)."""
         self.path.mkdir(parents=True, exist_ok=True)
         files = dict(self.manifest["files"])
-        for rel, write in updates.items():
-            target = self.path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, write)
-            files[rel] = sha256_file(target)
-        self.manifest["files"] = dict(sorted(files.items()))
+        moves: list[tuple[Path, Path]] = []
+        try:
+            for rel, write in updates.items():
+                target = self.path / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(target.name + ".tmp")
+                moves.append((tmp, target))
+                with writing(target, tmp):
+                    write(tmp)
+                files[rel] = sha256_file(tmp)
+        except BaseException:  # nothing of this change is left: the store is as it was
+            for tmp, _ in moves:
+                tmp.unlink(missing_ok=True)
+            raise
+        manifest = {**self.manifest, "files": dict(sorted(files.items())),
+                    "snapshot_sha256": event_snapshot_hash(files)}
         if dump:
-            self.manifest["dumps"] = [*self.manifest["dumps"], dump]
+            manifest["dumps"] = [*self.manifest["dumps"], dump]
         if source:
-            self.manifest["markets_source"] = source
-        self.manifest["snapshot_sha256"] = event_snapshot_hash(files)
-        write_json(self.path / MANIFEST, self.manifest)
+            manifest["markets_source"] = source
+        commit(self.path, MANIFEST, manifest, moves=moves, removals=[])
+        self.manifest = manifest
 
     def verify(self) -> list[str]:
         """Each file against its manifest hash; one line per file that is missing or
