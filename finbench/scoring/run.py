@@ -186,17 +186,19 @@ def rescore(run_dir: Path) -> pd.DataFrame:
     with RowWriter(run_dir, csv=rows_csv_wanted(scores.config, len(scores.tasks))) as export:
         for _, _, table in scores.models():
             export.add(table)
-        table = scores.table()  # while the writer threads write the last model's rows
-    write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
-    write_atomic(run_dir / "scores.csv",
-                 lambda p: formatted_floats(table, "%.12g").to_csv(p, index=False))
-    classes = scores.class_table()
-    for name in ("scores3.parquet", "scores3.csv"):
-        (run_dir / name).unlink(missing_ok=True)  # a run without three-class models has none
-    if not classes.empty:
-        write_atomic(run_dir / "scores3.parquet", lambda p: classes.to_parquet(p, index=False))
-        write_atomic(run_dir / "scores3.csv",
-                     lambda p: formatted_floats(classes, "%.12g").to_csv(p, index=False))
+        # the scores tables, while the writer threads write the last model's rows
+        table = scores.table()
+        write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
+        write_atomic(run_dir / "scores.csv",
+                     lambda p: formatted_floats(table, "%.12g").to_csv(p, index=False))
+        classes = scores.class_table()
+        for name in ("scores3.parquet", "scores3.csv"):
+            (run_dir / name).unlink(missing_ok=True)  # a run without three-class models: none
+        if not classes.empty:
+            write_atomic(run_dir / "scores3.parquet",
+                         lambda p: classes.to_parquet(p, index=False))
+            write_atomic(run_dir / "scores3.csv",
+                         lambda p: formatted_floats(classes, "%.12g").to_csv(p, index=False))
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table
