@@ -46,6 +46,14 @@ def json_array(columns: dict[str, object], n: int, tail: Fields | None = None) -
         return pa.array([], pa.string())
     if tail is not None and columns and max(columns) >= tail.keys[0]:
         raise ValueError(f"tail keys {tail.keys} do not all sort after {sorted(columns)}")
+    if tail is None and len(columns) == 1:  # one number: each distinct object written once
+        ((key, values),) = columns.items()
+        coded = _repeated_numbers(values, n)
+        if coded is not None:
+            texts, codes = coded
+            lead = "{" + json.dumps(key) + ":"
+            objects = pc.binary_join_element_wise(lead, texts, "}", "")
+            return pc.fill_null(pc.take(objects, codes), lead + "null}")
     pieces = _field_pieces(columns, n, "{")
     if tail is not None:
         pieces += [pa.scalar("," if columns else "{", pa.string()), tail.text]
@@ -98,11 +106,33 @@ def _number_text(array: pa.Array) -> pa.Array:
     value when values repeat (a rate of k labels in n: a few thousand values in a year's
     tasks): the cast costs far more than finding the distinct values. Distinct means the same
     bits, so 0.0 and -0.0 keep their own texts."""
+    coded = _distinct_texts(array)
+    if coded is not None:
+        return pc.take(*coded)
+    return array.cast(pa.string())
+
+
+def _distinct_texts(array: pa.Array) -> tuple[pa.Array, pa.Array] | None:
+    """(text of each distinct value, each row's code: null where the row is) of floats whose
+    values repeat (at most a quarter distinct), else None."""
     if len(array) >= 1024 and not _all_apart(array):
         encoded = pc.dictionary_encode(array)
         if 4 * len(encoded.dictionary) <= len(array):
-            return pc.take(encoded.dictionary.cast(pa.string()), encoded.indices)
-    return array.cast(pa.string())
+            return encoded.dictionary.cast(pa.string()), encoded.indices
+    return None
+
+
+def _repeated_numbers(values, n: int) -> tuple[pa.Array, pa.Array] | None:
+    """:func:`_distinct_texts` of a float column (numpy) given to :func:`json_array` whose
+    values repeat but are not one value throughout (written once by the join); else None."""
+    if not (isinstance(values, np.ndarray) and values.dtype.kind == "f" and len(values) == n
+            and n >= 1024):
+        return None
+    bits = values.view(f"u{values.itemsize}")
+    if (bits == bits[0]).all():
+        return None
+    array = pa.array(values)
+    return _distinct_texts(pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type)))
 
 
 def _all_apart(array: pa.Array, size: int = 1024) -> bool:
