@@ -74,6 +74,7 @@ def test_momentum_conditional_probability_with_add_one_smoothing():
     model = b.Momentum(SimpleNamespace(name="m", window=60, min_count=3, lookback_minutes=30))
     inputs = Inputs(tasks=hist, history=hist)
     p, details, fallback, _ = model._probability(hist_module.History(hist), inputs)
+    fallback = fallback.to_pylist()  # an Arrow text column
     # the last task (sign +1) sees days 0..3: signs +,+,-,+ with y 1,0,1,1: 2 ups in 3
     assert (details["sign_count"].iloc[4], details["sign_up"].iloc[4]) == (3, 2)
     assert p[4] == pytest.approx((2 + 1) / (3 + 2)) and fallback[4] is None

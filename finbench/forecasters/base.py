@@ -138,11 +138,17 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
         (np.isfinite(lo) & np.isfinite(hi) & (lo > hi), "schema: answer: lower is above upper"),
         (~((p >= 0) & (p <= 1)), "schema: p_up: Input should lie in [0, 1]"),
     )
+    invalid = np.zeros(n, dtype=bool)
     for bad, message in checks:
         error[bad] = message
-    has_reason = pd.notna(refused).astype(bool)
-    error[has_reason] = refused[has_reason]
-    valid = ~pd.notna(error).astype(bool)
+        invalid |= bad
+    if "refused" in answers:
+        has_reason = pd.notna(refused).astype(bool)
+        error[has_reason] = refused[has_reason]
+        invalid |= has_reason
+    valid = ~invalid
+    if not invalid.any():
+        error = None  # no error in any row: the column is empty
     if no_interval.all():  # a forecaster without intervals: its answers are probabilities
         raw = json_array({"p_up": p}, n)
     else:

@@ -191,7 +191,8 @@ class _Baseline(Forecaster):
         window, min_count = self._window()
         p, count, last = _shared_rate(history, inputs, window, min_count)
         details = _frame({"p": p, "rate_count": count})  # the window's span: _detail_tail
-        fallback = _texts(count < min_count, lambda c: _rate_fallback(c, min_count), count)
+        fallback = _text_array(count < min_count, lambda c: _rate_fallback(c, min_count),
+                               count)
         return p, details, fallback, last
 
 
@@ -199,8 +200,8 @@ class _Baseline(Forecaster):
 class Coin(_Baseline):
     def _probability(self, history, inputs):
         n = len(inputs.tasks)
-        return (np.full(n, 0.5), pd.DataFrame({"p": np.full(n, 0.5)}),
-                np.full(n, None, object), np.full(n, NO_TIME, np.int64))
+        return (np.full(n, 0.5), pd.DataFrame({"p": np.full(n, 0.5)}), None,
+                np.full(n, NO_TIME, np.int64))
 
 
 @register("base_rate")
@@ -240,8 +241,8 @@ class BaseRate(_Baseline):
             p = np.where(c >= min_count, found["sum"].to_numpy(float) / c, 0.5)
         details = pd.DataFrame({"p": p, "rate_count": c}).assign(
             train=f"{self.config.train_start}..{self.config.train_end}")
-        fallback = _texts(c < min_count, "0.5: {} training labels < min_count "
-                          f"{min_count}", c)
+        fallback = _text_array(c < min_count, "0.5: {} training labels < min_count "
+                               f"{min_count}", c)
         last = train["known_ns"].max() if len(train) else NO_TIME
         return p, details, fallback, np.full(len(keys), last, np.int64)
 
@@ -302,8 +303,8 @@ class Momentum(_Baseline):
             return "base_rate: " + why + then
 
         # the base rate's own fallback, quoted when its window holds too few labels
-        fallback = _texts(~use, reason, no_sign, n_s, np.nan_to_num(sign),
-                          np.where(count < min_count, count, -1))
+        fallback = _text_array(~use, reason, no_sign, n_s, np.nan_to_num(sign),
+                               np.where(count < min_count, count, -1))
         return p, details, fallback, last
 
 
@@ -370,6 +371,27 @@ def _texts(mask: np.ndarray, template, *columns: np.ndarray) -> np.ndarray:
     out = np.full(len(mask), None, object)
     if not mask.any():
         return out
+    texts, which = _distinct_texts(mask, template, *columns)
+    out[mask] = texts[which]
+    return out
+
+
+def _text_array(mask: np.ndarray, template, *columns: np.ndarray) -> pa.Array | None:
+    """:func:`_texts` as an Arrow string array (each row picks its text from the distinct
+    ones: no text object per row to convert); None where ``mask`` holds nowhere (a column
+    without a value)."""
+    if not mask.any():
+        return None
+    texts, which = _distinct_texts(mask, template, *columns)
+    codes = np.full(len(mask), -1, np.int64)
+    codes[mask] = which
+    return pa.array(texts, pa.string()).take(pa.array(codes, mask=codes < 0))
+
+
+def _distinct_texts(mask: np.ndarray, template, *columns: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(the text of each distinct combination of ``columns`` where ``mask`` holds, which of
+    them each such row has)."""
     values = [np.asarray(c, np.int64)[mask] for c in columns]
     combination = np.zeros(len(values[0]), np.int64)  # one number per combination
     for v in values:
@@ -378,8 +400,7 @@ def _texts(mask: np.ndarray, template, *columns: np.ndarray) -> np.ndarray:
     _, first, which = np.unique(combination, return_index=True, return_inverse=True)
     make = template if callable(template) else template.format
     texts = np.array([make(*(int(v[i]) for v in values)) for i in first], dtype=object)
-    out[mask] = texts[which.ravel()]
-    return out
+    return texts, which.ravel()
 
 
 def _frame(columns: dict[str, object]) -> pd.DataFrame:
@@ -433,8 +454,8 @@ class ClassFrequency(_ClassBaseline):
         q, count = rolling_class_frequencies(history, inputs.tasks, window, min_count)
         details = _frame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2],
                           "rate_count": count})  # the window's span: _detail_tail
-        fallback = _texts(count < min_count, "1/3 each: {} labels in the window < min_count "
-                          f"{min_count}", count)
+        fallback = _text_array(count < min_count, "1/3 each: {} labels in the window < "
+                               f"min_count {min_count}", count)
         return q, count, fallback, latest_label_known(history, inputs.tasks), details
 
     def _detail_tail(self, history, inputs):
