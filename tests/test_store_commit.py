@@ -220,3 +220,35 @@ def test_a_change_left_on_a_store_that_cannot_be_written_here_is_named(tmp_path,
         Store(store)
     monkeypatch.undo()
     assert sorted(Store(store).read_bars()["volume"]) == [77, 88]
+
+
+def test_a_store_changed_while_a_run_reads_it_stops_the_run(tmp_path, sample_copy,
+                                                            monkeypatch):
+    """A run read its store's partitions over its label pass while another process could
+    replace them: the run recorded the snapshot it opened and could have read a day's new
+    bars under it. Now a run whose partitions read were replaced meanwhile stops, naming
+    them; one whose store gained partitions it did not read goes on."""
+    import finbench.tracks.intraday.track as track_module
+    from finbench.runner import run
+    from tests.helpers import aapl_config, baselines_toml
+
+    config = aapl_config(tmp_path / "c.toml", sample_copy, baselines_toml("coin", "base_rate"),
+                         start="2025-01-13", end="2025-01-14")
+    label = track_module.IntradayTrack.label
+    change = {}
+
+    def label_then_changed(self, **kwargs):
+        labels = label(self, **kwargs)
+        ingest_bars(write(tmp_path / f"{len(change)}.csv", change["bars"]), sample_copy)
+        return labels
+
+    monkeypatch.setattr(track_module.IntradayTrack, "label", label_then_changed)
+    change["bars"] = HEADER + "AAPL,2025-01-22T14:30:00Z,100,101,99,100.5,10\n"  # a new day
+    run(config, tmp_path / "a", echo=lambda *a: None)
+    assert (tmp_path / "a" / "scores.csv").is_file()
+    change["bars"] = HEADER + "AAPL,2025-01-14T15:00:00Z,100,101,99,100.5,10\n"  # one it read
+    with pytest.raises(StoreError, match=rf"{sample_copy}: changed while it was read \(1 "
+                                         r"partition\(s\) read were replaced or removed "
+                                         r"\(bars/date=2025-01-14/part.parquet\)\)"):
+        run(config, tmp_path / "b", echo=lambda *a: None)
+    assert not (tmp_path / "b" / "scores.csv").exists()

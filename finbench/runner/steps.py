@@ -316,6 +316,7 @@ class RunSteps:
                 error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
             raise
         self.track.release()  # what follows reads the run directory
+        self.track.check_unchanged()  # what was read is the snapshot the run recorded
         self.lap("forecasts")
 
     def _parts_of_table(self, names: list[str]) -> list[Part] | None:

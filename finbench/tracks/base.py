@@ -138,3 +138,8 @@ class Track(ABC):
     def release(self) -> None:
         """Let go of what the label pass holds (forecasts are made), and of any reading
         begun for it (also called when the run ends, however it ends)."""
+
+    def check_unchanged(self) -> None:
+        """A StoreError when the data the run read changed under it (another process changed
+        its store while the run read it); nothing to check by default."""
+        return

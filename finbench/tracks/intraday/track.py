@@ -86,6 +86,9 @@ class IntradayTrack(Track):
         self.resolved = None
         self.plan.store.stop_reading_ahead()
 
+    def check_unchanged(self) -> None:
+        self.plan.store.check_unchanged()
+
     def _resolved(self) -> Resolved:
         if self.resolved is None:
             raise RuntimeError("the intraday track has no labels yet: call label() first")
