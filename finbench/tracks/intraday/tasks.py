@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from finbench.core.calendar import session_grid
 from finbench.core.config import TasksConfig
@@ -55,9 +58,21 @@ def build_tasks(spec: TasksConfig, *, start=None, end=None) -> TaskSet:
                                             for c in ("task_id", "reason")}))
     grid = grid.rename(columns={"open": "session_open", "close": "session_close"})
     grid["session"] = grid["session"].dt.strftime("%Y-%m-%d")
-    rows = grid.merge(pd.DataFrame({"ticker": spec.tickers}), how="cross")
-    rows["task_id"] = rows["ticker"] + "|" + rows["session"] + "|" + rows["horizon"]
-    asked = rows["excluded"] == ""
-    tasks = rows.loc[asked, columns].reset_index(drop=True)
-    excluded = rows.loc[~asked, ["task_id", "excluded"]].rename(columns={"excluded": "reason"})
-    return TaskSet(tasks, excluded.reset_index(drop=True))
+    asked = (grid["excluded"] == "").to_numpy(bool)
+    tasks = _with_tickers(grid[asked], spec.tickers)[columns]
+    excluded = _with_tickers(grid[~asked], spec.tickers)[["task_id", "excluded"]]
+    return TaskSet(tasks, excluded.rename(columns={"excluded": "reason"}))
+
+
+def _with_tickers(grid: pd.DataFrame, tickers: list[str]) -> pd.DataFrame:
+    """Each row of ``grid`` (a session and horizon) once per ticker, tickers in their order,
+    with its ``task_id``: one take of the grid, the ids joined by Arrow in one pass."""
+    rows = grid.iloc[np.repeat(np.arange(len(grid)), len(tickers))].reset_index(drop=True)
+    text = pd.Series(tickers).dtype
+    rows["ticker"] = pd.array(np.tile(np.asarray(tickers, dtype=object), len(grid)), dtype=text)
+    text_type = pa.large_string()
+    ids = pc.binary_join_element_wise(*(pa.array(rows[c]).cast(text_type)
+                                        for c in ("ticker", "session", "horizon")),
+                                      pa.scalar("|", text_type))
+    rows["task_id"] = pd.array(ids, dtype=text)
+    return rows
