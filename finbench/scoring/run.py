@@ -80,6 +80,7 @@ class RunScores:
         self._task_ids = arrow_text(self.tasks["task_id"])
         self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
         self._read: dict[str, pa.Table] = {}  # a baseline's rows, read for its reference
+        self._y_r: tuple[np.ndarray, np.ndarray] | None = None  # :meth:`_outcomes`
         # the export's task and label texts, encoded once for every model's rows
         self._text = task_text(self.tasks, self.labels["status"] if self._labels_in_task_order
                                else take(self.labels["status"],
@@ -122,14 +123,22 @@ class RunScores:
             # a baseline's task ids: 52 MB)
             self._read[name] = (table.drop_columns(["task_id", "model"]) if in_task_order
                                 else table)
-        status_ok = (self.labels["status"] == "ok").to_numpy(bool)
-        if not self._labels_in_task_order:
-            raise RunError(f"{self.dir}: labels.parquet is not in the order of tasks.parquet")
-        y = np.where(status_ok, self.labels["y"].astype("float64").to_numpy(), np.nan)
-        r = np.where(status_ok, self.labels["r"].to_numpy(float), np.nan)
+        y, r = self._outcomes()
         column = {c: table.column(c).to_numpy() for c in ("p_up", "lower", "upper", "valid")}
         return Reference(at, column["p_up"], column["lower"], column["upper"], column["valid"],
                          y, r, len(self.tasks), alpha=self.config.scores.alpha)
+
+    def _outcomes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(y, r) per task, NaN where the label is not ``ok`` (made once, read by every
+        baseline's :class:`Reference`)."""
+        if not self._labels_in_task_order:
+            raise RunError(f"{self.dir}: labels.parquet is not in the order of tasks.parquet")
+        if self._y_r is None:
+            status_ok = (self.labels["status"] == "ok").to_numpy(bool)
+            self._y_r = (np.where(status_ok, self.labels["y"].astype("float64").to_numpy(),
+                                  np.nan),
+                         np.where(status_ok, self.labels["r"].to_numpy(float), np.nan))
+        return self._y_r
 
     def models(self) -> Iterator[tuple[str, pd.DataFrame, pa.Table]]:
         """(name, scored rows, export table) per model, in the config's order; each model's
