@@ -38,7 +38,7 @@ from finbench.runner.manifest import (
 )
 from finbench.runner.revision import Revision, revision
 from finbench.scoring import run as scoring_run
-from finbench.scoring.run import rescore
+from finbench.scoring.run import TaskInputs, rescore
 from finbench.tracks import open_track
 
 
@@ -131,6 +131,7 @@ class RunSteps:
         self.revisions: list[dict] = []  # the run's configs, first to this one
         self.code: list[dict] = []  # the FinBench versions that made the run, first to this
         self.label_files: Future | None = None  # the label pass's tables being written
+        self.task_inputs: TaskInputs | None = None  # what scoring reads of tasks and labels
 
     def close(self) -> None:
         """Let go of what the run holds open (the journal's transcripts database, the track's
@@ -310,6 +311,9 @@ class RunSteps:
                 self.track, self.forecasters, self.todo, self.jobs, self.journal, self.echo,
                 dry_run=dry_run, batch=batch, stopped=self.stopped, asked=self.asked,
                 parts=self.parts)
+            if not dry_run and not batch and self.config.track == "intraday":
+                self.label_files_written()  # scoring's reads of them, while the journal's
+                self.task_inputs = TaskInputs(self.out)  # last parts are written
             self.journal.flush()
         except BaseException as error:
             for late in self.journal.settle():  # answers made before the error land first
@@ -410,7 +414,7 @@ class RunSteps:
         self.lap("stance judge")
 
     def score(self) -> None:
-        self.scores = rescore(self.out)
+        self.scores = rescore(self.out, self.task_inputs)
         rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
         if rows_csv == "auto" and not scoring_run.rows_csv_wanted(self.config,
                                                                   len(self.track.tasks)):

@@ -49,17 +49,33 @@ SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", "scor
                "scores3.csv")
 
 
+class TaskInputs:
+    """What scoring reads of a run's tasks and labels (``tasks.parquet``, ``labels.parquet``)
+    before any forecast: the two frames, the task ids as Arrow text, and the export's task
+    and label texts. A run reads them while its last journal parts are written."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.tasks = pd.read_parquet(Path(run_dir) / "tasks.parquet")
+        self.labels = pd.read_parquet(Path(run_dir) / "labels.parquet")
+        self.task_ids = arrow_text(self.tasks["task_id"])
+        self.labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self.task_ids)
+        # the export's task and label texts, encoded once for every model's rows
+        self.text = task_text(self.tasks, self.labels["status"] if self.labels_in_task_order
+                              else take(self.labels["status"],
+                                        positions(self.task_ids, self.labels["task_id"])))
+
+
 class RunScores:
     """A run's scores, model by model: :meth:`models` yields each model's scored rows and
     their export table; :meth:`table` is the scores table of every model added to
-    :attr:`tally`."""
+    :attr:`tally`. ``inputs``: its :class:`TaskInputs`, when already read."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, inputs: TaskInputs | None = None) -> None:
         self.dir = finished_run(run_dir, scored=False)
         self.config = load_run_config(self.dir)
         skipped = read_manifest(self.dir).get("skipped_models", {})
-        self.tasks = pd.read_parquet(self.dir / "tasks.parquet")
-        self.labels = pd.read_parquet(self.dir / "labels.parquet")
+        inputs = inputs if inputs is not None else TaskInputs(self.dir)
+        self.tasks, self.labels = inputs.tasks, inputs.labels
         self.skipped = skipped
         # the binary question's models (three-class ones: :meth:`class_table`)
         self.names = [n for n in binary_names(self.config) if n not in skipped]
@@ -77,14 +93,11 @@ class RunScores:
         self.cutoffs = knowledge_cutoffs(self.config)
         self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
                            baselines=self.baselines, interval_reference=self.interval_reference)
-        self._task_ids = arrow_text(self.tasks["task_id"])
-        self._labels_in_task_order = arrow_text(self.labels["task_id"]).equals(self._task_ids)
+        self._task_ids = inputs.task_ids
+        self._labels_in_task_order = inputs.labels_in_task_order
         self._read: dict[str, pa.Table] = {}  # a baseline's rows, read for its reference
         self._y_r: tuple[np.ndarray, np.ndarray] | None = None  # :meth:`_outcomes`
-        # the export's task and label texts, encoded once for every model's rows
-        self._text = task_text(self.tasks, self.labels["status"] if self._labels_in_task_order
-                               else take(self.labels["status"],
-                                         positions(self._task_ids, self.labels["task_id"])))
+        self._text = inputs.text
 
     def scored(self, name: str) -> pd.DataFrame:
         """One model's forecast rows with labels and per-row scores."""
@@ -179,9 +192,10 @@ def score_run(run_dir: str | Path) -> pd.DataFrame:
         return rescore(run_dir)
 
 
-def rescore(run_dir: Path) -> pd.DataFrame:
+def rescore(run_dir: Path, inputs: TaskInputs | None = None) -> pd.DataFrame:
     """:func:`score_run` for a caller that holds the run directory's lock; the content hashes
-    of the files written are recorded in the manifest."""
+    of the files written are recorded in the manifest. ``inputs``: the run's
+    :class:`TaskInputs`, when already read (the intraday track's)."""
     config = load_run_config(finished_run(run_dir, scored=False))
     if config.track == "events":
         from finbench.scoring.event_run import EVENT_FILES, write_event_scores
@@ -190,7 +204,7 @@ def rescore(run_dir: Path) -> pd.DataFrame:
         tables = write_event_scores(Path(run_dir), config, skipped)
         record_files(Path(run_dir), read_manifest(run_dir), list(EVENT_FILES))
         return tables["scores"]
-    scores = RunScores(run_dir)
+    scores = RunScores(run_dir, inputs)
     run_dir = scores.dir
     with RowWriter(run_dir, csv=rows_csv_wanted(scores.config, len(scores.tasks))) as export:
         for _, _, table in scores.models():
