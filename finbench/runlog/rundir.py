@@ -126,14 +126,28 @@ def load_run_config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(config)
 
 
-def file_hashes(run_dir: Path, names=None) -> dict[str, str]:
+def file_hashes(run_dir: Path, names=None, known: dict[str, str] | None = None
+                ) -> dict[str, str]:
     """SHA-256 of the run's recorded files (:data:`RECORDED` and every journal part) that
-    exist, or of ``names``; hashed a few at a time (hashing releases the GIL)."""
+    exist, or of ``names``; hashed a few at a time (hashing releases the GIL). ``known``:
+    hashes made earlier in this process of files not written since (:func:`settled_files`),
+    taken as they are."""
     run_dir = Path(run_dir)
     if names is None:
         names = _hashed(run_dir)
+    known = {n: known[n] for n in names if n in known} if known else {}
+    todo = [n for n in names if n not in known]
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        return dict(zip(names, pool.map(lambda n: sha256_file(run_dir / n), names), strict=True))
+        made = dict(zip(todo, pool.map(lambda n: sha256_file(run_dir / n), todo), strict=True))
+    return {n: known[n] if n in known else made[n] for n in names}
+
+
+def settled_files(run_dir: Path) -> list[str]:
+    """The recorded files of a run that no step after its forecast table writes (scoring's
+    inputs and the journal), those that exist: their hashes can be made while it scores."""
+    settled = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "journal.jsonl",
+               "stances.jsonl")
+    return [n for n in _hashed(Path(run_dir)) if n in settled or n.startswith(PARTS + "/")]
 
 
 def _hashed(run_dir: Path) -> list[str]:
@@ -161,11 +175,12 @@ def receipt(run_dir: str | Path) -> str:
             "against the hashes this manifest records)")
 
 
-def record_files(run_dir: Path, manifest: dict, names=None) -> None:
+def record_files(run_dir: Path, manifest: dict, names=None,
+                 known: dict[str, str] | None = None) -> None:
     """Record in ``manifest["files"]`` the content hashes of the run's files (all of them, or
-    ``names``) and write the manifest."""
+    ``names``; ``known``: as :func:`file_hashes`) and write the manifest."""
     files = dict(manifest.get("files") or {})
-    files.update(file_hashes(run_dir, names))
+    files.update(file_hashes(run_dir, names, known))
     manifest["files"] = dict(sorted(files.items()))
     write_json(Path(run_dir) / MANIFEST, manifest)
 

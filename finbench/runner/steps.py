@@ -23,7 +23,15 @@ from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
 from finbench.runlog.forecast_table import Part, write_forecasts
 from finbench.runlog.journal import Journal
-from finbench.runlog.rundir import MANIFEST, now, read_manifest, receipt, record_files
+from finbench.runlog.rundir import (
+    MANIFEST,
+    file_hashes,
+    now,
+    read_manifest,
+    receipt,
+    record_files,
+    settled_files,
+)
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import (
@@ -132,6 +140,7 @@ class RunSteps:
         self.code: list[dict] = []  # the FinBench versions that made the run, first to this
         self.label_files: Future | None = None  # the label pass's tables being written
         self.task_inputs: TaskInputs | None = None  # what scoring reads of tasks and labels
+        self.hashes: dict[str, str] = {}  # files' hashes made while scoring (:meth:`score`)
 
     def close(self) -> None:
         """Let go of what the run holds open (the journal's transcripts database, the track's
@@ -414,7 +423,12 @@ class RunSteps:
         self.lap("stance judge")
 
     def score(self) -> None:
-        self.scores = rescore(self.out, self.task_inputs)
+        """Scores and rows written; meanwhile the files no later step writes are hashed for
+        the manifest (:meth:`finish`)."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hashing") as pool:
+            hashing = pool.submit(file_hashes, self.out, settled_files(self.out))
+            self.scores = rescore(self.out, self.task_inputs)
+            self.hashes = hashing.result()
         rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
         if rows_csv == "auto" and not scoring_run.rows_csv_wanted(self.config,
                                                                   len(self.track.tasks)):
@@ -427,7 +441,7 @@ class RunSteps:
         """Every file's content hash into the manifest (for the audit); the summary and the
         manifest's receipt printed."""
         self.manifest.update(finished_at=now())
-        record_files(self.out, self.manifest)
+        record_files(self.out, self.manifest, known=self.hashes)
         if self.config.track == "events":
             self.echo(render_event_summary(self.out, self.scores))
         else:  # what a merge of its shards prints too
