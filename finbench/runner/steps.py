@@ -155,6 +155,12 @@ class RunSteps:
         if self.label_files is not None:
             self.label_files.exception()
 
+    def _label_files_ok(self) -> bool:
+        """Whether the intraday track's tasks and labels files are written, without error."""
+        files = self.label_files
+        return (self.config.track == "intraday" and files is not None and files.done()
+                and files.exception() is None)
+
     def label_files_written(self) -> None:
         """Wait for the label pass's tables (:meth:`label`); raise what writing them raised."""
         if self.label_files is not None:
@@ -320,9 +326,10 @@ class RunSteps:
                 self.track, self.forecasters, self.todo, self.jobs, self.journal, self.echo,
                 dry_run=dry_run, batch=batch, stopped=self.stopped, asked=self.asked,
                 parts=self.parts)
-            if not dry_run and not batch and self.config.track == "intraday":
-                self.label_files_written()  # scoring's reads of them, while the journal's
-                self.task_inputs = TaskInputs(self.out)  # last parts are written
+            if not dry_run and not batch and self._label_files_ok():
+                # scoring's reads of tasks and labels, while the journal's last parts are
+                # written (a failed write of them is raised after the journal's own errors)
+                self.task_inputs = TaskInputs(self.out)
             self.journal.flush()
         except BaseException as error:
             for late in self.journal.settle():  # answers made before the error land first
