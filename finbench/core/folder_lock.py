@@ -11,7 +11,6 @@ two different files). ``flock`` works on local filesystems; on a network filesys
 not honour it, use one process per folder by hand.
 """
 
-
 from __future__ import annotations
 
 import datetime as dt

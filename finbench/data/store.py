@@ -633,9 +633,9 @@ class Store:
                    if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
         listed = set(self.manifest["partitions"])
         if COMMIT in found:
-            problems.append(f"{COMMIT}: a change to the store is not finished (a process "
-                            "making it now, or one that ended while it made it on a store "
-                            "opened read-only since)")
+            problems.append(f"{COMMIT}: a change to the store is not finished (a process is "
+                            "making it, or one was killed making it: opening the store where "
+                            "it can be written finishes it)")
         for rel in sorted(on_disk - listed):
             problems.append(f"{rel}: file is not listed in the manifest")
         for rel in sorted(listed - on_disk):
