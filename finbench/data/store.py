@@ -134,7 +134,7 @@ class Store:
         if not self.remote and self.path.is_dir():  # a change a killed process left undone
             finish_unless_busy(self.path)
         self.manifest = self._load_manifest()
-        self.read: set[str] = set()  # the partitions read (:meth:`check_unchanged`)
+        self.partitions_read: set[str] = set()  # (:meth:`check_unchanged`)
 
     def check_unchanged(self) -> None:
         """A StoreError when a partition this object read (or began to read) is no longer
@@ -142,7 +142,7 @@ class Store:
         was read, so what was read may mix two versions of the store under the first one's
         snapshot hash."""
         now = self._load_manifest()
-        changed = sorted(rel for rel in self.read
+        changed = sorted(rel for rel in self.partitions_read
                          if now["partitions"].get(rel) != self.manifest["partitions"].get(rel))
         if changed or any(now.get(k) != self.manifest.get(k) for k in MEANING):
             said = (f"{len(changed)} partition(s) read were replaced or removed "
@@ -405,10 +405,10 @@ class Store:
             return pq.read_table(source, schema=TABLES[table], filesystem=fs).to_pandas()
 
     def reading(self, rel: str):
-        """:func:`read_guard` of the partition ``rel`` (noted in :attr:`read`); from object
-        storage a failed read may pass the next time (``may_pass_again``: a Dask shard is then
-        retried), from a local folder it will not."""
-        self.read.add(rel)
+        """:func:`read_guard` of the partition ``rel`` (noted in :attr:`partitions_read`);
+        from object storage a failed read may pass the next time (``may_pass_again``: a Dask
+        shard is then retried), from a local folder it will not."""
+        self.partitions_read.add(rel)
         return read_guard(self._file(rel), self.root, what="partition",
                           may_pass_again=self.remote)
 
