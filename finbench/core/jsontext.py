@@ -77,8 +77,7 @@ def _values(values, n: int) -> pa.Array | pa.Scalar:
         words = pa.array([json.dumps(u) for u in values.dictionary.to_pylist()], pa.string())
         return pc.fill_null(pc.take(words, values.indices), "null")
     if isinstance(values, np.ndarray) and values.dtype.kind in "biuf" and len(values) == n > 0:
-        bits = values.view(f"u{values.itemsize}")  # bit equality: 0.0 and -0.0 differ
-        if (bits == bits[0]).all():
+        if _one_value(values):
             return _column_text(values[:1], 1)[0]
     return _column_text(values, n)
 
@@ -122,14 +121,20 @@ def _distinct_texts(array: pa.Array) -> tuple[pa.Array, pa.Array] | None:
     return None
 
 
+def _one_value(values: np.ndarray) -> bool:
+    """Whether a (non-empty) numeric column holds one value throughout, as bits: 0.0 and -0.0
+    differ."""
+    bits = values.view(f"u{values.itemsize}")
+    return bool((bits == bits[0]).all())
+
+
 def _repeated_numbers(values, n: int) -> tuple[pa.Array, pa.Array] | None:
     """:func:`_distinct_texts` of a float column (numpy) given to :func:`json_array` whose
     values repeat but are not one value throughout (written once by the join); else None."""
     if not (isinstance(values, np.ndarray) and values.dtype.kind == "f" and len(values) == n
             and n >= 1024):
         return None
-    bits = values.view(f"u{values.itemsize}")
-    if (bits == bits[0]).all():
+    if _one_value(values):
         return None
     array = pa.array(values)
     return _distinct_texts(pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type)))

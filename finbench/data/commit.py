@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from finbench.core.errors import StoreError
@@ -105,6 +106,14 @@ def unfinished(folder: str | Path) -> str | None:
         return (f"{root}: a change to the store is being made ({COMMIT}); copy it when the "
                 "process making it ends")
     return None
+
+
+@contextmanager
+def change_lock(root: Path, command: str):
+    """Hold the store's lock for a change, a change a killed process left finished first."""
+    with store_lock(root, command):
+        finish(root)
+        yield
 
 
 class StoreLock(FolderLock):

@@ -24,7 +24,7 @@ from finbench.core.names import bar_length_problem, is_timezone
 from finbench.core.outputs import write_json, writing
 from finbench.core.progress import Countdown
 from finbench.data.bars import lexical_codes
-from finbench.data.commit import COMMIT, commit, finish, finish_unless_busy, store_lock
+from finbench.data.commit import COMMIT, change_lock, commit, finish_unless_busy, store_lock
 from finbench.data.schema import BARS_SCHEMA, HEADLINES_SCHEMA
 
 STORE_FORMAT = "finbench-store"
@@ -183,8 +183,7 @@ class Store:
         manifest read again under it (another process may have changed the store since this
         one opened it): a change merges into what is stored, never into an older view."""
         self._writable()
-        with store_lock(self.path, command):
-            finish(self.path)
+        with change_lock(self.path, command):
             self.manifest = self._load_manifest()
             yield
 
@@ -400,9 +399,7 @@ class Store:
         list is no part of the store: an ingest writes over it)."""
         if rel not in self.manifest["partitions"]:
             return None
-        with self.reading(rel):
-            source, fs = self._source(rel)
-            return pq.read_table(source, schema=TABLES[table], filesystem=fs).to_pandas()
+        return self._read_table(rel, schema=TABLES[table]).to_pandas()
 
     def reading(self, rel: str):
         """:func:`read_guard` of the partition ``rel`` (noted in :attr:`partitions_read`);
@@ -422,11 +419,16 @@ class Store:
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
             rel = f"bars/date={day.isoformat()}/part.parquet"
-            with self.reading(rel):
-                source, fs = self._source(rel)
-                parts.append(pq.read_table(source, columns=columns, filters=filters,
-                                           schema=BARS_SCHEMA, filesystem=fs))
+            parts.append(self._read_table(rel, columns=columns, filters=filters,
+                                          schema=BARS_SCHEMA))
         return parts
+
+    def _read_table(self, rel: str, **kwargs) -> pa.Table:
+        """The partition ``rel`` read whole by ``pq.read_table`` (``kwargs``: its options),
+        under :meth:`reading`."""
+        with self.reading(rel):
+            source, fs = self._source(rel)
+            return pq.read_table(source, filesystem=fs, **kwargs)
 
     def _source(self, rel: str) -> tuple[object, pafs.FileSystem | None]:
         """(source, filesystem) to read the partition ``rel`` from with pyarrow: a local file
@@ -611,9 +613,7 @@ class Store:
             if (start is not None and day < start) or (end is not None and day > end):
                 continue
             rel = f"headlines/date={day.isoformat()}/part.parquet"
-            with self.reading(rel):
-                source, fs = self._source(rel)
-                parts.append(pq.read_table(source, filesystem=fs))
+            parts.append(self._read_table(rel))
         if not parts:
             return HEADLINES_SCHEMA.empty_table().to_pandas()
         frame = pa.concat_tables(parts).to_pandas()

@@ -145,8 +145,7 @@ def file_hashes(run_dir: Path, names=None, known: dict[str, str] | None = None
 def settled_files(run_dir: Path) -> list[str]:
     """The recorded files of a run that no step after its forecast table writes (scoring's
     inputs and the journal), those that exist: their hashes can be made while it scores."""
-    settled = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "journal.jsonl",
-               "stances.jsonl")
+    settled = (*INPUTS, "journal.jsonl")
     return [n for n in _hashed(Path(run_dir)) if n in settled or n.startswith(PARTS + "/")]
 
 

@@ -46,7 +46,7 @@ from finbench.runner.manifest import (
 )
 from finbench.runner.revision import Revision, revision
 from finbench.scoring import run as scoring_run
-from finbench.scoring.run import TaskInputs, rescore
+from finbench.scoring.run import SCORE_FILES, TaskInputs, rescore
 from finbench.tracks import open_track
 
 
@@ -435,7 +435,10 @@ class RunSteps:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hashing") as pool:
             hashing = pool.submit(file_hashes, self.out, settled_files(self.out))
             self.scores = rescore(self.out, self.task_inputs)
-            self.hashes = hashing.result()
+            # and those of the score files, as scoring just recorded them
+            recorded = read_manifest(self.out).get("files", {})
+            self.hashes = {**hashing.result(), **{n: recorded[n] for n in SCORE_FILES
+                                                  if n in recorded}}
         rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
         if rows_csv == "auto" and not scoring_run.rows_csv_wanted(self.config,
                                                                   len(self.track.tasks)):

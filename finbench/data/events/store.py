@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from finbench.core.errors import DataError, StoreError
 from finbench.core.location import is_uri
 from finbench.core.outputs import writing
-from finbench.data.commit import commit, finish, finish_unless_busy, store_lock
+from finbench.data.commit import change_lock, commit, finish_unless_busy
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
 from finbench.data.store import check_fields, manifest_object, read_guard, sha256_file
@@ -97,9 +97,8 @@ class EventStore:
             yield
             return
         new = not self.path.exists()
-        with store_lock(self.path, command):
+        with change_lock(self.path, command):
             try:
-                finish(self.path)
                 if (self.path / MANIFEST).is_file():
                     self.manifest = self._load_manifest()
                 yield
