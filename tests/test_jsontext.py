@@ -101,3 +101,83 @@ def test_dictionary_encoded_text_is_written_as_the_same_text_given_plain():
     assert json_lines({"s": coded}, 4)[1] == '{"s":"say \\"hi\\""}'
     with pytest.raises(ValueError, match="column of 4 values for 5 rows"):
         json_array({"s": coded}, 5)
+
+
+_FLOATS = st.sampled_from([0.0, -0.0, 0.5, 0.1 + 0.2, 1e-300, float("nan"), float("inf"),
+                           -float("inf")])
+_TEXTS = st.sampled_from([None, "", "2024-01-02", 'say "hi"', "é"])
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1024, 2100),
+       st.lists(_FLOATS, min_size=1, max_size=6), st.lists(_TEXTS, min_size=1, max_size=4),
+       st.booleans())
+def test_repeated_rows_are_written_once_each_as_if_written_apart(seed, n, floats, texts,
+                                                                  with_tail):
+    """From 1,024 rows, rows repeating in every column are written once per distinct row and
+    picked (_distinct_rows); each row's text is the one it has when written among a few rows
+    (the row-by-row join), whatever the column kinds: floats as bits (0.0 and -0.0 apart,
+    NaN and infinities null), integers, booleans, nullable integers, texts with missing
+    values, plain and dictionary-encoded; a tail of fields made once closes them alike."""
+    import pyarrow as pa
+
+    from finbench.core import jsontext
+    from finbench.core.jsontext import json_fields
+
+    rng = np.random.default_rng(seed)
+
+    def pick(pool):
+        return [pool[k] for k in rng.integers(len(pool), size=n)]
+
+    text = pick(texts)
+    columns = {"f": np.array(pick(floats)), "i": np.array(pick([-3, 2**40])),
+               "b": np.array(pick([True, False])),  # at most 2 x 2 x 2 x 6 x 4 rows distinct
+               "m": pd.array(pick([-1, None]), dtype="Int64"),
+               "s": pd.Series(text, dtype=object),
+               "t": pa.array(text).dictionary_encode()}
+    tail_columns = {"w_first": pa.array(pick(texts)).dictionary_encode(),
+                    "w_skipped": np.array(pick([0, 1, 5]))}
+    assert jsontext._distinct_rows(columns, n) is not None  # the path under test is taken
+    tail = json_fields(tail_columns, n) if with_tail else None
+    got = json_array(columns, n, tail).to_pylist()
+
+    def apart(values, rows):
+        if isinstance(values, pa.Array):
+            return values.slice(rows.start, rows.stop - rows.start)
+        return values[rows] if not isinstance(values, pd.Series) else values.iloc[rows]
+
+    want = []
+    for start in range(0, n, 500):  # under 1,024 rows: written row by row
+        rows = slice(start, min(start + 500, n))
+        part = {k: apart(v, rows) for k, v in columns.items()}
+        size = rows.stop - rows.start
+        if with_tail:
+            part.update({k: apart(v, rows) for k, v in tail_columns.items()})
+        want += json_array(part, size).to_pylist()
+    assert got == want
+    if with_tail:
+        fields = json_fields(tail_columns, n).text
+        assert isinstance(fields, pa.DictionaryArray)
+        assert pa.concat_arrays([json_fields({k: apart(v, slice(s, min(s + 500, n)))
+                                              for k, v in tail_columns.items()},
+                                             min(s + 500, n) - s).text
+                                 for s in range(0, n, 500)]).to_pylist() == (
+            fields.dictionary.take(fields.indices).to_pylist())
+
+
+def test_rows_apart_or_unsuited_columns_are_joined_row_by_row():
+    """Interval bounds (floats that hardly repeat, missing where the model abstains), values
+    of several Python kinds (True and 1 must not share a text), and rows mostly distinct are
+    joined row by row, with the same texts."""
+    from finbench.core import jsontext
+
+    n = 2000
+    rng = np.random.default_rng(4)
+    bounds = np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n))
+    mixed = np.array([True, 1, 1.0, "1", None] * (n // 5), object)
+    distinct = np.arange(n) % 1000
+    for columns in ({"lower": bounds, "p": np.full(n, 0.5) + (np.arange(n) % 3)},
+                    {"x": mixed, "n": np.arange(n) % 2}, {"k": distinct}):
+        assert jsontext._distinct_rows(columns, n) is None
+    got = json_lines({"x": mixed, "n": np.arange(n) % 2}, n)
+    assert got[:5] == ['{"n":0,"x":true}', '{"n":1,"x":1}', '{"n":0,"x":1.0}',
+                       '{"n":1,"x":"1"}', '{"n":0,"x":null}']
