@@ -81,6 +81,24 @@ def test_a_task_gets_the_same_baseline_rows_in_the_pilot_a_long_run_and_a_shard(
             detail["skipped_not_known"]) == (2, 8, 0)
 
 
+def test_the_forecast_table_joined_from_parts_is_synced_before_the_run_is_recorded(
+        tmp_path, sample_store, monkeypatch):
+    """A baselines-only run's forecast table is written without fsync and synced while the
+    run scores: before the manifest records the run's files (its finish)."""
+    import finbench.runner.steps as steps_module
+
+    events = []
+    real_sync, real_record = steps_module.sync_file, steps_module.record_files
+    monkeypatch.setattr(steps_module, "sync_file",
+                        lambda path: (events.append(("synced", path.name)), real_sync(path)))
+    monkeypatch.setattr(steps_module, "record_files",
+                        lambda *a, **k: (events.append(("recorded",)), real_record(*a, **k)))
+    out = run(config(tmp_path / "c.toml", sample_store, "2025-01-14", "2025-01-15"),
+              tmp_path / "run", echo=quiet)
+    assert events == [("synced", "forecasts.parquet"), ("recorded",)]
+    assert audit_run(out) == []
+
+
 def test_shards_merge_byte_for_byte_into_the_unsharded_run_after_early_closes(
         tmp_path, sample_store):
     """The second shard starts on 2024-12-26, right after the 2024-12-24 early close (skipped

@@ -131,6 +131,20 @@ def test_one_file_joined_alone_is_that_file(tmp_path):
     assert pq.read_table(tmp_path / "e.parquet").schema.equals(SCHEMA)
 
 
+def test_a_joined_file_is_fsynced_unless_its_caller_syncs_it_later(tmp_path, monkeypatch):
+    import finbench.runlog.parquet_join as join_module
+
+    synced = []
+    monkeypatch.setattr(join_module.os, "fsync", synced.append)
+    data = encoded(rows(0, 10))
+    for name, kept in (("a.parquet", True), ("b.parquet", False)):
+        joiner = RowGroupJoiner(tmp_path / name, template())
+        joiner.add(data)
+        joiner.close(synced=kept)
+        assert (tmp_path / name).read_bytes() == data  # the same bytes either way
+    assert len(synced) == 1
+
+
 def test_files_it_cannot_join_exactly_are_refused(tmp_path):
     good = encoded(rows(0, 100))
     joiner = RowGroupJoiner(tmp_path / "j.parquet", template())

@@ -81,6 +81,13 @@ def write_atomic(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def sync_file(path: Path) -> None:
+    """The file's content on disk (fsync), e.g. of one written without it, before a record
+    that names it is written."""
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
 def write_json(path: Path, payload: dict) -> None:
     """``payload`` as indented JSON, written atomically."""
     text = json.dumps(payload, indent=2, default=str) + "\n"

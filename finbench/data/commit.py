@@ -34,7 +34,7 @@ from pathlib import Path
 from finbench.core.errors import StoreError
 from finbench.core.folder_lock import FolderLock
 from finbench.core.location import is_uri
-from finbench.core.outputs import write_json
+from finbench.core.outputs import sync_file, write_json
 
 COMMIT = "commit.json"  # a change decided and not yet finished (in the store's folder)
 FORMAT = "finbench-store-commit"
@@ -49,7 +49,7 @@ def commit(root: Path, manifest_name: str, manifest: dict, *,
             "moves": [[_rel(root, tmp), _rel(root, final)] for tmp, final in moves],
             "removals": [_rel(root, path) for path in removals]}
     write_json(root / COMMIT, plan)
-    _sync(root / COMMIT)
+    sync_file(root / COMMIT)
     _sync_folder(root)
     _carry_out(root, plan)
 
@@ -145,11 +145,6 @@ def _inside(root: Path, rel) -> None:
     """A path of :data:`COMMIT`: relative, below the store's folder."""
     if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
         raise ValueError(f"{rel!r} is not a path inside the store")
-
-
-def _sync(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
 
 
 def _sync_folder(path: Path) -> None:

@@ -68,9 +68,11 @@ class Part:
     rows: int
 
 
-def write_forecasts(path: Path, tables) -> None:
+def write_forecasts(path: Path, tables, *, synced: bool = True) -> None:
     """Write the rows of ``tables`` (forecast tables or :class:`Part`, in order) as one Parquet
-    file, whole or not at all, in the row groups of :class:`_RowGroups`."""
+    file, whole or not at all, in the row groups of :class:`_RowGroups`; fsynced before it
+    takes its name, unless ``synced`` is False (a caller that syncs it, with
+    :func:`~finbench.core.outputs.sync_file`, before any record names it)."""
     tmp = Path(path).with_suffix(".tmp")
     joined = None
     try:
@@ -83,7 +85,7 @@ def write_forecasts(path: Path, tables) -> None:
                 else:
                     groups.add(table)
             groups.finish()
-            groups.close()
+            groups.close(synced=synced)
     except BaseException:
         if joined is not None:
             joined.abort()
@@ -146,9 +148,10 @@ class _RowGroups:
             self._write(pa.concat_tables(self.held))
         self.held, self.count = [], 0
 
-    def close(self) -> None:
-        """The footer (a table without rows: the schema alone, no row group)."""
-        self.joiner.close()
+    def close(self, *, synced: bool = True) -> None:
+        """The footer (a table without rows: the schema alone, no row group); ``synced``:
+        :meth:`RowGroupJoiner.close`'s."""
+        self.joiner.close(synced=synced)
 
 
 def read_part(path: Path, **kwargs) -> pa.Table:

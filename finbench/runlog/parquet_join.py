@@ -391,8 +391,9 @@ class RowGroupJoiner:
         """Append the row groups of the Parquet file at ``path``."""
         self.add_checked(*self.check(path))
 
-    def close(self) -> None:
-        """Write the footer (fsynced) and close the file."""
+    def close(self, *, synced: bool = True) -> None:
+        """Write the footer and close the file, fsynced (``synced=False``: the caller syncs
+        it later)."""
         try:
             meta = self.head.copy()
             meta.set(_FILE_NUM_ROWS, self.rows)
@@ -400,7 +401,8 @@ class RowGroupJoiner:
             footer = encode_footer(meta)
             self.fh.write(footer + struct.pack("<I", len(footer)) + MAGIC)
             self.fh.flush()
-            os.fsync(self.fh.fileno())
+            if synced:
+                os.fsync(self.fh.fileno())
         finally:
             self.fh.close()
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from finbench.core.config import RunConfig, load_config_file, shard_config
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
-from finbench.core.outputs import write_atomic, write_json
+from finbench.core.outputs import sync_file, write_atomic, write_json
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
@@ -96,6 +96,13 @@ def _cpu_seconds() -> float:
     return time.process_time() + times.children_user + times.children_system
 
 
+def _settle(out: Path, unsynced: list[Path]) -> dict[str, str]:
+    """The hashes of a run's :func:`settled_files`, once ``unsynced`` are synced."""
+    for path in unsynced:
+        sync_file(path)
+    return file_hashes(out, settled_files(out))
+
+
 class Laps:
     """Adds the seconds since the last call to ``out[name]``, and to ``cpu[name]`` the CPU
     seconds spent meanwhile by the process (all its threads, and helper processes that ended
@@ -141,6 +148,7 @@ class RunSteps:
         self.label_files: Future | None = None  # the label pass's tables being written
         self.task_inputs: TaskInputs | None = None  # what scoring reads of tasks and labels
         self.hashes: dict[str, str] = {}  # files' hashes made while scoring (:meth:`score`)
+        self.unsynced: list[Path] = []  # files written without fsync, synced while scoring
 
     def close(self) -> None:
         """Let go of what the run holds open (the journal's transcripts database, the track's
@@ -378,8 +386,9 @@ class RunSteps:
         self.skipped.update({name: f"stopped: {why}" for name, why in self.stopped.items()})
         names = self._names()
         parts = self._parts_of_table(names)
-        if parts is not None:
-            write_forecasts(self.out / "forecasts.parquet", parts)
+        if parts is not None:  # synced while the run scores (:meth:`score`)
+            write_forecasts(self.out / "forecasts.parquet", parts, synced=False)
+            self.unsynced.append(self.out / "forecasts.parquet")
         else:
             self.journal.write_ordered(self.out / "forecasts.parquet",
                                        self.track.tasks["task_id"].to_numpy(object), names)
@@ -430,10 +439,10 @@ class RunSteps:
         self.lap("stance judge")
 
     def score(self) -> None:
-        """Scores and rows written; meanwhile the files no later step writes are hashed for
-        the manifest (:meth:`finish`)."""
+        """Scores and rows written; meanwhile the files no later step writes are synced
+        (those written without) and hashed for the manifest (:meth:`finish`)."""
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hashing") as pool:
-            hashing = pool.submit(file_hashes, self.out, settled_files(self.out))
+            hashing = pool.submit(_settle, self.out, self.unsynced)
             self.scores = rescore(self.out, self.task_inputs)
             # and those of the score files, as scoring just recorded them
             recorded = read_manifest(self.out).get("files", {})
