@@ -226,7 +226,7 @@ def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, 
     failing = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
     failing.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
 
-    def disk_full():
+    def disk_full(**_):
         raise OSError("No space left on device")
 
     monkeypatch.setattr(failing.groups, "finish", disk_full)

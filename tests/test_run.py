@@ -716,6 +716,63 @@ def test_row_groups_of_baselines_with_receipts_hashed_in_a_helper_process(
     pd.testing.assert_frame_equal(a, c)
 
 
+def test_receipts_still_being_hashed_are_put_in_on_the_journals_writer_thread(
+        sample_store, tmp_path, monkeypatch):
+    """The pass does not wait for a group's digests: rows whose digests the helper is still
+    making go to the journal's writer thread, which puts them in before writing the part (the
+    rows are those of a run hashing here). A helper failing meanwhile fails the run with its
+    error, and no table is published."""
+    import threading
+    import time
+
+    from finbench.core import digests as digests_module
+    from finbench.core.errors import RunError
+    from finbench.runlog import forecast_table
+    from finbench.runlog.journal import Journal
+    from finbench.runner import forecasting
+
+    cfg = tmp_path / "b.toml"
+    cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0])
+    whole = run(cfg, tmp_path / "whole", echo=lambda *_: None)
+    monkeypatch.setattr(forecast_table, "ROW_GROUP", 10)
+    monkeypatch.setattr(forecasting, "HELPER_TASKS", 1)
+    hash_once = digests_module.Sha256Helper._hash
+
+    def slow(self, texts):
+        time.sleep(0.05)
+        return hash_once(self, texts)
+
+    monkeypatch.setattr(digests_module.Sha256Helper, "_hash", slow)
+    finished_by = []
+    append = Journal.append
+
+    def spy(self, rows, *, background=False, finish=None):
+        if finish is not None:
+            def traced(table):
+                finished_by.append(threading.current_thread().name)
+                return finish(table)
+            return append(self, rows, background=background, finish=traced)
+        return append(self, rows, background=background)
+
+    monkeypatch.setattr(Journal, "append", spy)
+    late = run(cfg, tmp_path / "late", echo=lambda *_: None)
+    assert finished_by and all(name.startswith("journal") for name in finished_by)
+    a = pd.read_parquet(whole / "forecasts.parquet").drop(columns="latency")
+    b = pd.read_parquet(late / "forecasts.parquet").drop(columns="latency")
+    pd.testing.assert_frame_equal(a, b)
+    assert audit_run(late) == []
+
+    def dying(self, texts):
+        time.sleep(0.05)
+        raise RunError("the hashing helper process ended (exit code -9): receipts cannot "
+                       "be made")
+
+    monkeypatch.setattr(digests_module.Sha256Helper, "_hash", dying)
+    with pytest.raises(RunError, match="hashing helper process ended"):
+        run(cfg, tmp_path / "dead", echo=lambda *_: None)
+    assert not (tmp_path / "dead" / "forecasts.parquet").exists()
+
+
 def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
         sample_store, tmp_path, monkeypatch):
     """Journal parts are written by the journal's thread while the next are computed. When a

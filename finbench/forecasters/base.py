@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 import pandas as pd
@@ -65,6 +66,15 @@ class Forecaster(ABC):
         """Forecast rows for ``inputs.tasks``, in their order: every answer validated with
         the strict schema (invalid ones kept, with the reason) and stamped with its
         receipts (latest input time, SHA-256 of the input)."""
+        rows, finish = self.forecast_later(inputs)
+        return rows if finish is None else finish(rows)
+
+    def forecast_later(self, inputs: Inputs
+                       ) -> tuple[pa.Table, Callable[[pa.Table], pa.Table] | None]:
+        """:meth:`forecast`'s rows without waiting for their input digests while a helper
+        still makes them (:meth:`start_receipts`): (the rows, ``input_sha256`` missing
+        until ``finish(rows)`` puts the digests in, waiting for them; None when the rows
+        are whole). A caller with a thread that writes the rows hands ``finish`` to it."""
         start = time.perf_counter()
         answers, extra = self._answer(inputs)
         elapsed = time.perf_counter() - start
@@ -77,9 +87,12 @@ class Forecaster(ABC):
         else:
             parsed = _parsed_columns(answers)
         ctx_time, digests = self._receipts(inputs)
+        pending = digests if isinstance(digests, Future) and not digests.done() else None
+        if isinstance(digests, Future) and pending is None:
+            digests = digests.result()
         ctx_time = time_array(ctx_time, n)
         hist_time = time_array(extra.pop("history_max_input_time", None), n)
-        return forecast_rows({
+        rows = forecast_rows({
             "task_id": arrow_text(inputs.tasks["task_id"]),
             "model": self.name,
             "kind": self.kind,
@@ -87,7 +100,7 @@ class Forecaster(ABC):
             "max_input_time": latest(ctx_time, hist_time),
             "context_max_input_time": ctx_time,
             "history_max_input_time": hist_time,
-            "input_sha256": digests,
+            "input_sha256": None if pending is not None else digests,
             "answer_status": ANSWERED,
             **{c: parsed.pop(c, None) for c in CLASS_COLUMNS},
             "p_fallback": extra.pop("p_fallback", None),
@@ -97,10 +110,15 @@ class Forecaster(ABC):
             "latency": elapsed / max(n, 1),
             "tokens": None,
         }, n)
+        if pending is None:
+            return rows, None
+        at = rows.schema.get_field_index("input_sha256")
+        return rows, lambda table: table.set_column(at, table.schema.field(at),
+                                                    pending.result())
 
-    def _receipts(self, inputs: Inputs) -> tuple[object, Sequence[str] | pa.Array]:
+    def _receipts(self, inputs: Inputs) -> tuple[object, Sequence[str] | pa.Array | Future]:
         """(latest availability of what each task's input holds, as times or UTC ns with -1
-        for none; SHA-256 of that input)."""
+        for none; SHA-256 of that input, or a Future of it)."""
         return inputs.contexts.max_input_time, inputs.contexts.digests()
 
     @abstractmethod

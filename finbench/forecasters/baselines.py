@@ -107,13 +107,12 @@ class _Baseline(Forecaster):
                                         self.input_signs, line=inputs.shared["input_line"])
             inputs.shared[key] = digests(lines, helper)
 
-    def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array]:
-        key = (_DIGESTS, self.input_signs)
+    def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array | Future]:
+        """(when the latest bar read became available, the input lines' digests: those
+        made, or their Future while the helper makes them, shared by the baselines reading
+        the same input)."""
         self.start_receipts(inputs)
-        made = inputs.shared[key]
-        if isinstance(made, Future):  # baselines reading the same input share its digests
-            made = inputs.shared[key] = made.result()
-        return self._bars_read(inputs), made
+        return self._bars_read(inputs), inputs.shared[(_DIGESTS, self.input_signs)]
 
     @property
     def input_signs(self) -> tuple[str, ...]:

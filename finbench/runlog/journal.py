@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -100,15 +101,17 @@ class Journal:
             out.setdefault(model, {})[task] = int(failed[(model, task)])
         return out
 
-    def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False
-               ) -> Path | None:
+    def append(self, rows: pa.Table | pd.DataFrame, *, background: bool = False,
+               finish: Callable[[pa.Table], pa.Table] | None = None) -> Path | None:
         """Append a batch (a table of the forecast schema, or a frame of its columns) as one
         Parquet part (written to a temporary name, fsynced, renamed), encoded as the forecast
         table's row groups are; returns the part's path (None for no rows).
         ``background``: a writer thread writes it while the caller goes on; :meth:`flush`
         (which every read of the journal calls first) waits for it and raises its error.
         With :data:`AHEAD` parts already waiting, it first waits for the oldest (and raises
-        its error, if writing it failed)."""
+        its error, if writing it failed). ``finish``: what completes the rows (of the same
+        schema) before they are written, on the writer thread when in the background
+        (:meth:`~finbench.forecasters.base.Forecaster.forecast_later`)."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
         if table.num_rows == 0:
             return None
@@ -124,11 +127,11 @@ class Journal:
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
         if not background:
-            _write_part(table, final)
+            _write_finished(table, finish, final)
             return final
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
-        self._pending.append(self._writer.submit(_write_part, table, final))
+        self._pending.append(self._writer.submit(_write_finished, table, finish, final))
         return final
 
     def flush(self) -> None:
@@ -342,6 +345,11 @@ def _part_number(path: Path) -> int:
         raise ValueError(f"{path}: not a journal part (parts are named NNNNNN.parquet); "
                          "move it out of the run directory")
     return int(path.stem)
+
+
+def _write_finished(table: pa.Table, finish, final: Path) -> None:
+    """:func:`_write_part` of the rows ``finish`` completes (None: complete)."""
+    _write_part(table if finish is None else finish(table), final)
 
 
 def _write_part(table: pa.Table, final: Path) -> None:

@@ -104,8 +104,9 @@ def _plain_pass(track: Track, plain, todo, asked, journal: Journal, progress
                 open_group(k + 1, helper)  # its digests made while group k is answered
             shared = opened.pop(k)
             for f, rows in jobs(k):
-                out_rows = f.forecast(shared[rows.tobytes()])
-                path = journal.append(out_rows, background=True)
+                # the digests still being made are put in on the writer thread
+                out_rows, finish = f.forecast_later(shared[rows.tobytes()])
+                path = journal.append(out_rows, background=True, finish=finish)
                 parts[f.name].append(Part(path, f.name, out_rows.num_rows))
                 progress.add(f.name, out_rows.num_rows, _valid(out_rows))
     return parts
