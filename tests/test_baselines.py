@@ -252,11 +252,12 @@ def test_window_quantiles_equal_pandas_rolling_quantiles(lengths, window, seed):
 def test_reason_texts_equal_formatting_each_row(rows):
     """A fallback or abstention reason is written once per distinct combination of its
     numbers, and lands on every row holding that combination (None elsewhere)."""
-    from finbench.forecasters.baselines import _texts
+    from finbench.forecasters.baselines import _text_array
 
     mask = np.array([m for m, _, _ in rows], bool)
     a = np.array([x for _, x, _ in rows], np.int64)
     b = np.array([y for _, _, y in rows], np.int64)
-    got = _texts(mask, "{} labels with sign {:+d}", b, a)
+    got = _text_array(mask, "{} labels with sign {:+d}", b, a)
     want = [f"{y} labels with sign {x:+d}" if m else None for m, x, y in rows]
-    assert list(got) == want
+    assert (got.to_pylist() if got is not None else [None] * len(rows)) == want
+    assert (got is None) == (not mask.any())  # no reason anywhere: no column

@@ -49,6 +49,33 @@ def test_array_validation_agrees_with_the_schema_row_by_row():
     assert not refused["valid"].iloc[0] and refused["error"].iloc[0].startswith("insufficient")
 
 
+def test_interval_notes_as_arrow_text_or_python_texts_validate_alike():
+    """A baseline hands its interval notes as Arrow text (no Python object per row); a note
+    makes a row's interval absent (given anyway: invalid), missing means none, and the
+    notes of invalid rows are dropped, as with notes given as Python texts (None, NaN)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from finbench.forecasters.base import validate_arrays
+
+    nan = float("nan")
+    frame = pd.DataFrame({"p_up": [0.5, 0.4, 0.3, 1.5, 0.2],
+                          "lower": [nan, -0.01, nan, nan, 0.01],
+                          "upper": [nan, 0.02, nan, nan, 0.02]})
+    texts = ["not_applicable", None, "insufficient_history: 3", "not_applicable",
+             "not_applicable"]
+    python = validate_arrays(frame.assign(interval_note=np.array(
+        [nan if t is None else t for t in texts], object)))
+    arrow = validate_arrays(frame.assign(interval_note=pa.array(texts, pa.string())))
+    for got in (python, arrow):
+        assert list(got["valid"]) == [True, True, True, False, False]
+        assert got["interval_note"].to_pylist() == texts[:3] + [None, None]
+        assert got["error"][4] == "schema: an interval is given with interval_note set"
+        assert got["raw"].to_pylist()[:2] == ['{"p_up":0.5}',
+                                              '{"lower":-0.01,"p_up":0.4,"upper":0.02}']
+
+
 def _frame(columns: dict):
     import pandas as pd
     import pyarrow as pa

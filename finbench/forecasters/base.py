@@ -145,8 +145,8 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
     p, lo, hi = (answers[c].to_numpy(float) for c in ("p_up", "lower", "upper"))
     none = np.full(n, None, dtype=object)
     refused = answers["refused"].to_numpy(object) if "refused" in answers else none
-    note = answers["interval_note"].to_numpy(object) if "interval_note" in answers else none
-    no_interval = pd.notna(note).astype(bool)
+    note = _note_text(answers, n)
+    no_interval = note.is_valid().to_numpy(zero_copy_only=False)
     error = np.full(n, None, dtype=object)
     checks = (
         (no_interval & ~(np.isnan(lo) & np.isnan(hi)),
@@ -175,9 +175,20 @@ def validate_arrays(answers: pd.DataFrame) -> dict[str, object]:
             raw = pc.if_else(pa.array(no_interval), json_array({"p_up": p}, n), raw)
     raw = pc.if_else(pa.array(valid), raw, pa.scalar("", pa.string()))
     nan = np.full(n, np.nan)
+    if not valid.all():
+        note = pc.if_else(pa.array(valid), note, pa.scalar(None, pa.string()))
     return {"p_up": np.where(valid, p, nan), "lower": np.where(valid, lo, nan),
             "upper": np.where(valid, hi, nan), "valid": valid, "error": error,
-            "raw": raw, "rationale": None, "interval_note": np.where(valid, note, none)}
+            "raw": raw, "rationale": None, "interval_note": note}
+
+
+def _note_text(answers: pd.DataFrame, n: int) -> pa.Array:
+    """The answers' ``interval_note`` as Arrow text (missing: none given), converted once:
+    a column of Arrow text (a baseline's) as it is, Python texts one by one."""
+    if "interval_note" not in answers:
+        return pa.nulls(n, pa.string())
+    note = pa.array(answers["interval_note"], pa.string(), from_pandas=True)
+    return note.combine_chunks() if isinstance(note, pa.ChunkedArray) else note
 
 
 SUM_TOLERANCE = 1e-9  # how far from 1 three class probabilities computed here may sum

@@ -50,7 +50,6 @@ import pyarrow as pa
 from finbench.core.digests import Sha256Helper, digests
 from finbench.core.errors import ConfigError
 from finbench.core.jsontext import Fields, json_array, json_fields
-from finbench.core.lookup import repeated
 from finbench.core.times import NO_TIME
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
@@ -179,7 +178,8 @@ class _Baseline(Forecaster):
         """(lower, upper, interval_note, latest label time used or NO_TIME) per task: by default
         a baseline gives no interval (``not_applicable``)."""
         n = len(inputs.tasks)
-        return (np.full(n, np.nan), np.full(n, np.nan), repeated(NOT_APPLICABLE, n),
+        return (np.full(n, np.nan), np.full(n, np.nan),
+                pa.repeat(pa.scalar(NOT_APPLICABLE, pa.string()), n),
                 np.full(n, NO_TIME, np.int64))
 
     def _rolling_rate(self, history: History, inputs: Inputs):
@@ -325,9 +325,10 @@ class Climatology(_Baseline):
         lower, upper = rolling_quantiles(history, inputs.tasks, window)
         _, count, last = _shared_rate(history, inputs, window, min_count)
         short = count < min_count
-        note = _texts(short, "insufficient_history: {} past returns < min_count "
-                      f"{min_count}", count)
-        return np.where(short, np.nan, lower), np.where(short, np.nan, upper), note, last
+        note = _text_array(short, "insufficient_history: {} past returns < min_count "
+                           f"{min_count}", count)
+        return (np.where(short, np.nan, lower), np.where(short, np.nan, upper),
+                pa.nulls(len(short), pa.string()) if note is None else note, last)
 
 
 def _window_details(history: History, inputs: Inputs, window: int) -> dict[str, object]:
@@ -363,22 +364,11 @@ def _rate_fallback(count: int, min_count: int) -> str:
     return f"0.5: {count} labels in the window < min_count {min_count}"
 
 
-def _texts(mask: np.ndarray, template, *columns: np.ndarray) -> np.ndarray:
-    """``template.format(*values)`` (or ``template(*values)``, a function) where ``mask``
-    holds (None elsewhere), written once per distinct combination of the integer
-    ``columns``."""
-    out = np.full(len(mask), None, object)
-    if not mask.any():
-        return out
-    texts, which = _distinct_texts(mask, template, *columns)
-    out[mask] = texts[which]
-    return out
-
-
 def _text_array(mask: np.ndarray, template, *columns: np.ndarray) -> pa.Array | None:
-    """:func:`_texts` as an Arrow string array (each row picks its text from the distinct
-    ones: no text object per row to convert); None where ``mask`` holds nowhere (a column
-    without a value)."""
+    """``template.format(*values)`` (or ``template(*values)``, a function) where ``mask``
+    holds (missing elsewhere), written once per distinct combination of the integer
+    ``columns``, as Arrow text (each row picks its text from the distinct ones: no text
+    object per row); None where ``mask`` holds nowhere (a column without a value)."""
     if not mask.any():
         return None
     texts, which = _distinct_texts(mask, template, *columns)
