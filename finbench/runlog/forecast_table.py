@@ -171,8 +171,13 @@ def model_rows(path: Path, model: str, columns: list[str]) -> pa.Table:
     one row group: not written by this module) is read through a filter on every row."""
     with pq.ParquetFile(path) as file:
         groups = model_row_groups(file.metadata, model)
-        if groups is not None:
-            return file.read_row_groups(groups, columns=columns)
+        if groups is not None:  # every row's model is this one: not read (nor decoded)
+            read = [c for c in columns if c != "model"]
+            table = file.read_row_groups(groups, columns=read)
+            if len(read) == len(columns):
+                return table
+            return table.add_column(columns.index("model"), file.schema_arrow.field("model"),
+                                    pa.repeat(pa.scalar(model, pa.string()), table.num_rows))
     return pq.read_table(path, columns=columns, filters=[("model", "=", model)])
 
 
