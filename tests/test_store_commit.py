@@ -132,6 +132,17 @@ def test_a_store_being_changed_refuses_a_second_change_naming_the_holder(tmp_pat
     assert Store(store).read_bars()["volume"].tolist() == [10, 10]
 
 
+def test_a_fetch_log_is_appended_holding_the_stores_lock(tmp_path):
+    """fetch's provenance lines were appended outside the store's lock: two fetches could
+    interleave their lines. Now they are appended holding it, whole."""
+    store = _store(tmp_path)
+    Store(store).append_log("fetched.jsonl", ['{"key": "a"}', '{"key": "b"}'])
+    with store_lock(store, "finbench data fetch (another)"):
+        with pytest.raises(StoreError, match=r"in use by process .*data fetch \(another\)"):
+            Store(store).append_log("fetched.jsonl", ['{"key": "c"}'])
+    assert (store / "fetched.jsonl").read_text() == '{"key": "a"}\n{"key": "b"}\n'
+
+
 def test_a_change_being_made_is_named_by_validate_and_refused_by_copy(tmp_path):
     """A reader meeting a change that a live process is making leaves it to that process;
     validate names it and a copy waits for it."""

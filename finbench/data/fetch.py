@@ -81,9 +81,8 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
         rows += len(bars)
         if len(bars):
             store.add_bars(bars.reset_index(drop=True), source=None)
-        with open(store.path / LOG, "a") as log:
-            for ticker, part in zip(todo, parts, strict=True):
-                log.write(json.dumps(_provenance(vendor, ticker, day, len(part))) + "\n")
+        store.append_log(LOG, [json.dumps(_provenance(vendor, ticker, day, len(part)))
+                               for ticker, part in zip(todo, parts, strict=True)])
         shutil.rmtree(stage)
     if fetched:
         store.add_source({

@@ -387,6 +387,14 @@ class Store:
         with store_lock(self.path, "saving the store's manifest"):
             write_json(self.path / MANIFEST, self.manifest)
 
+    def append_log(self, name: str, lines: list[str]) -> None:
+        """Append ``lines`` to the store's log file ``name`` (a fetch's ``fetched.jsonl``)
+        holding the store's lock, so two processes' lines never interleave."""
+        self._writable()
+        with store_lock(self.path, f"appending to the store's {name}"), \
+                open(self.path / name, "a", encoding="utf-8") as log:
+            log.write("".join(line + "\n" for line in lines))
+
     def add_source(self, source: dict) -> None:
         """Append ``source`` to the manifest's ``sources`` (under :meth:`changing`: what
         another process added since this one opened the store is kept)."""
