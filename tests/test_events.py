@@ -193,6 +193,42 @@ def test_a_market_not_open_at_its_cutoff_is_asked_of_no_model(tmp_path):
                for p in audit_run(out))
 
 
+def test_an_event_store_changed_while_a_run_reads_it_stops_the_run(tmp_path, monkeypatch):
+    """The event track did not check its store for changes during a run (the intraday track
+    does): prices replaced by another process after the run read them were recorded under
+    the snapshot it opened. Now such a run stops, naming the file; posts added for days it
+    did not read leave it going on."""
+    import finbench.tracks.events.track as track_module
+
+    markets = [market(0, "NO", resolved="2024-04-01T12:00Z"),
+               market(1, "YES", resolved="2024-04-03T12:00Z")]
+    store = make_store(tmp_path / "d", markets)
+    cfg = event_config(tmp_path, store, constants(0.3))
+    label = track_module.EventsTrack.label
+    change = {}
+
+    def label_then_changed(self, **kwargs):
+        labels = label(self, **kwargs)
+        change["then"]()
+        return labels
+
+    monkeypatch.setattr(track_module.EventsTrack, "label", label_then_changed)
+    later = tmp_path / "later.jsonl"
+    later.write_text(json.dumps({"id": "y1", "created_utc": 1735689600, "subreddit": "misc",
+                                 "title": "a later day", "selftext": ""}) + "\n")
+    change["then"] = lambda: EventStore(store).add_posts(later)  # 2025-01-01: not read
+    run(cfg, tmp_path / "a", echo=lambda *_: None)
+    assert (tmp_path / "a" / "scores.csv").is_file()
+    prices = pd.read_csv(tmp_path / "d" / "prices.csv").assign(price=0.9)
+    prices.to_csv(tmp_path / "d" / "prices2.csv", index=False)
+    change["then"] = lambda: EventStore(store).add_markets(tmp_path / "d" / "markets.csv",
+                                                           tmp_path / "d" / "prices2.csv")
+    with pytest.raises(StoreError, match=rf"{store}: changed while it was read \(1 file\(s\) "
+                                         r"read were replaced or removed \(prices.parquet\)\)"):
+        run(cfg, tmp_path / "b", echo=lambda *_: None)
+    assert not (tmp_path / "b" / "scores.csv").exists()
+
+
 def test_a_post_id_twice_is_refused(tmp_path):
     post = {"id": "a", "created_utc": 1704067200, "subreddit": "x", "body": "same"}
     with pytest.raises(DataError, match="post id.* appear twice"):

@@ -113,6 +113,18 @@ STORE_FIELDS = {"format": str, "version": int, "synthetic": bool, "description":
                 "partitions": dict, "snapshot_sha256": str}
 
 
+def changed_while_read(path, changed: list[str], what: str) -> StoreError:
+    """The error of a store changed by another process while this one read it: ``changed``,
+    the ``what`` (partitions, files) it read that were replaced or removed (none: its
+    settings changed)."""
+    said = (f"{len(changed)} {what} read were replaced or removed "
+            f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
+            if changed else "its settings changed")
+    return StoreError(f"{path}: changed while it was read ({said}): what was read may mix two "
+                      "versions of the store; change a store between runs, and run this again "
+                      "(a run: into a new folder)")
+
+
 class Store:
     """A directory of date-partitioned Parquet files with a manifest of their hashes.
 
@@ -145,12 +157,7 @@ class Store:
         changed = sorted(rel for rel in self.partitions_read
                          if now["partitions"].get(rel) != self.manifest["partitions"].get(rel))
         if changed or any(now.get(k) != self.manifest.get(k) for k in MEANING):
-            said = (f"{len(changed)} partition(s) read were replaced or removed "
-                    f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
-                    if changed else "its settings changed")
-            raise StoreError(f"{self.path}: changed while it was read ({said}): what was read "
-                             "may mix two versions of the store; change a store between runs, "
-                             "and run this again (a run: into a new folder)")
+            raise changed_while_read(self.path, changed, "partition(s)")
 
     def _load_manifest(self) -> dict:
         """The manifest as stored, checked."""

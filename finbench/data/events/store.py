@@ -32,7 +32,13 @@ from finbench.core.outputs import writing
 from finbench.data.commit import change_lock, commit, finish_unless_busy
 from finbench.data.events.markets import read_markets, read_prices
 from finbench.data.events.posts import POSTS_SCHEMA, read_dump
-from finbench.data.store import check_fields, manifest_object, read_guard, sha256_file
+from finbench.data.store import (
+    changed_while_read,
+    check_fields,
+    manifest_object,
+    read_guard,
+    sha256_file,
+)
 
 FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
@@ -68,6 +74,7 @@ class EventStore:
             raise StoreError(f"{path}: the event track reads its store from a local folder, "
                              "not from object storage (copy it down: finbench data copy)")
         self.path = Path(path)
+        self.files_read: set[str] = set()  # (:meth:`check_unchanged`)
         file = self.path / MANIFEST
         if manifest is not None:
             self.manifest = manifest
@@ -78,6 +85,15 @@ class EventStore:
             raise StoreError(f"{self.path}: no {MANIFEST} (ingest markets and posts first: "
                              "finbench data ingest --markets/--posts)")
         self.manifest = self._load_manifest()
+
+    def check_unchanged(self) -> None:
+        """A StoreError when a file this object read is no longer the one its manifest listed
+        when opened (another process changed the store while it was read)."""
+        now = self._load_manifest()
+        changed = sorted(rel for rel in self.files_read
+                         if now["files"].get(rel) != self.manifest["files"].get(rel))
+        if changed:
+            raise changed_while_read(self.path, changed, "file(s)")
 
     def _load_manifest(self) -> dict:
         file = self.path / MANIFEST
@@ -137,6 +153,7 @@ class EventStore:
         file = self.path / name
         if name not in self.manifest["files"] or not file.is_file():
             raise StoreError(f"{self.path}: holds no {name} (ingest markets first)")
+        self.files_read.add(name)
         with read_guard(file, self.path, what="file"):
             return pd.read_parquet(file)
 
@@ -150,6 +167,7 @@ class EventStore:
         days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
         tables = []
         for day in days:
+            self.files_read.add(_post_rel(day))
             with read_guard(self.path / _post_rel(day), self.path, what="file"):
                 tables.append(pq.read_table(self.path / _post_rel(day)))
         if not tables:

@@ -48,6 +48,9 @@ class EventsTrack(Track):
     def prompt(self) -> EventPrompt:
         return EventPrompt(max_chars=self.config.context.max_post_chars)
 
+    def check_unchanged(self) -> None:
+        self.plan.store.check_unchanged()
+
     def label(self, *, contexts: bool, echo=None) -> pd.DataFrame:
         """Labels, and every task's retrieval (whatever the forecasters: reports split every
         model by whether relevant posts existed before ``t0``)."""
