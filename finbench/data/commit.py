@@ -6,8 +6,9 @@ that order and no more, a process killed between the first file moved into place
 manifest left a store whose files the manifest did not describe: a run read the new bars
 under the old snapshot hash. So a change is made in three steps:
 
-1. each new file is written under a temporary name beside its own (``NAME.tmp``) and hashed;
-   a process killed here leaves the store as it was (the next change writes over them);
+1. each new file is written under a temporary name beside its own (``NAME.tmp``), hashed
+   and synced (a machine losing power after step 2 finds them whole); a process killed here
+   leaves the store as it was (the next change writes over them);
 2. :data:`COMMIT` is written (atomically, synced): the manifest to be, the files to move
    into place and the files to remove. From here the change is decided;
 3. the files are moved into place and removed, the manifest written, :data:`COMMIT` removed.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from finbench.core.location import is_uri
 from finbench.core.outputs import sync_file, write_json
 
 COMMIT = "commit.json"  # a change decided and not yet finished (in the store's folder)
+SYNCERS = 8  # the new files' fsyncs made at once (the file system batches them)
 FORMAT = "finbench-store-commit"
 
 
@@ -48,6 +51,8 @@ def commit(root: Path, manifest_name: str, manifest: dict, *,
     plan = {"format": FORMAT, "manifest_name": manifest_name, "manifest": manifest,
             "moves": [[_rel(root, tmp), _rel(root, final)] for tmp, final in moves],
             "removals": [_rel(root, path) for path in removals]}
+    with ThreadPoolExecutor(max_workers=SYNCERS) as pool:  # fsyncs let go of the GIL
+        list(pool.map(sync_file, [tmp for tmp, _ in moves]))
     write_json(root / COMMIT, plan)
     sync_file(root / COMMIT)
     _sync_folder(root)
