@@ -514,3 +514,16 @@ def test_an_unreachable_endpoint_stops_that_model(tmp_path, sample_store):
                             "endpoint cannot be reached (connection: ") for x in said)
     assert not (out / "journal.jsonl").exists()
     assert pd.read_parquet(out / "forecasts.parquet")["model"].unique().tolist() == ["coin"]
+
+
+def test_the_rate_spacing_holds_across_a_models_context_chunks(tmp_path, sample_store, server):
+    """A model is called a context chunk (a month of tasks) at a time, each in an event loop
+    of its own, and each made a new RateLimiter: the first request of a month started at once,
+    however soon after the last of the month before. The spacing now holds across them."""
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")],
+                 start="2024-12-31", end="2025-01-02",
+                 extra="concurrency = 1\nrequests_per_minute = 120\n")  # one each 0.5 s
+    run(cfg, tmp_path / "out", echo=lambda *_: None)
+    at = sorted(r["at"] for r in server.requests)
+    assert len(at) == 6  # 3 tasks in December, 3 in January: two chunks
+    assert min(b - a for a, b in zip(at, at[1:], strict=False)) >= 0.45  # pairs in turn

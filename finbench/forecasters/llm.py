@@ -157,13 +157,22 @@ def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnsw
 
 
 class RateLimiter:
-    """Spaces request starts to ``rpm`` and estimated tokens to ``tpm`` per minute."""
+    """Spaces request starts to ``rpm`` and estimated tokens to ``tpm`` per minute.
+    ``after``: :attr:`after` of the limiter of the same model's calls before these (a run
+    calls a model a context chunk at a time, each in an event loop of its own): the spacing
+    holds across them."""
 
-    def __init__(self, rpm: float | None, tpm: float | None) -> None:
+    def __init__(self, rpm: float | None, tpm: float | None, *,
+                 after: tuple[float, float] = (0.0, 0.0)) -> None:
         self.rpm, self.tpm = rpm, tpm
-        self._next_request = 0.0
-        self._next_tokens = 0.0
+        self._next_request, self._next_tokens = after
         self._lock = asyncio.Lock()
+
+    @property
+    def after(self) -> tuple[float, float]:
+        """When the next request may start by the request and the token spacing
+        (``time.monotonic``)."""
+        return self._next_request, self._next_tokens
 
     async def acquire(self, tokens: int) -> None:
         if not self.rpm and not self.tpm:
@@ -194,6 +203,7 @@ class OpenAIForecaster(Forecaster):
         # journal), so a retried call's row says which attempt it is
         self.attempts_before: dict[str, int] = {}
         self.rate_share = 1.0  # the part of the rate limits this process may use
+        self.rate_after = (0.0, 0.0)  # RateLimiter.after of this model's last calls
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
         if self.base_url and config.base_url_env and (problem := url_problem(self.base_url)):
@@ -303,7 +313,8 @@ class OpenAIForecaster(Forecaster):
                                max_retries=self.config.max_retries) for _ in range(n_clients)]
         semaphore = asyncio.Semaphore(self.config.concurrency)
         rpm, tpm = self.config.requests_per_minute, self.config.tokens_per_minute
-        limiter = RateLimiter(rpm and rpm * self.rate_share, tpm and tpm * self.rate_share)
+        limiter = RateLimiter(rpm and rpm * self.rate_share, tpm and tpm * self.rate_share,
+                              after=self.rate_after)
         stats = {"done": 0, "valid": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cached": 0,
                  "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
@@ -347,6 +358,7 @@ class OpenAIForecaster(Forecaster):
         try:
             await asyncio.gather(*(one(i) for i in range(total)))
         finally:
+            self.rate_after = limiter.after  # the next chunk's calls keep the spacing
             for client in clients:
                 await client.close()
         self._progress(stats, total, echo, final=True)
