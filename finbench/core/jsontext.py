@@ -140,17 +140,29 @@ def _one_throughout(values, n: int) -> bool:
                 and len(values) == n > 0 and _one_value(values)))
 
 
-def _unsuited(values, n: int, size: int = 4096) -> bool:
+def _unsuited(values, n: int) -> bool:
     """Whether a column rules out finding distinct rows at a glance: of ``len != n`` (its
-    error is :func:`_values`'), or floats whose values other than NaN nine times in ten
-    differ among ``size`` rows spread over the column, filling over a quarter of them (an
-    interval's bounds, missing where it abstains: more than a quarter of the rows would be
-    distinct)."""
+    error is :func:`_values`'), or floats that hardly repeat (:func:`_hardly_repeat`)."""
     if len(values) != n:
         return True
-    if not (isinstance(values, np.ndarray) and values.dtype.kind == "f"):
-        return False
-    sample = values[::max(1, n // size)][:size]
+    return (isinstance(values, np.ndarray) and values.dtype.kind == "f"
+            and _hardly_repeat(values[_spread(n)]))
+
+
+SAMPLE = 4096  # values looked at to tell whether a column's values hardly repeat
+
+
+def _spread(n: int) -> np.ndarray:
+    """:data:`SAMPLE` rows spread over ``n`` (all of them, when fewer)."""
+    return np.arange(0, n, max(1, n // SAMPLE))[:SAMPLE]
+
+
+def _hardly_repeat(sample: np.ndarray) -> bool:
+    """Whether floats sampled over a column hardly repeat: its values other than NaN (missing)
+    fill over a quarter of the sample and nine in ten of them differ, as bits (an interval's
+    bounds, missing where it abstains): over a quarter of the rows would be distinct, and
+    finding the distinct ones would cost a hash of every value for nothing. Only which way
+    the same text is made depends on it."""
     present = sample[~np.isnan(sample)]
     return (4 * len(present) > len(sample)
             and 10 * len(np.unique(present.view(f"u{present.itemsize}"))) >= 9 * len(present))
@@ -253,11 +265,13 @@ def _number_text(array: pa.Array) -> pa.Array:
 def _distinct_texts(array: pa.Array) -> tuple[pa.Array, pa.Array] | None:
     """(text of each distinct value, each row's code: null where the row is) of floats whose
     values repeat (at most a quarter distinct), else None."""
-    if len(array) >= 1024 and not _all_apart(array):
-        encoded = pc.dictionary_encode(array)
-        if 4 * len(encoded.dictionary) <= len(array):
-            return encoded.dictionary.cast(pa.string()), encoded.indices
-    return None
+    if len(array) < DISTINCT_FROM or _hardly_repeat(  # the sample alone converted
+            array.take(pa.array(_spread(len(array)))).to_numpy(zero_copy_only=False)):
+        return None
+    encoded = pc.dictionary_encode(array)
+    if 4 * len(encoded.dictionary) > len(array):
+        return None
+    return encoded.dictionary.cast(pa.string()), encoded.indices
 
 
 def _one_value(values: np.ndarray) -> bool:
@@ -277,15 +291,6 @@ def _repeated_numbers(values, n: int) -> tuple[pa.Array, pa.Array] | None:
         return None
     array = pa.array(values)
     return _distinct_texts(pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type)))
-
-
-def _all_apart(array: pa.Array, size: int = 1024) -> bool:
-    """Whether ``size`` values spread over ``array`` are all distinct (as bits): then its
-    values hardly repeat (an interval's bounds), and finding the distinct ones would cost a
-    hash of every value for nothing. Only which way the same text is made depends on it."""
-    at = np.arange(0, len(array), len(array) // size)[:size]
-    values = array.take(pa.array(at)).to_numpy(zero_copy_only=False)  # the sample alone
-    return len(np.unique(values.view(f"u{values.itemsize}"))) == len(values)
 
 
 def _text_json(series: pd.Series) -> pa.Array:
