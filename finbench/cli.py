@@ -279,10 +279,18 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from finbench.reports.build import report
+    from finbench.reports.figures import FiguresFailed
     from finbench.runlog.mirror import local_copy
 
     with local_copy(args.run, write_back=True) as run_dir:
-        tables, figures = report(run_dir)
+        try:
+            tables, figures = report(run_dir)
+        except FiguresFailed as exc:  # the rest is written (and uploaded): say what is not
+            for name, why in exc.failures.items():
+                print(f"FigureFailed: {name}: {type(why).__name__}: {why}", file=sys.stderr)
+            print(f"{args.run}: report written without {len(exc.failures)} figure(s)",
+                  file=sys.stderr)
+            return 1
     print(f"{args.run}: {len(tables)} table files in tables/, {len(figures)} figure files in "
           f"figures/")
     return 0

@@ -4,6 +4,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# property tests assert values, never speed: no deadline and no "too slow" health check,
+# however loaded the machine (a 200 ms deadline failed a test on a loaded 2-core machine).
+# A test's own @settings adds to this profile.
+settings.register_profile("finbench", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("finbench")
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 _CACHE = tempfile.mkdtemp(prefix="finbench-test-cache-")

@@ -28,7 +28,7 @@ def sliced_keys(draw):
     return bounds, np.array(keys, np.int64), np.array(tickers, object), np.array(instants, np.int64)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(sliced_keys(), st.sampled_from(["left", "right"]))
 def test_packed_search_equals_per_ticker_search(case, side):
     bounds, keys, tickers, instants = case

@@ -125,7 +125,7 @@ def test_baseline_receipt_does_not_depend_on_how_far_back_history_reaches():
     assert full == part
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 7))
 def test_vectorised_history_equals_the_naive_reference(seed, window):
     """Random histories (two tickers x two horizons, unscorable rows, labels known at the
@@ -172,7 +172,7 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
             assert details["sign_up"].iloc[i] == ref["sign_up"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(seed=st.integers(0, 2**31 - 1), window=st.integers(1, 9))
 def test_window_spans_equal_the_naive_reference(seed, window):
     """Histories as runs make them (one task per series and session; some sessions not asked,
@@ -226,7 +226,7 @@ def test_window_quantiles_across_blocks_equal_pandas_rolling_quantiles(lengths):
         assert np.array_equal(upper[lo:lo + n], roll.quantile(0.9).to_numpy())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(lengths=st.lists(st.integers(1, 40), min_size=0, max_size=6),
        window=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
 def test_window_quantiles_equal_pandas_rolling_quantiles(lengths, window, seed):
@@ -246,7 +246,7 @@ def test_window_quantiles_equal_pandas_rolling_quantiles(lengths, window, seed):
         assert np.array_equal(upper[lo:lo + n], roll.quantile(0.9).to_numpy())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.booleans(), st.integers(-3, 3), st.integers(-10**6, 10**6)),
                 max_size=40))
 def test_reason_texts_equal_formatting_each_row(rows):

@@ -24,7 +24,7 @@ def test_digests_here_are_hashlibs():
     assert digests(pa.array(texts), None).result().to_pylist() == hashlib_hex(texts)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.lists(st.lists(st.text(max_size=300), max_size=40), min_size=1, max_size=6),
        st.integers(0, 3))
 def test_the_helper_gives_hashlibs_digests_for_every_batch_in_order(batches, cut):

@@ -117,7 +117,7 @@ def test_the_bootstrap_draws_whole_groups(tmp_path):
     assert {round(lo, 4), round(hi, 4)} <= {0.0, 0.75, 1.0}
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=6)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     """Random score rows (models that skip markets, errors, invalid answers, markets of one

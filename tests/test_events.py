@@ -269,7 +269,7 @@ def test_posts_at_or_after_t0_are_never_retrieved_even_when_they_match_best():
     assert all(c < pd.Timestamp(t0, unit="s", tz="UTC") for c in found.created)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.integers(-5000, 5000), min_size=1, max_size=40),
        st.integers(100, 4000))
 def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):

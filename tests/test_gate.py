@@ -5,7 +5,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.core.config import TasksConfig
@@ -137,7 +137,7 @@ def market(draw):
     return minutes, news, horizon, k, hours, previous
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(market())
 def test_property_context_holds_exactly_the_available_items(data):
     minutes, news_spec, horizon, k, hours, previous = data

@@ -283,7 +283,7 @@ def test_verify_names_a_partition_out_of_order_or_off_its_date(tmp_path, change,
     assert Store(store.path).verify() == [f"{rel}: {rule}"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "BRK.B", "A"]), st.integers(0, 5)),
                 min_size=1, max_size=30), st.sampled_from(["any", "ticker", "ticker, ts"]))
 def test_bars_come_out_sorted_and_repeats_are_named_as_pandas_finds_them(bars, order):

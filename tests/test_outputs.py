@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from finbench.core.outputs import formatted_floats
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True, width=64),
                           st.one_of(st.none(), st.text(max_size=5)), st.integers(-10, 10)),
                 min_size=1, max_size=30),

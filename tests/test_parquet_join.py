@@ -102,7 +102,7 @@ def test_joined_files_read_back_as_their_rows_one_after_the_other(tmp_path):
     assert filtered.column("id").to_pylist() == ["t300"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.integers(0, 60), min_size=1, max_size=20), st.integers(1, 30))
 def test_any_split_joins_back_to_the_whole(tmp_path_factory, sizes, group):
     tmp = tmp_path_factory.mktemp("join")

@@ -84,7 +84,7 @@ bars = st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "A"]), st.integers(0,
                 min_size=1, max_size=6)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(st.lists(st.tuples(bars, st.sampled_from(DEFECTS), st.booleans()), min_size=1,
                 max_size=8),
        st.sampled_from([1, 3, 8, 10**6]))
@@ -189,7 +189,7 @@ def off_date_reference(ts: pd.Series, days, zone: str) -> np.ndarray:
     return np.flatnonzero(local != np.asarray(days, "datetime64[D]"))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(zone=st.sampled_from(ZONES),
        anchor=st.one_of(st.sampled_from(NEAR),
                         st.dates(dt.date(1900, 1, 1), dt.date(2100, 12, 31))),

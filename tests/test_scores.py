@@ -85,7 +85,7 @@ def test_non_finite_or_out_of_range_inputs_name_the_argument_and_row(obs, prob, 
             rule(obs, prob)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(st.floats(0.02, 0.98))
 def test_expected_scores_are_lowest_at_the_true_probability(q):
     grid = np.linspace(0.001, 0.999, 999)
@@ -111,7 +111,7 @@ def _rows(n, seed):
     return pd.concat(forecasts, ignore_index=True), labels, tasks
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=20)
 @given(st.integers(5, 60), st.integers(0, 10_000))
 def test_aggregates_equal_row_means_and_ignore_row_order(n, seed):
     forecasts, labels, tasks = _rows(n, seed)

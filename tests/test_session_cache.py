@@ -60,7 +60,7 @@ def test_a_kept_calendar_is_the_library_s(cache):
     assert pd.Timestamp("2025-01-09") not in kept.sessions  # a national day of mourning
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.dates(min_value=LIBRARY.first_session.date(), max_value=LIBRARY.last_session.date()),
        st.integers(0, 400))
 def test_sessions_in_range_are_the_library_s(first, days):

@@ -412,7 +412,7 @@ def test_every_edit_is_named(clean, tmp_path, edit):
                    for p in problems)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(st.lists(st.integers(0, 11), max_size=12), st.integers(0, 11), st.integers(0, 12))
 def test_the_audits_row_picking_is_take_whatever_the_rows(rows, start, length):
     """The audit reads rows by slicing when they are one ascending run (a month of one

@@ -45,14 +45,14 @@ def in_bands(draw_number):
     return st.one_of(*[draw_number(low, 10 * low) for low in BANDS], draw_number(-10**10, 10**19))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(in_bands(lambda a, b: st.integers(max(a, -2**63), min(b, 2**63 - 1))),
                 min_size=1, max_size=8))
 def test_integer_epochs_are_exact_in_their_unit_or_flagged(values):
     assert parsed(values) == [reference(v) for v in values]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(in_bands(lambda a, b: st.floats(a, b, allow_nan=False)), min_size=1,
                 max_size=8))
 def test_float_epochs_round_up_to_the_microsecond_never_down(values):

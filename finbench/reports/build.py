@@ -222,31 +222,30 @@ def _class_display(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_figures(data: RunData, tables: dict, folder: Path) -> list[Path]:
-    """Write every figure (PNG and PDF) of one run into ``folder``."""
-    out = []
+def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
+    """Draw every figure (PNG and PDF) of one run into ``folder``; one that fails is recorded
+    in the returned set and the others are drawn."""
+    figs = F.FigureSet(folder)
     bins3 = tables.get("reliability3_bins")
     if bins3 is not None and not bins3.empty:
-        out += F.save(F.plot_class_reliability(bins3), folder, "reliability_three_class")
+        figs.draw("reliability_three_class", F.plot_class_reliability, bins3)
     if "scores_by_horizon" not in tables:  # no binary scores to draw
-        return out
+        return figs
     by_h = tables["scores_by_horizon"]
     first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
     name = by_h["slice"].iloc[0] if len(by_h) else ""
     synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
     if "bss" in first:  # skill needs a reference: a run without baselines has none
-        out += F.save(F.plot_skill_by_model(first, title=f"{name}{synthetic}"), folder,
-                      "fig1_skill_by_model")
-    out += F.save(F.plot_brier_vs_coverage(by_h), folder, "fig2_brier_vs_coverage")
-    out += F.save(F.plot_across_horizons(by_h), folder, "fig3_models_across_horizons")
+        figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first, title=f"{name}{synthetic}")
+    figs.draw("fig2_brier_vs_coverage", F.plot_brier_vs_coverage, by_h)
+    figs.draw("fig3_models_across_horizons", F.plot_across_horizons, by_h)
     bins = tables["reliability_bins"]
     if len(bins):
-        out += F.save(F.plot_reliability(bins[bins["binning"] == "uniform"]), folder,
-                      "reliability")
-    out += F.save(F.plot_coverage_by_horizon(by_h), folder, "coverage_by_horizon")
-    out += F.save(F.plot_width_by_horizon(by_h), folder, "width_by_horizon")
-    out += F.save(F.plot_wealth(tables["_wealth_paths"]), folder, "kelly_wealth")
-    return out
+        figs.draw("reliability", F.plot_reliability, bins[bins["binning"] == "uniform"])
+    figs.draw("coverage_by_horizon", F.plot_coverage_by_horizon, by_h)
+    figs.draw("width_by_horizon", F.plot_width_by_horizon, by_h)
+    figs.draw("kelly_wealth", F.plot_wealth, tables["_wealth_paths"])
+    return figs
 
 
 def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
@@ -264,8 +263,9 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
         data = load_run(run_dir)
         tables = build_tables(data, run_dir / "tables")
         figs = build_figures(data, tables, run_dir / "figures")
-        write_html(run_dir, data, tables["_shown"], figs)
-    return sorted((run_dir / "tables").iterdir()), figs
+        write_html(run_dir, data, tables["_shown"], figs.paths)
+    figs.check()
+    return sorted((run_dir / "tables").iterdir()), figs.paths
 
 
 def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
@@ -310,4 +310,6 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
                                          for label, _, b in parts], ignore_index=True)
     out = Path(out)
     tables = build_tables(data, out / "tables")
-    return build_figures(data, tables, out / "figures")
+    figs = build_figures(data, tables, out / "figures")
+    figs.check()
+    return figs.paths

@@ -72,15 +72,15 @@ def plot_event_skill(skill: pd.DataFrame):
     return axes[0][0]
 
 
-def event_figures(run_dir: Path, bins: pd.DataFrame) -> list[Path]:
+def event_figures(run_dir: Path, bins: pd.DataFrame) -> F.FigureSet:
     """The event run's figures into ``RUN/figures``: reliability (from ``bins``, the
-    table :func:`event_reliability` made) and, when the run has references, skill."""
-    folder = run_dir / "figures"
-    paths = []
+    table :func:`event_reliability` made) and, when the run has references, skill; one that
+    fails is recorded in the returned set and the other is drawn."""
+    figs = F.FigureSet(run_dir / "figures")
     if len(bins):
-        paths += F.save(plot_event_reliability(bins), folder, "event_reliability")
+        figs.draw("event_reliability", plot_event_reliability, bins)
     skill = pd.read_parquet(run_dir / "skill.parquet")
     overall = skill[skill["slice_kind"] == "overall"]
     if len(overall):
-        paths += F.save(plot_event_skill(overall), folder, "event_skill")
-    return paths
+        figs.draw("event_skill", plot_event_skill, overall)
+    return figs

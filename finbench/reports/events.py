@@ -92,4 +92,6 @@ def event_report(run_dir: Path) -> tuple[list[Path], list[Path]]:
                          "with each bin's count, YES count, mean forecast and observed "
                          "frequency of YES. No interval: a bin of few markets says little.",
                          raw=bins)
-    return paths, event_figures(run_dir, bins)
+    figs = event_figures(run_dir, bins)
+    figs.check()
+    return paths, figs.paths

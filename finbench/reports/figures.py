@@ -19,9 +19,14 @@ def _ax(ax):
 
 
 def _err(est, lo, hi):
+    """Error bar lengths below and above each estimate, never negative: a percentile interval
+    need not hold its estimate (a collapsed one, every replicate equal, may lie an ULP beside
+    it; a skewed one, further), and the bar then stops at the estimate on that side. No
+    interval (NaN): no bar."""
     est, lo, hi = (np.asarray(x, float) for x in (est, lo, hi))
-    low = np.where(np.isnan(lo), 0.0, est - lo)
-    high = np.where(np.isnan(hi), 0.0, hi - est)
+    with np.errstate(invalid="ignore"):
+        low = np.where(np.isnan(lo) | np.isnan(est), 0.0, np.maximum(est - lo, 0.0))
+        high = np.where(np.isnan(hi) | np.isnan(est), 0.0, np.maximum(hi - est, 0.0))
     return np.vstack([low, high])
 
 
@@ -176,6 +181,39 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
     ax.figure.autofmt_xdate()
     ax.legend(fontsize=7)
     return ax
+
+
+class FiguresFailed(RuntimeError):
+    """Some figures could not be drawn (each named with its error); every other figure, table
+    and page was written."""
+
+    def __init__(self, failures: dict[str, BaseException]) -> None:
+        self.failures = failures
+        super().__init__("; ".join(f"figure {name} was not drawn: {type(exc).__name__}: {exc}"
+                                   for name, exc in failures.items()))
+
+
+class FigureSet:
+    """Figures drawn one at a time into ``folder``: one that fails is recorded with its error
+    and never stops the others (``paths``: the files written; ``failures``: by name)."""
+
+    def __init__(self, folder) -> None:
+        self.folder, self.paths, self.failures = folder, [], {}
+
+    def draw(self, name: str, plot, *args, **kwargs) -> None:
+        """``plot(*args, **kwargs)`` returns the axes to save as ``name``."""
+        try:
+            ax = plot(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 -- a figure's bug is named, the rest is drawn
+            plt.close("all")
+            self.failures[name] = exc
+            return
+        self.paths += save(ax, self.folder, name)
+
+    def check(self) -> None:
+        """Raise :class:`FiguresFailed` naming every figure that failed."""
+        if self.failures:
+            raise FiguresFailed(self.failures)
 
 
 def save(ax, folder, name: str) -> list:

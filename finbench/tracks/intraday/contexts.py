@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
 
 from finbench.data.bars import BarArrays
@@ -31,9 +32,17 @@ def context_chunks(plan: Plan, tasks: pd.DataFrame, daily: pd.DataFrame
             continue
         bars = read_bars(plan, start, stop)
         news = plan.store.read_headlines(start=start - lookback, end=stop)
-        news = news[news["tickers"].map(lambda ts: any(t in spec.tickers for t in ts))]
+        news = news[about_tickers(news["tickers"], spec.tickers)]
         index = ContextIndex(chunk, bars, news.reset_index(drop=True),
                              previous_sessions=ctx.previous_sessions,
                              headline_hours=ctx.headline_hours, max_headlines=ctx.max_headlines,
                              calendar=spec.calendar, timezone=spec.timezone, daily=daily)
         yield chunk, index, bars
+
+
+def about_tickers(tickers: pd.Series, wanted: list[str]) -> np.ndarray:
+    """A boolean mask of the headlines naming one of ``wanted``: an array, so that no
+    headline at all selects no row (an empty object Series as a key selects no column)."""
+    wanted = set(wanted)
+    return np.fromiter((not wanted.isdisjoint(ts) for ts in tickers), dtype=bool,
+                       count=len(tickers))
