@@ -31,10 +31,15 @@ def _data_ingest(args: argparse.Namespace) -> int:
         print(f"{did} {summary['rows']} headlines into {args.out}"
               + (f", replacing {summary['replaced']} stored headline(s) with the same id"
                  if summary["replaced"] else ""))
+        if summary["ids_made"]:
+            print("  ids made from each headline's published_at, tickers, headline and source "
+                  "(a file without an id column; docs/data.md)")
     if args.file:
         summary = done["bars"]
         print(f"{did} {summary['rows']} bars of {', '.join(summary['tickers'])} into "
               f"{args.out} ({len(summary['partitions'])} date partition(s))")
+        for warning in summary["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
         replaced = summary["replaced"]
         for r in replaced[:20]:
             print(f"  {'would replace' if args.dry_run else 'replaced'} {r['ticker']} on "
@@ -332,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="ingest, validate or generate market data").add_subparsers(
         dest="data_command", required=True)
     ingest = data.add_parser("ingest", help="validate a bars/headlines file and add it to a store")
-    ingest.add_argument("file", nargs="?", help="bars file (CSV or Parquet)")
+    ingest.add_argument("file", nargs="*", help="bars files (CSV or Parquet; several are "
+                        "checked together, and written only if every one is valid)")
     ingest.add_argument("--out", required=True, help="store directory (created if absent)")
     ingest.add_argument("--ticker", help="ticker of a single-ticker file without a ticker column")
     ingest.add_argument("--timezone", help="zone of naive timestamps, e.g. America/New_York")
@@ -340,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--bar-seconds", type=int, default=60)
     ingest.add_argument("--dry-run", action="store_true",
                         help="validate and say what would be written and replaced; write nothing")
-    ingest.add_argument("--headlines", help="headlines file (CSV, JSONL or Parquet)")
+    ingest.add_argument("--headlines", action="append", metavar="FILE",
+                        help="headlines file (CSV, JSON, JSONL or Parquet); give it again for "
+                        "several")
     ingest.add_argument("--markets", help="event store: markets (Polymarket Gamma JSON, or CSV/"
                         "Parquet with market_id, question, ..., outcome)")
     ingest.add_argument("--prices", help="event store: YES price histories (a folder of "

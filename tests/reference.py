@@ -37,7 +37,10 @@ def naive_labels(tasks: pd.DataFrame, bars: pd.DataFrame, *, bar_seconds=60, win
             return (last["high"] + last["low"]) / 2
 
         p_ref, p_tgt = price(task.t_forecast), price(task.t_target)
-        if p_ref is None:
+        regular = own[(own["ts"] >= task.session_open) & (own["ts"] < task.session_close)]
+        if regular.empty:  # no bar in the session's regular hours
+            rows.append((task.task_id, "no_bars", p_ref, p_tgt, None, None))
+        elif p_ref is None:
             rows.append((task.task_id, "no_reference_price", None, p_tgt, None, None))
         elif p_tgt is None:
             rows.append((task.task_id, "no_target_price", p_ref, None, None, None))

@@ -279,7 +279,7 @@ def test_a_label_is_never_ok_without_a_finite_return():
         label_frame(pd.Series(["T|2025-01-15|H"]).to_numpy(object),
                     pd.Series(pd.to_datetime(["2025-01-15 20:55"], utc=True)),
                     pd.Series([1e-300]).to_numpy(), pd.Series([1e300]).to_numpy(),
-                    pd.Series([0]).to_numpy(), pd.Series([0]).to_numpy())
+                    pd.Series([0]).to_numpy(), pd.Series([0]).to_numpy(), [True])
 
 
 def test_ingest_says_what_it_replaces_and_dry_run_writes_nothing(tmp_path, sample_copy):

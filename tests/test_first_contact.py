@@ -112,3 +112,56 @@ def test_a_figure_that_fails_never_stops_the_others_nor_the_page(tmp_path, sampl
     done = cli("report", run_dir)  # the command: the rest written, each failure named, exit 1
     assert done.returncode == 1
     assert "FigureFailed: fig1_skill_by_model: ValueError: drawn wrong" in done.stderr
+
+
+def regular_hours_store(tmp_path: Path, *, drop: str) -> Path:
+    """The example's bars of the regular session only (no 09:29 pre-market bar), and none at
+    all on the session ``drop``."""
+    frame = pd.read_csv(EXAMPLE)
+    stamp = pd.to_datetime(frame["Datetime"])
+    clock = stamp.dt.strftime("%H:%M")
+    keep = (clock >= "09:30") & (clock < "16:00") & (stamp.dt.strftime("%Y-%m-%d") != drop)
+    frame[keep.to_numpy()].to_csv(tmp_path / "regular.csv", index=False)
+    store = tmp_path / "rs"
+    done = cli("data", "ingest", tmp_path / "regular.csv", "--ticker", "ACME", "--timezone",
+               "America/New_York", "--out", store)
+    assert done.returncode == 0, done.stderr
+    assert "no bar ends at 09:30" in done.stderr
+    return store
+
+
+def test_unscorable_tasks_and_invalid_answers_are_counted_by_reason_where_the_user_looks(
+        tmp_path):
+    store = regular_hours_store(tmp_path, drop="2025-01-10")
+    replay = ["task_id,p_up"] + [f"ACME|{d}|{h},{55 if h == 'CLOSE' else 0.5}" for d in SESSIONS
+                                 for h in ("MORNING", "MIDDAY", "CLOSE")]
+    write(tmp_path / "mine.csv", "\n".join(replay) + "\n")
+    cfg = write(tmp_path / "rs.toml", f'[data]\nstore = "{store}"\n[tasks]\n'
+                'tickers = ["ACME"]\nstart = "2025-01-06"\nend = "2025-01-15"\n'
+                '[[models]]\nname = "coin"\nkind = "coin"\n'
+                '[[models]]\nname = "mine"\nkind = "replay"\npath = "mine.csv"\n')
+    done = cli("run", cfg, "--out", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    labels = pd.read_parquet(tmp_path / "r" / "labels.parquet").set_index("task_id")["status"]
+    # a day without bars is its own reason; MORNING (09:30, the open) has no bar ending then
+    assert (labels[labels.index.str.contains("2025-01-10")] == "no_bars").all()
+    others = labels[~labels.index.str.contains("2025-01-10")]
+    assert (others[others.index.str.endswith("MORNING")] == "no_reference_price").all()
+    assert (others[~others.index.str.endswith("MORNING")] == "ok").all()
+    said = done.stdout + done.stderr
+    assert ("labels {'ok': 12, 'no_reference_price': 6, 'no_target_price': 0, 'no_bars': 3}"
+            in said)
+    assert ("warning: MORNING at the session's open: 6 of 6 such tasks on days with bars have "
+            "no reference price, because no bar ends at the open") in said
+    assert "Unscorable tasks (left out of every score): 9 of 21" in said
+    assert ("  no_bars: 3 (MORNING 1 of 7, MIDDAY 1 of 7, CLOSE 1 of 7): the store holds no bar "
+            "of the ticker in the session's regular hours (a day the data lacks); 1 "
+            "ticker-session(s), e.g. ACME 2025-01-10") in said
+    assert "  no_reference_price: 6 (MORNING 6 of 7, MIDDAY 0 of 7, CLOSE 0 of 7)" in said
+    assert ("  mine: 7 of 21 answers invalid: 7 schema: p_up: Input should be less than or equal "
+            "to 1 (given 55)") in said
+    scores = pd.read_parquet(tmp_path / "r" / "scores.parquet")
+    overall = scores[(scores["slice_kind"] == "overall") & (scores["model"] == "coin")].iloc[0]
+    assert (overall["n_no_bars"], overall["n_no_reference_price"], overall["n_unscorable"]) == (
+        3, 6, 9)
+    assert cli("audit", tmp_path / "r").returncode == 0

@@ -80,7 +80,7 @@ def test_store_kept_in_another_zone_gives_the_same_labels_and_summaries(sample_s
     # label pass reads whole months (with a day either side) instead of single dates
     bars = Store(sample_store).read_bars()
     utc = Store.open_or_create(tmp_path / "utc", timezone="UTC", synthetic=True)
-    utc.add_bars(bars, source={"test": "utc copy"})
+    utc.add_bars(bars, sources=[{"test": "utc copy"}])
     ny = plan_run(config(sample_store))
     other = plan_run(config(tmp_path / "utc"))
     assert other.store.timezone != other.config.tasks.timezone

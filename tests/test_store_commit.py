@@ -111,8 +111,8 @@ def test_two_views_of_a_store_lose_nothing(tmp_path):
                          "open": [1.0], "high": [1.0], "low": [1.0], "close": [1.0],
                          "volume": [1.0]})
     day3 = day2.assign(ts=[pd.Timestamp("2025-01-17T14:30Z")])
-    late.add_bars(day2, source=None)
-    early.add_bars(day3, source=None)  # its view predates day 2
+    late.add_bars(day2, sources=[])
+    early.add_bars(day3, sources=[])  # its view predates day 2
     final = Store(store)
     assert [d.isoformat() for d in final.dates("bars")] == [
         "2025-01-15", "2025-01-16", "2025-01-17"]

@@ -83,8 +83,10 @@ def test_a_headline_stamped_with_epoch_numbers(tmp_path):
                 '["AAPL"], "headline": "h", "source": "s"}\n')
     with pytest.raises(DataError) as info:
         ingest_headlines(bad, tmp_path / "s2")
-    assert ("rule 'published_at parses as a date-time of the years 1678-2261' broken in 1 "
-            "row(s): row 1 (9999999999)" in str(info.value))
+    assert ("rule 'published_at given as a number: a number is a Unix epoch count: seconds "
+            "from 1e9, milliseconds from 1e12, microseconds from 1e15, nanoseconds from 1e18 "
+            "(each from 2001), before 2262' broken in 1 row(s): row 1 (9999999999)"
+            in str(info.value))
 
 
 FAR = ["9999-01-15T14:30:00Z", "2262-05-01T00:00:00Z", "1600-01-01T00:00:00Z"]

@@ -75,8 +75,8 @@ def consistency_problems(labels: pd.DataFrame) -> list[str]:
     with np.errstate(invalid="ignore", divide="ignore"):
         derived = np.log(p_tgt / p_ref)
     rules = (
-        (~np.isin(status, ["ok", "no_reference_price", "no_target_price"]),
-         "status is not ok, no_reference_price or no_target_price"),
+        (~np.isin(status, ["ok", "no_reference_price", "no_target_price", "no_bars"]),
+         "status is not ok, no_reference_price, no_target_price or no_bars"),
         (ok & ~((p_ref > 0) & (p_tgt > 0) & np.isfinite(p_ref) & np.isfinite(p_tgt)),
          "an ok label needs two finite, positive prices"),
         (ok & ~(np.isfinite(r) & within_ulps(r, derived)), "r is not ln(p_target / p_ref)"),
@@ -85,6 +85,7 @@ def consistency_problems(labels: pd.DataFrame) -> list[str]:
          "no_reference_price with a reference price"),
         ((status == "no_target_price") & ~(np.isnan(p_tgt) & ~np.isnan(p_ref)),
          "no_target_price with a target price, or without a reference price"),
+        ((status == "no_bars") & ~np.isnan(p_tgt), "no_bars with a target price"),
         (~ok & ~(np.isnan(r) & np.isnan(y)), "an unscorable label with r or y"),
     )
     problems = []

@@ -257,6 +257,18 @@ class BarArrays:
                                     packed=packed)
         return _search_packed(packed, slices, np.asarray(instants, dtype=np.int64), side=side)
 
+    def count_between(self, tickers: np.ndarray, start: np.ndarray, stop: np.ndarray, *,
+                      slices: np.ndarray | None = None) -> np.ndarray:
+        """How many bars of each ticker start in ``[start, stop)`` (0 for a ticker without
+        bars)."""
+        if not len(self.ts):
+            return np.zeros(len(tickers), np.int64)
+        if slices is None and self.bounds:
+            slices = self.slices_of(tickers)
+        hi = self.search(tickers, stop, on="ts", side="left", slices=slices)
+        lo = self.search(tickers, start, on="ts", side="left", slices=slices)
+        return np.maximum(hi - lo, 0)
+
     def last_available(
         self, tickers: np.ndarray, instants: np.ndarray, *, not_before: np.ndarray | None = None,
         slices: np.ndarray | None = None,

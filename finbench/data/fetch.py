@@ -80,7 +80,7 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
         bars = pd.concat(parts, ignore_index=True).sort_values(["ticker", "ts"], kind="stable")
         rows += len(bars)
         if len(bars):
-            store.add_bars(bars.reset_index(drop=True), source=None)
+            store.add_bars(bars.reset_index(drop=True), sources=[])
         store.append_log(LOG, [json.dumps(_provenance(vendor, ticker, day, len(part)))
                                for ticker, part in zip(todo, parts, strict=True)])
         shutil.rmtree(stage)

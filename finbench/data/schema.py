@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from finbench.core.names import ticker_problem
 from finbench.core.times import to_ns
-from finbench.data.timestamps import YEARS, parse_utc
+from finbench.data.timestamps import DIGITS_RULE, EPOCH_RULE, YEARS, ParsedTimes, parse_utc
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 BAR_ALIASES: dict[str, tuple[str, ...]] = {
@@ -25,14 +25,20 @@ BAR_ALIASES: dict[str, tuple[str, ...]] = {
 }
 HEADLINE_ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "headline_id", "news_id"),
-    "published_at": ("published_at", "created_at", "published", "datetime", "timestamp", "time"),
+    "published_at": ("published_at", "published_utc", "created_at", "published", "datetime",
+                     "timestamp", "time"),
     "first_seen_at": ("first_seen_at", "first_seen", "seen_at"),
     "tickers": ("tickers", "symbols", "ticker", "symbol"),
     "headline": ("headline", "title"),
     "source": ("source", "publisher", "author"),
-    "body": ("body", "summary", "content"),
+    "body": ("body", "summary", "content", "description"),
 }
-HEADLINE_OPTIONAL = ("first_seen_at", "body")
+HEADLINE_OPTIONAL = ("id", "first_seen_at", "body")
+# descriptive fields that vendors give under several names at once (Alpaca news: source and
+# author, summary and content; Massive/Polygon: publisher and author): the first of the
+# accepted names that the file has is taken, in the order listed
+HEADLINE_RANKED = ("source", "body")
+HEADLINE_ID = "finbench-headline-id-v1"  # what a made id hashes first (docs/spec.md §2)
 MAX_ROWS_NAMED = 5
 
 BARS_SCHEMA = pa.schema(
@@ -63,9 +69,11 @@ HEADLINES_SCHEMA = pa.schema(
 class Problems:
     """Collects one message per broken rule, each naming the file, the rows and the rule."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, row_names=None) -> None:
         self.file = file
         self.items: list[str] = []
+        # how each row is named (``row N`` by default: N from 1, the first after the header)
+        self.row_names = row_names
 
     def add(self, rule: str, mask: np.ndarray | None = None, detail=None) -> None:
         """Record ``rule`` broken by the rows in ``mask`` (None: the file as a whole)."""
@@ -76,7 +84,8 @@ class Problems:
             return
         rows = np.flatnonzero(mask)
         named = ", ".join(
-            f"row {r + 1}" + (f" ({detail(r)})" if detail else "") for r in rows[:MAX_ROWS_NAMED]
+            (f"row {r + 1}" if self.row_names is None else str(self.row_names[r]))
+            + (f" ({detail(r)})" if detail else "") for r in rows[:MAX_ROWS_NAMED]
         )
         more = f" and {len(rows) - MAX_ROWS_NAMED} more" if len(rows) > MAX_ROWS_NAMED else ""
         self.items.append(
@@ -93,14 +102,19 @@ def map_columns(
     *,
     optional: Sequence[str],
     problems: Problems,
+    ranked: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Map canonical names to the file's columns (case-insensitive); report missing/ambiguous."""
+    """Map canonical names to the file's columns (case-insensitive); report missing/ambiguous.
+    For the names in ``ranked``, the first accepted name the file has is taken (two columns
+    of that one name are still ambiguous)."""
     lower: dict[str, list[str]] = {}
     for col in columns:
         lower.setdefault(str(col).strip().lower(), []).append(col)
     mapping: dict[str, str] = {}
     for name, names in aliases.items():
         found = [c for alias in names for c in lower.get(alias, [])]
+        if name in ranked:
+            found = next((lower[alias] for alias in names if alias in lower), [])
         if len(found) == 1:
             mapping[name] = found[0]
         elif len(found) > 1:
@@ -124,9 +138,10 @@ def validate_bars(
 ) -> tuple[pd.DataFrame, list[str]]:
     """Check every bar rule and return the canonical frame (sorted by ticker, ts) and problems.
 
-    The canonical frame is only meaningful when the problem list is empty.
+    The canonical frame is only meaningful when the problem list is empty. A reader that
+    reshaped its file names each row in ``raw.attrs["row_names"]``.
     """
-    problems = Problems(file)
+    problems = Problems(file, raw.attrs.get("row_names"))
     if len(raw) == 0:
         problems.add("file has at least one row")
         return pd.DataFrame(), problems.items
@@ -161,8 +176,7 @@ def validate_bars(
     def ts_text(r: int) -> str:
         return f"ts={str(ts_raw.iloc[r])!r}"
 
-    problems.add(f"timestamp parses as a date-time of the years {YEARS}", parsed.unparseable,
-                 ts_text)
+    time_problems(problems, "timestamp", parsed, ts_text)
     problems.add(
         "timestamp carries a zone (or pass --timezone TZ for naive timestamps)",
         parsed.naive,
@@ -236,6 +250,19 @@ def validate_bars(
     return out, []
 
 
+def time_problems(problems: Problems, name: str, parsed: ParsedTimes, detail, *,
+                  missing: np.ndarray | None = None) -> None:
+    """The rows of ``parsed`` that could not be read, each under the rule it broke: a number
+    that is no epoch count, a text of digits, any other value. ``missing``: rows named under
+    a rule of their own, left out here."""
+    bad = parsed.unparseable if missing is None else parsed.unparseable & ~missing
+    problems.add(f"{name} given as a number: {EPOCH_RULE}", bad & parsed.numbers, detail)
+    problems.add(f"{name} given as a text of digits: {DIGITS_RULE}", bad & parsed.digits,
+                 detail)
+    problems.add(f"{name} parses as a date-time of the years {YEARS}",
+                 bad & ~parsed.numbers & ~parsed.digits, detail)
+
+
 def _as_float(column: pd.Series) -> pd.Series:
     """A price or volume column as float64; what is not a number becomes NaN (reported as
     not finite by the caller). A float64 column is taken as it is."""
@@ -274,11 +301,12 @@ def validate_headlines(
     if len(raw) == 0:
         problems.add("file has at least one row")
         return pd.DataFrame(), problems.items
-    mapping = map_columns(
-        raw.columns, HEADLINE_ALIASES, optional=HEADLINE_OPTIONAL, problems=problems
-    )
+    mapping = map_columns(raw.columns, HEADLINE_ALIASES, optional=HEADLINE_OPTIONAL,
+                          problems=problems, ranked=HEADLINE_RANKED)
     if problems:
         return pd.DataFrame(), problems.items
+    if "source" in mapping:  # Massive/Polygon: {"name": "Benzinga", "homepage_url": ...}
+        raw = raw.assign(**{mapping["source"]: raw[mapping["source"]].map(_publisher_name)})
     out = pd.DataFrame(index=raw.index)
     for col in ("id", "headline", "source", "body"):  # a list's text is not the text
         given = raw[mapping[col]] if col in mapping else None
@@ -287,40 +315,77 @@ def validate_headlines(
             problems.add(f"{col} is a text or a number, not a list or an object",
                          nested.to_numpy(bool),
                          lambda r, g=given, c=col: f"{c}={shown(g.iloc[r])}")
-    ids = raw[mapping["id"]].astype("string").str.strip()
+    if "id" in mapping:
+        out["id"] = _headline_ids(raw[mapping["id"]], problems)
+    for col, required in (("published_at", True), ("first_seen_at", False)):
+        out[col] = (_headline_times(raw[mapping[col]], col, problems, timezone=timezone,
+                                    required=required) if col in mapping
+                    else pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]"))
+    tickers = _headline_tickers(raw[mapping["tickers"]], problems)
+    out["tickers"] = tickers
+    for col in ("headline", "source"):
+        text = raw[mapping[col]].astype("string").str.strip()
+        problems.add(f"{col} is not empty", (text.isna() | (text == "")).to_numpy(bool))
+        out[col] = text
+    out["body"] = raw[mapping["body"]].astype("string") if "body" in mapping else pd.NA
+    if "id" not in mapping:
+        out["id"] = made_ids(out)
+        problems.add("one headline per id (the file has no id column: each id is made from "
+                     "the headline's published_at, tickers, headline and source, so a "
+                     "repeated id is the same story given twice)",
+                     out["id"].duplicated(keep=False).to_numpy(bool),
+                     lambda r: f"id={out['id'].iloc[r]}")
+    if problems:
+        return pd.DataFrame(), problems.items
+    seen = out["first_seen_at"].fillna(out["published_at"])
+    out["available_at"] = np.maximum(out["published_at"], seen)
+    out = out.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
+    out = out[list(HEADLINES_SCHEMA.names)]
+    out.attrs["ids_made"] = "id" not in mapping
+    return out, []
+
+
+def _headline_times(column: pd.Series, col: str, problems: Problems, *, timezone: str | None,
+                    required: bool) -> pd.Series:
+    """A file's times of one kind (``col``) in UTC, broken rules to ``problems``."""
+    parsed = parse_utc(column, timezone=timezone)
+    missing = column.isna().to_numpy()
+    if required:
+        problems.add(f"{col} is present", missing)
+    time_problems(problems, col, parsed, lambda r: shown(column.iloc[r]), missing=missing)
+    problems.add(f"{col} carries a zone (or pass --timezone TZ for naive timestamps)",
+                 parsed.naive, lambda r: shown(column.iloc[r]))
+    return parsed.values
+
+
+def _headline_ids(given: pd.Series, problems: Problems) -> pd.Series:
+    """A file's ids as text, each present and given once (broken rules to ``problems``)."""
+    ids = given.astype("string").str.strip()
     problems.add("id is not empty", (ids.isna() | (ids == "")).to_numpy(bool))
     problems.add(
         "one headline per id",
         ids.duplicated(keep=False).fillna(False).to_numpy(bool) & ids.notna().to_numpy(bool),
         lambda r: f"id={ids.iloc[r]}",
     )
-    out["id"] = ids
-    for col, required in (("published_at", True), ("first_seen_at", False)):
-        if col not in mapping:
-            out[col] = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
-            continue
-        column = raw[mapping[col]]
-        parsed = parse_utc(column, timezone=timezone)
-        missing = column.isna().to_numpy()
-        if required:
-            problems.add(f"{col} is present", missing)
-        problems.add(
-            f"{col} parses as a date-time of the years {YEARS}", parsed.unparseable & ~missing,
-            lambda r, c=column: shown(c.iloc[r]),
-        )
-        problems.add(
-            f"{col} carries a zone (or pass --timezone TZ for naive timestamps)",
-            parsed.naive, lambda r, c=column: shown(c.iloc[r]),
-        )
-        out[col] = parsed.values
-    given = raw[mapping["tickers"]]
+    return ids
+
+
+def _headline_tickers(given: pd.Series, problems: Problems) -> pd.Series:
+    """Each headline's tickers as a list of symbols (from a list of texts, or a ``;``- or
+    ``,``-joined text), every broken rule added to ``problems``."""
     shape = given.map(lambda v: isinstance(v, str | list | tuple | np.ndarray)
                       or v is None or (isinstance(v, float) and np.isnan(v)))
     problems.add("tickers is a list of symbols or a ';'-joined text", ~shape.to_numpy(bool),
                  lambda r: f"tickers={shown(given.iloc[r])}")
-    tickers = given.where(shape, None).map(_ticker_list)
+    # a list's entries are texts: a null in it (``[null]``) is no symbol, nor is a number
+    untexted = shape.to_numpy(bool) & given.map(
+        lambda v: isinstance(v, list | tuple | np.ndarray)
+        and not all(isinstance(t, str) for t in v)).to_numpy(bool)
+    problems.add("tickers lists texts (a null or a number in the list is no symbol)", untexted,
+                 lambda r: f"tickers={shown(given.iloc[r])}")
+    tickers = given.where(shape & ~untexted, None).map(_ticker_list)
     problems.add("tickers lists at least one symbol",
-                 shape.to_numpy(bool) & (tickers.map(len) == 0).to_numpy(bool))
+                 shape.to_numpy(bool) & ~untexted & (tickers.map(len) == 0).to_numpy(bool))
     problems.add("every ticker has no whitespace, control character or '|'",
                  tickers.map(lambda ts: any(ticker_problem(t) for t in ts)).to_numpy(bool),
                  lambda r: f"tickers={shown(tickers.iloc[r])}")
@@ -328,18 +393,37 @@ def validate_headlines(
     problems.add("tickers lists each symbol once",
                  tickers.map(lambda ts: len(set(ts)) < len(ts)).to_numpy(bool),
                  lambda r: f"tickers={shown(tickers.iloc[r])}")
-    out["tickers"] = tickers
-    for col in ("headline", "source"):
-        text = raw[mapping[col]].astype("string").str.strip()
-        problems.add(f"{col} is not empty", (text.isna() | (text == "")).to_numpy(bool))
-        out[col] = text
-    out["body"] = raw[mapping["body"]].astype("string") if "body" in mapping else pd.NA
-    if problems:
-        return pd.DataFrame(), problems.items
-    seen = out["first_seen_at"].fillna(out["published_at"])
-    out["available_at"] = np.maximum(out["published_at"], seen)
-    out = out.sort_values(["available_at", "id"], kind="stable").reset_index(drop=True)
-    return out[list(HEADLINES_SCHEMA.names)], []
+    return tickers
+
+
+def _publisher_name(value):
+    """A publisher object's ``name`` (Massive/Polygon news); any other value as it is."""
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return value["name"]
+    return value
+
+
+def made_ids(headlines: pd.DataFrame) -> pd.Series:
+    """Ids for headlines whose file gives none: the SHA-256 (first 20 hex digits) of
+    ``finbench-headline-id-v1``, the UTC ``published_at`` in nanoseconds, the tickers joined by
+    ``,``, the headline and the source, joined by the unit separator (0x1f). The same row
+    in any file, order or run gets the same id.
+
+    >>> frame = pd.DataFrame({"published_at": [pd.Timestamp("2025-01-15 14:00", tz="UTC")],
+    ...                       "tickers": [["AAPL"]], "headline": ["Up"], "source": ["s"]})
+    >>> made_ids(frame).tolist()
+    ['h-09597a0363bc78a78a00']
+    """
+    import hashlib
+
+    stamps = to_ns(headlines["published_at"])
+    return pd.Series([
+        "h-" + hashlib.sha256("\x1f".join(
+            (HEADLINE_ID, str(int(t)), ",".join(tickers), str(headline), str(source))
+        ).encode()).hexdigest()[:20]
+        for t, tickers, headline, source in zip(
+            stamps, headlines["tickers"], headlines["headline"], headlines["source"],
+            strict=True)], index=headlines.index, dtype="string")
 
 
 def shown(value) -> str:

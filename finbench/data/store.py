@@ -272,19 +272,21 @@ class Store:
         )
 
     # -- writing --------------------------------------------------------------------------------
-    def add_bars(self, bars: pd.DataFrame, *, source: dict | None, dry_run: bool = False
+    def add_bars(self, bars: pd.DataFrame, *, sources: list[dict], dry_run: bool = False
                  ) -> tuple[list[str], list[dict]]:
         """Add validated bars, replacing the same ticker-days. Returns the partitions written
         and what was replaced: one record per ticker-day that held bars (ticker, date,
-        stored bars, new bars). ``dry_run``: work it out, write nothing."""
+        stored bars, new bars). ``sources``: where the bars came from, recorded in the
+        manifest (none for a fetch, which logs its own). ``dry_run``: work it out, write
+        nothing."""
         if bars.empty:
             return [], []
         if dry_run:  # nothing written: no lock taken
-            return self._add_bars(bars, source=source, dry_run=True)
+            return self._add_bars(bars, sources=sources, dry_run=True)
         with self.changing("finbench data ingest (bars)"):
-            return self._add_bars(bars, source=source, dry_run=False)
+            return self._add_bars(bars, sources=sources, dry_run=False)
 
-    def _add_bars(self, bars: pd.DataFrame, *, source: dict | None, dry_run: bool
+    def _add_bars(self, bars: pd.DataFrame, *, sources: list[dict], dry_run: bool
                   ) -> tuple[list[str], list[dict]]:
         local_date = bars["ts"].dt.tz_convert(self.timezone).dt.date
         updates: dict[str, pd.DataFrame] = {}
@@ -302,22 +304,22 @@ class Store:
                 new = pd.concat([old[~gone], new], ignore_index=True)
             updates[rel] = new.sort_values(["ticker", "ts"], kind="stable")
         if not dry_run:
-            self._commit(updates, "bars", source)
+            self._commit(updates, "bars", sources)
         return sorted(updates), replaced
 
-    def add_headlines(self, headlines: pd.DataFrame, *, source: dict, dry_run: bool = False
-                      ) -> tuple[list[str], int]:
+    def add_headlines(self, headlines: pd.DataFrame, *, sources: list[dict],
+                      dry_run: bool = False) -> tuple[list[str], int]:
         """Add validated headlines, replacing any stored headline with the same id. Returns
         the partitions written and how many stored headlines were replaced. ``dry_run``: work
         it out, write nothing."""
         if headlines.empty:
             return [], 0
         if dry_run:  # nothing written: no lock taken
-            return self._add_headlines(headlines, source=source, dry_run=True)
+            return self._add_headlines(headlines, sources=sources, dry_run=True)
         with self.changing("finbench data ingest (headlines)"):
-            return self._add_headlines(headlines, source=source, dry_run=False)
+            return self._add_headlines(headlines, sources=sources, dry_run=False)
 
-    def _add_headlines(self, headlines: pd.DataFrame, *, source: dict, dry_run: bool
+    def _add_headlines(self, headlines: pd.DataFrame, *, sources: list[dict], dry_run: bool
                        ) -> tuple[list[str], int]:
         replaced = 0
         ids = set(headlines["id"])
@@ -337,10 +339,11 @@ class Store:
             frame = new if old is None else pd.concat([old, new], ignore_index=True)
             updates[rel] = frame.sort_values(["available_at", "id"], kind="stable")
         if not dry_run:
-            self._commit(updates, "headlines", source)
+            self._commit(updates, "headlines", sources)
         return sorted(updates), replaced
 
-    def _commit(self, updates: dict[str, pd.DataFrame], table: str, source: dict) -> None:
+    def _commit(self, updates: dict[str, pd.DataFrame], table: str, sources: list[dict]
+                ) -> None:
         """Write every partition to a temporary file and hash it, then make the change whole
         (:func:`finbench.data.commit.commit`: the partitions moved into place, an emptied one
         removed, the manifest written; a process killed midway leaves it for the next to
@@ -373,8 +376,9 @@ class Store:
         partitions.update(hashes)
         manifest = {**self.manifest, "partitions": dict(sorted(partitions.items()))}
         manifest["snapshot_sha256"] = snapshot_hash(partitions, manifest)
-        if source is not None:  # fetches log per ticker-day provenance in fetched.jsonl
-            manifest["sources"] = [*self.manifest["sources"], {"table": table, **source}]
+        # (a fetch gives none: it logs per ticker-day provenance in fetched.jsonl)
+        manifest["sources"] = [*self.manifest["sources"],
+                               *({"table": table, **source} for source in sources)]
         commit(self.path, MANIFEST, manifest, moves=moves,
                removals=[self.path / rel for rel in emptied])
         self.manifest = manifest

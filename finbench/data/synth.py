@@ -212,8 +212,8 @@ def write_sample(out: str | Path, *, seed: int = DEFAULT_SEED) -> Store:
     )
     store = Store.open_or_create(out, synthetic=True, description=description)
     source = {"generator": "finbench.data.synth", "version": SYNTH_VERSION, "seed": seed}
-    store.add_bars(bars, source=source)
-    store.add_headlines(news, source=source)
+    store.add_bars(bars, sources=[source])
+    store.add_headlines(news, sources=[source])
     return store
 
 

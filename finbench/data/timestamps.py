@@ -18,32 +18,82 @@ _LAST_NS = float(END.value)  # epoch numbers are read below this
 
 
 class ParsedTimes:
-    """UTC timestamps plus masks of rows that broke a parsing rule."""
+    """UTC timestamps plus masks of rows that broke a parsing rule. ``numbers``: the rows given
+    as numbers (epoch counts); ``digits``: the unparseable rows given as a text of digits (an
+    epoch count written as text, which is read as a date-time, never as a number)."""
 
-    def __init__(self, values: pd.Series, unparseable: np.ndarray, naive: np.ndarray) -> None:
+    def __init__(self, values: pd.Series, unparseable: np.ndarray, naive: np.ndarray, *,
+                 numbers: np.ndarray | None = None) -> None:
         self.values = values.astype("datetime64[ns, UTC]")
         self.unparseable = unparseable
         self.naive = naive
+        self.numbers = np.zeros(len(values), bool) if numbers is None else numbers
+        self.digits = np.zeros(len(values), bool)
+
+
+EPOCH_RULE = ("a number is a Unix epoch count: seconds from 1e9, milliseconds from 1e12, "
+              "microseconds from 1e15, nanoseconds from 1e18 (each from 2001), before 2262")
+DIGITS_RULE = ("a text is a date-time (ISO 8601, e.g. 2025-01-15T14:30:00Z), and digits alone "
+               "are none: an epoch count is given as a number (a JSON number, a Parquet "
+               "integer)")
+_DIGITS = r"^[+-]?\d+(?:\.\d*)?$"
 
 
 def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
-    """Turn a column of timestamps (text, datetime64, or epoch integers) into UTC.
+    """Turn a column of timestamps (text, datetime64, or epoch numbers) into UTC.
 
     Naive values are localised with ``timezone`` when it is given and flagged otherwise;
-    aware values are converted to UTC whatever ``timezone`` says. Nothing is guessed: a value
-    that does not parse, or lies outside the years :data:`YEARS`, is flagged, never dropped.
+    aware values are converted to UTC whatever ``timezone`` says. A column of several kinds
+    (JSON lines giving some times as numbers, others as text) is read row by row by kind:
+    numbers as epoch counts, texts as date-times, anything else (a flag, a list) flagged.
+    Nothing is guessed: a value that does not parse, or lies outside the years
+    :data:`YEARS`, is flagged, never dropped.
     """
-    n = len(raw)
     missing = raw.isna().to_numpy()
     if isinstance(raw.dtype, pd.DatetimeTZDtype):
         far = outside_years(raw)
         return ParsedTimes(raw.where(~far).dt.tz_convert("UTC"), missing | far,
-                           np.zeros(n, bool))
+                           np.zeros(len(raw), bool))
     if pd.api.types.is_datetime64_dtype(raw.dtype):
         far = outside_years(raw)
         return _localise(raw.where(~far), missing | far, missing | far, timezone)
+    if pd.api.types.is_bool_dtype(raw.dtype):  # flags are no times
+        return ParsedTimes(pd.Series(pd.NaT, index=raw.index), np.ones(len(raw), bool),
+                           np.zeros(len(raw), bool))
     if pd.api.types.is_integer_dtype(raw.dtype) or pd.api.types.is_float_dtype(raw.dtype):
         return _from_epoch(raw, missing)
+    numbers = np.fromiter((isinstance(v, int | float | np.integer | np.floating)
+                           and not isinstance(v, bool | np.bool_) for v in raw),
+                          dtype=bool, count=len(raw)) & ~missing
+    if not numbers.any():
+        return _from_text(raw, missing, timezone)
+    texts = _from_text(raw[~numbers], missing[~numbers], timezone)
+    given = raw[numbers].tolist()
+    column = (pd.Series(given, dtype="float64") if any(isinstance(v, float | np.floating)
+                                                        for v in given)
+              else _integers(given))
+    epochs = _from_epoch(column, np.zeros(len(column), bool))
+    values = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
+    values[~numbers], values[numbers] = texts.values.to_numpy(), epochs.values.to_numpy()
+    unparseable, naive = np.zeros(len(raw), bool), np.zeros(len(raw), bool)
+    unparseable[~numbers], unparseable[numbers] = texts.unparseable, epochs.unparseable
+    naive[~numbers] = texts.naive
+    out = ParsedTimes(values, unparseable, naive, numbers=numbers)
+    out.digits[~numbers] = texts.digits
+    return out
+
+
+def _integers(values: list) -> pd.Series:
+    """Whole numbers as int64, those past its range as a float (flagged: past 2261 in any
+    unit)."""
+    if all(-2**63 <= v < 2**63 for v in values):
+        return pd.Series(values, dtype="int64")
+    return pd.Series([float(v) for v in values], dtype="float64")
+
+
+def _from_text(raw: pd.Series, missing: np.ndarray, timezone: str | None) -> ParsedTimes:
+    """Texts of date-times (naive ones localised with ``timezone``, flagged without one)."""
+    n = len(raw)
     text = raw.astype("string").str.strip()
     aware = text.str.contains(_AWARE_SUFFIX, regex=True).fillna(False).to_numpy(bool)
     out = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
@@ -63,7 +113,9 @@ def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
         out[naive_rows] = sub.values
         bad[naive_rows] |= sub.unparseable
         naive_flag[naive_rows] = sub.naive
-    return ParsedTimes(out, bad, naive_flag & ~bad)
+    result = ParsedTimes(out, bad, naive_flag & ~bad)
+    result.digits = bad & ~missing & text.str.fullmatch(_DIGITS).fillna(False).to_numpy(bool)
+    return result
 
 
 def outside_years(times: pd.Series) -> np.ndarray:
@@ -117,4 +169,4 @@ def _from_epoch(raw: pd.Series, missing: np.ndarray) -> ParsedTimes:
         matched[rows] = fits
     out = pd.Series(pd.to_datetime(np.where(matched, ns, 0), unit="ns", utc=True),
                     index=raw.index).where(matched)
-    return ParsedTimes(out, missing | ~matched, np.zeros(len(raw), bool))
+    return ParsedTimes(out, missing | ~matched, np.zeros(len(raw), bool), numbers=~missing)

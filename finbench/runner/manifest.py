@@ -15,6 +15,7 @@ from finbench.core.version import __version__
 from finbench.reports.tables import render_text, summary_frame
 from finbench.reports.writers import fmt
 from finbench.runlog.rundir import RUN_FORMAT
+from finbench.runner.unscored import invalid_reasons
 
 
 def new_manifest(config: RunConfig, source: dict, data: dict, facts: dict,
@@ -75,7 +76,9 @@ def render_event_summary(run_dir: Path, scores: pd.DataFrame) -> str:
             value = "undefined (" + r.bss_undefined + ")" if r.bss_undefined else f"{r.bss:+.4f}"
             lines.append(f"  {r.model:<24} vs {r.reference:<20} n={r.n:<4} {value}  "
                          f"({r.brier_model:.4f} vs {r.brier_reference:.4f})")
-    return "\n".join(lines)
+    counts = {r.model: (int(r.n_invalid), int(r.tasks - r.n_error))
+              for r in overall.itertuples(index=False) if not r.kind.startswith("in_sample")}
+    return "\n".join(lines + invalid_reasons(run_dir, counts))
 
 
 def code_version() -> dict[str, str | None]:
@@ -162,9 +165,28 @@ def render_finished(run_dir: str | Path) -> list[str]:
     gone = {*(manifest.get("skipped_models") or {}), *(manifest.get("stopped_models") or {})}
     names = [m.name for m in config.models
              if m.name not in gone and m.name in binary_names(config)]
-    parts = [render_summary(pd.read_parquet(io.BytesIO(read_file(run_dir, "scores.parquet"))),
-                            config, names)]
+    scores = pd.read_parquet(io.BytesIO(read_file(run_dir, "scores.parquet")))
+    parts = [render_summary(scores, config, names)]
+    invalid = answer_counts(scores)
     if "scores3.parquet" in (manifest.get("files") or {}):
-        parts.append(render_class_summary(
-            pd.read_parquet(io.BytesIO(read_file(run_dir, "scores3.parquet")))))
-    return parts
+        scores3 = pd.read_parquet(io.BytesIO(read_file(run_dir, "scores3.parquet")))
+        parts.append(render_class_summary(scores3))
+        invalid.update(answer_counts(scores3))
+    lines = invalid_reasons(run_dir, {m: invalid[m] for m in config_order(config, invalid)})
+    return parts + (["\n".join(lines)] if lines else [])
+
+
+def answer_counts(scores: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per model of a scores table: (invalid answers, answers), from its overall row (answers:
+    the tasks asked less the calls without an answer)."""
+    if scores.empty:  # (a run of three-class models alone has no binary scores)
+        return {}
+    overall = scores[scores["slice_kind"] == "overall"]
+    answers = overall["n_tasks"] - overall["n_error"]
+    return {m: (int(a - v), int(a)) for m, a, v in zip(
+        overall["model"], answers, overall["n_valid"], strict=True)}
+
+
+def config_order(config: RunConfig, names) -> list[str]:
+    """``names`` in the config's order of models."""
+    return [m.name for m in config.models if m.name in names]

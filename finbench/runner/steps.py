@@ -142,6 +142,7 @@ class RunSteps:
         self.asked: dict[str, np.ndarray] = {}
         self.parts: dict[str, list[Part]] = {}  # the journal parts the forecast pass wrote
         self.notes: dict[str, list[str]] = {}
+        self.unscorable: list[str] = []  # why tasks cannot be scored, said when the run ends
         self.pending, self.estimates = 0, {}
         self.revisions: list[dict] = []  # the run's configs, first to this one
         self.code: list[dict] = []  # the FinBench versions that made the run, first to this
@@ -255,6 +256,7 @@ class RunSteps:
                              echo=echo)
         for warning in track.warnings(labels):
             echo(f"warning: {warning}")
+        self.unscorable = track.unscorable_notes(labels)
         facts = track.summary(labels)
         data = track.data_facts()
         echo(f"{'SYNTHETIC ' if data['synthetic'] else ''}data {data['store']} (snapshot "
@@ -466,6 +468,8 @@ class RunSteps:
         else:  # what a merge of its shards prints too
             for block in render_finished(self.out):
                 self.echo(block)
+        for line in self.unscorable:
+            self.echo(line)
         self.echo(receipt(self.out))
         for why in self.stopped.values():
             self.echo(f"STOPPED {why}")

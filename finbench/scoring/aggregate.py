@@ -181,6 +181,7 @@ class Tally:
             "n_unscorable": (status != "ok").to_numpy(float),
             "n_no_reference_price": (status == "no_reference_price").to_numpy(float),
             "n_no_target_price": (status == "no_target_price").to_numpy(float),
+            "n_no_bars": (status == "no_bars").to_numpy(float),
         }
         counted = {name: lay(v, 0.0) if every else np.where(has, lay(v, 0.0), 0.0)
                    for name, v in flags.items()}
@@ -215,7 +216,7 @@ class Tally:
                 cols["validity"] = counts["n_valid"] / (n_rows - counts["n_error"])
                 for name in ("n_fallback", "n_p_fallback", "n_interval_abstained",
                              "n_interval_not_applicable", "n_unscorable",
-                             "n_no_reference_price", "n_no_target_price"):
+                             "n_no_reference_price", "n_no_target_price", "n_no_bars"):
                     cols[name] = counts[name].astype(np.int64)
                 cols["n"] = n.astype(np.int64)
                 cols["n_interval"] = n_interval.astype(np.int64)

@@ -122,6 +122,11 @@ class Track(ABC):
         """What a user should know before anything is paid for; a RunError when nothing can
         be scored."""
 
+    def unscorable_notes(self, labels: pd.DataFrame) -> list[str]:
+        """Lines a finished run prints beside its summary: why its unscorable tasks are so,
+        by reason with counts, and what would score them; none by default."""
+        return []
+
     @abstractmethod
     def summary(self, labels: pd.DataFrame) -> dict:
         """The manifest's facts about the tasks (counts, exclusions, label statuses)."""

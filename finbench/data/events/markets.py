@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import read_table_file
+from finbench.data.ingest import TEXT_ENCODING, read_table_file
 from finbench.data.schema import cell, shown
 from finbench.data.timestamps import END, FIRST, YEARS
 
@@ -57,7 +57,7 @@ def read_markets(path: str | Path, *, default_category: str | None = None) -> pd
 def _gamma_markets(path: Path, default_category: str | None) -> tuple[pd.DataFrame, list[str]]:
     """Gamma market objects turned into market rows, with the problems of each."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding=TEXT_ENCODING)
         objects = json.loads(text) if text.lstrip().startswith("[") else [
             json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -219,7 +219,7 @@ def _clob_histories(folder: Path, problems: list[str]) -> pd.DataFrame:
     parts = []
     for file in sorted(folder.glob("*.json")):
         try:
-            points = json.loads(file.read_text(encoding="utf-8"))["history"]
+            points = json.loads(file.read_text(encoding=TEXT_ENCODING))["history"]
             t = np.array([p["t"] for p in points], dtype=np.int64)
             p = [p["p"] for p in points]
         except (OSError, ValueError, KeyError, TypeError) as exc:

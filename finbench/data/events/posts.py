@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import json_object
+from finbench.data.ingest import TEXT_ENCODING, json_object
 
 POSTS_SCHEMA = pa.schema([("post_id", pa.string()), ("created_utc", pa.timestamp("ns", "UTC")),
                           ("subreddit", pa.string()), ("kind", pa.string()),
@@ -51,17 +51,76 @@ class _Hashing(io.RawIOBase):
         return len(data)
 
 
+class _Truncated(Exception):
+    """The compressed stream ended inside a frame (``offset``: where that frame began)."""
+
+    def __init__(self, offset: int, size: int) -> None:
+        self.offset, self.size = offset, size
+        super().__init__(offset, size)
+
+
+class _Frames(io.RawIOBase):
+    """The decompressed bytes of a zstd file of one frame or several, read through
+    ``source``. At the end of the file every frame must be complete: a frame that never
+    completes (a dump cut short by a failed download or a full disk) raises
+    :class:`_Truncated`, where a stream reader would end quietly with what it had (nothing,
+    for a dump shorter than one block)."""
+
+    CHUNK = 1 << 17
+
+    def __init__(self, source, zstandard) -> None:
+        self.source = source
+        self.dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+        self.frame = None  # the decompressor of the frame being read
+        self.frame_start = self.consumed = 0  # compressed bytes: where it began, read so far
+        self.out, self.at = memoryview(b""), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self.at >= len(self.out):
+            data = self.source.read(self.CHUNK)
+            if not data:
+                if self.frame is not None:
+                    raise _Truncated(self.frame_start, self.consumed)
+                return 0
+            self.out, self.at = memoryview(self._decompress(data)), 0
+        n = min(len(buffer), len(self.out) - self.at)
+        buffer[:n] = self.out[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        parts = []
+        while data:
+            if self.frame is None:
+                self.frame, self.frame_start = self.dctx.decompressobj(), self.consumed
+            parts.append(self.frame.decompress(data))
+            if self.frame.eof:  # the frame is whole; what follows starts the next one
+                rest = self.frame.unused_data
+                self.consumed += len(data) - len(rest)
+                data, self.frame = rest, None
+            else:
+                self.consumed += len(data)
+                data = b""
+        return b"".join(parts)
+
+
 def _lines(path: Path, hashing: _Hashing) -> Iterator[str]:
+    """The dump's lines, UTF-8 (a byte-order mark at its start skipped, as in every user
+    file: :data:`~finbench.data.ingest.TEXT_ENCODING`)."""
     if path.suffix.lower() == ".zst":
         try:
             import zstandard
         except ImportError as exc:  # pragma: no cover - the events extra installs it
             raise DataError(f"{path}: reading .zst dumps needs the zstandard package "
                             "(pip install 'finbench[events]')") from exc
-        reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(hashing)
-        yield from io.TextIOWrapper(reader, encoding="utf-8", errors="strict", newline="\n")
+        frames = io.BufferedReader(_Frames(hashing, zstandard), buffer_size=1 << 20)
+        yield from io.TextIOWrapper(frames, encoding=TEXT_ENCODING, errors="strict",
+                                    newline="\n")
     else:
-        yield from io.TextIOWrapper(io.BufferedReader(hashing), encoding="utf-8",
+        yield from io.TextIOWrapper(io.BufferedReader(hashing), encoding=TEXT_ENCODING,
                                     newline="\n")
 
 
@@ -85,6 +144,10 @@ def read_dump(path: str | Path, facts: dict) -> Iterator[pa.Table]:
                     _post(line, number, columns, problems)
                 if len(columns["post_id"]) >= BATCH_LINES:
                     yield _table(columns)
+        except _Truncated as cut:
+            problems.append(f"the zstd stream ends inside a frame that began at byte "
+                            f"{cut.offset} and never completes: the file is truncated at byte "
+                            f"{cut.size} (after line {number}); download or copy it again")
         except (UnicodeDecodeError, OSError) as exc:
             problems.append(f"line {number + 1}: cannot be decoded ({exc})")
         except Exception as exc:  # zstandard.ZstdError: a damaged or truncated frame

@@ -9,7 +9,7 @@ import pandas as pd
 
 from finbench.core.errors import RunError
 from finbench.core.lookup import encoded
-from finbench.tracks.intraday.labels import status_counts
+from finbench.tracks.intraday.labels import NO_BARS, NO_REFERENCE, NO_TARGET, status_counts
 from finbench.tracks.intraday.plan import Plan
 
 
@@ -43,6 +43,7 @@ def scorability(plan: Plan, labels: pd.DataFrame) -> list[str]:
             warnings.append(f"{len(outside)} session(s) lie outside the store's dates "
                             f"{first}..{last} ({outside[0]}..{outside[-1]}): {int(out.sum())} "
                             "tasks unscorable")
+    warnings += [f"{line} ({spec.start}..{spec.end})" for line in _open_gaps(plan.tasks, labels)]
     if not ok.any():
         counts = labels["status"].value_counts().to_dict()
         raise RunError(f"nothing can be scored: all {len(labels)} tasks are unscorable "
@@ -65,3 +66,55 @@ def summary(plan: Plan, labels: pd.DataFrame) -> dict:
         "store_snapshot_sha256": plan.store.snapshot_sha256,
         "synthetic": plan.store.synthetic,
     }
+
+
+WHY = {
+    NO_BARS: "the store holds no bar of the ticker in the session's regular hours (a day the "
+             "data lacks)",
+    NO_REFERENCE: "no bar ends at the forecast time (docs/spec.md §5: the reference price is "
+                  "the mid of the bar that ends then)",
+    NO_TARGET: "no bar ends at the target time",
+}
+
+
+def unscorable_notes(tasks: pd.DataFrame, labels: pd.DataFrame) -> list[str]:
+    """Lines saying why the unscorable tasks of a run are so, by reason with their counts
+    (by horizon; the ticker-sessions without bars), and what would score them; none when
+    every task is scorable. ``labels`` in task order."""
+    status = labels["status"].astype(str).to_numpy()
+    bad = status != "ok"
+    if not bad.any():
+        return []
+    lines = [f"Unscorable tasks (left out of every score): {int(bad.sum())} of {len(status)}"]
+    horizons = list(dict.fromkeys(tasks["horizon"]))
+    for reason in (NO_BARS, NO_REFERENCE, NO_TARGET):
+        mine = status == reason
+        if not mine.any():
+            continue
+        per = ", ".join(f"{h} {int((mine & (tasks['horizon'] == h).to_numpy()).sum())} of "
+                        f"{int((tasks['horizon'] == h).sum())}" for h in horizons)
+        extra = ""
+        if reason == NO_BARS:
+            days = tasks.loc[mine, ["ticker", "session"]].drop_duplicates()
+            extra = (f"; {len(days)} ticker-session(s), e.g. {days['ticker'].iloc[0]} "
+                     f"{days['session'].iloc[0]}")
+        lines.append(f"  {reason}: {int(mine.sum())} ({per}): {WHY[reason]}{extra}")
+    lines += [f"  {line}" for line in _open_gaps(tasks, labels)]
+    return lines
+
+
+def _open_gaps(tasks: pd.DataFrame, labels: pd.DataFrame) -> list[str]:
+    """What to do when the tasks asked at the session's open have no reference price on most
+    of the sessions with bars: the bar that ends at the open is the pre-market one, which
+    bars of the regular session alone lack."""
+    at_open = (tasks["t_forecast"] == tasks["session_open"]).to_numpy(bool)
+    status = labels["status"].astype(str).to_numpy()
+    with_bars = at_open & (status != NO_BARS)
+    missing = with_bars & (status == NO_REFERENCE)
+    if not with_bars.any() or missing.sum() * 2 <= with_bars.sum():
+        return []
+    horizons = ", ".join(dict.fromkeys(tasks.loc[missing, "horizon"]))
+    return [f"{horizons} at the session's open: {int(missing.sum())} of {int(with_bars.sum())} "
+            "such tasks on days with bars have no reference price, because no bar ends at the "
+            "open (the pre-market bar just before it): ingest bars with extended hours, or ask "
+            "horizons after the open ([tasks] horizons)"]

@@ -172,11 +172,12 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
                    if first <= d <= last} | set(by_day))
     ticker_names, code = encoded(everything["ticker"])
     t_fc, t_tg = to_ns(everything["t_forecast"]), to_ns(everything["t_target"])
+    opens, closes = to_ns(everything["session_open"]), to_ns(everything["session_close"])
     # each session's local midnight, made once per distinct session
     start = local_midnights_ns(pd.Series(day_names), spec.timezone)[day_code]
     n = len(everything)
     found = [np.full(n, np.nan), np.full(n, np.nan), np.full(n, NO_TIME, np.int64),
-             np.full(n, NO_TIME, np.int64)]
+             np.full(n, NO_TIME, np.int64), np.zeros(n, bool)]
     minutes_list = sorted(set(momentum_minutes))
     signs = {m: (np.full(n, np.nan), np.full(n, NO_TIME, np.int64)) for m in minutes_list}
     summaries = []
@@ -201,8 +202,9 @@ def _label_pass(plan: Plan, everything: pd.DataFrame, first: dt.date, last: dt.d
             slices = bars.slices_of(ticker_names)[code[rows]]  # text look-up: names only
             tick = ticker_names[code[rows]]
             for target, value in zip(found, label_bars(
-                    tick, t_fc[rows], t_tg[rows], bars,
-                    window_seconds=spec.ref_window_seconds, slices=slices), strict=True):
+                    tick, t_fc[rows], t_tg[rows], bars, opens=opens[rows],
+                    closes=closes[rows], window_seconds=spec.ref_window_seconds,
+                    slices=slices), strict=True):
                 target[rows] = value
             for m in minutes_list:
                 sign, seen = momentum_arrays(bars, tick, t_fc[rows], start[rows], m,

@@ -4,7 +4,9 @@
 bar length) lies in ``[t_forecast - w, t_forecast]``; ``P_target`` likewise at ``t_target``.
 With 1-minute bars and ``w = 30 s`` the reference at 12:30 is the bar that *started* 12:29.
 ``r = ln(P_target / P_ref)`` and ``y = 1 if r > 0 else 0``: a tie (r = 0) counts as y = 0.
-A task without either price is unscorable, with the reason in ``status``.
+A task without either price is unscorable, with the reason in ``status``: ``no_bars`` when the
+store holds no bar of its ticker in the session's regular hours (a day the data lacks), else
+``no_reference_price`` or ``no_target_price``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from finbench.data.bars import BarArrays
 OK = "ok"
 NO_REFERENCE = "no_reference_price"
 NO_TARGET = "no_target_price"
-STATUSES = (OK, NO_REFERENCE, NO_TARGET)
+NO_BARS = "no_bars"
+STATUSES = (OK, NO_REFERENCE, NO_TARGET, NO_BARS)
 LABEL_COLUMNS = ["task_id", "p_ref", "p_target", "r", "y", "status", "ref_bar_ts",
                  "target_bar_ts", "label_known_at"]
 
@@ -28,15 +31,17 @@ LABEL_COLUMNS = ["task_id", "p_ref", "p_target", "r", "y", "status", "ref_bar_ts
 def compute_labels(tasks: pd.DataFrame, bars: BarArrays, *, window_seconds: int = 30) -> pd.DataFrame:
     """One label row per task, in task order (see module docstring for the rules)."""
     found = label_bars(tasks["ticker"].to_numpy(dtype=object), to_ns(tasks["t_forecast"]),
-                       to_ns(tasks["t_target"]), bars, window_seconds=window_seconds)
+                       to_ns(tasks["t_target"]), bars, window_seconds=window_seconds,
+                       opens=to_ns(tasks["session_open"]), closes=to_ns(tasks["session_close"]))
     return label_frame(tasks["task_id"].to_numpy(), tasks["t_target"].reset_index(drop=True),
                        *found)
 
 
 def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: BarArrays, *,
-               window_seconds: int = 30, slices: np.ndarray | None = None
-               ) -> tuple[np.ndarray, ...]:
-    """(P_ref, P_target, reference bar start, target bar start) per query; NaN and NO_TIME
+               opens: np.ndarray, closes: np.ndarray, window_seconds: int = 30,
+               slices: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """(P_ref, P_target, reference bar start, target bar start, whether any bar of the ticker
+    starts in the session's regular hours ``[opens, closes)``) per query; NaN and NO_TIME
     where no bar qualifies. ``slices``: ``bars.slices_of(tickers)``, when known."""
     w = int(window_seconds) * NS
     ref = bars.last_available(tickers, t_fc, not_before=t_fc - w, slices=slices)
@@ -45,13 +50,16 @@ def label_bars(tickers: np.ndarray, t_fc: np.ndarray, t_tg: np.ndarray, bars: Ba
     out = [bars.mid_at(ref), bars.mid_at(tgt)]
     for idx in (ref, tgt):
         out.append(np.where(idx >= 0, ts[np.clip(idx, 0, None)], NO_TIME))
+    out.append(bars.count_between(tickers, opens, closes, slices=slices) > 0)
     return tuple(out)
 
 
 def label_frame(task_id, t_target: pd.Series, p_ref: np.ndarray,
-                p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray) -> pd.DataFrame:
+                p_tgt: np.ndarray, ref_ts: np.ndarray, tgt_ts: np.ndarray,
+                day_bars: np.ndarray) -> pd.DataFrame:
     """Label rows from the prices found (:func:`label_bars`); ``task_id``: an array or a
-    series (with a range index) of the tasks' ids."""
+    series (with a range index) of the tasks' ids; ``day_bars``: whether the ticker has a bar
+    in the session's regular hours."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         r = np.log(p_tgt / p_ref)
     has_ref, has_tgt = ~np.isnan(p_ref), ~np.isnan(p_tgt)
@@ -63,6 +71,8 @@ def label_frame(task_id, t_target: pd.Series, p_ref: np.ndarray,
                         "task(s)); the store breaks the ingest rules: run `finbench data "
                         "validate` on it")
     code = np.where(~has_ref, 1, np.where(~has_tgt, 2, 0)).astype(np.int8)  # STATUSES
+    # no bar all day: its own reason (the target, within regular hours, then has no bar)
+    code[~np.asarray(day_bars, bool)] = 3
     status = pa.DictionaryArray.from_arrays(code, pa.array(STATUSES)).cast(pa.string())
     scorable = code == 0
     y = pd.array(np.where(scorable, (r > 0).astype("int8"), 0), dtype="Int8")

@@ -19,7 +19,7 @@ from finbench.core.config import (
 )
 from finbench.tracks.base import ContextBatch, Inputs, Track
 from finbench.tracks.intraday.contexts import context_chunks
-from finbench.tracks.intraday.facts import scorability, summary
+from finbench.tracks.intraday.facts import scorability, summary, unscorable_notes
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
 from finbench.tracks.intraday.label_pass import Resolved, resolve
 from finbench.tracks.intraday.plan import plan_run
@@ -68,6 +68,9 @@ class IntradayTrack(Track):
 
     def summary(self, labels: pd.DataFrame) -> dict:
         return summary(self.plan, labels)
+
+    def unscorable_notes(self, labels: pd.DataFrame) -> list[str]:
+        return unscorable_notes(self.tasks, labels)
 
     def plain_inputs(self, rows: np.ndarray) -> Inputs:
         return plain_inputs(self.plan, self._resolved(), rows)
