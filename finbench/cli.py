@@ -63,14 +63,22 @@ def _ingest_events(args: argparse.Namespace, did: str) -> int:
         raise FinbenchError("data ingest: an event store takes --markets/--prices/--posts, not "
                             "bars or headlines (give them to a bar store)")
     store = EventStore.open_or_create(args.out)
+    done = store.ingest(markets=args.markets, prices=args.prices, posts=args.posts,
+                        default_category=args.default_category, unusable=args.unusable,
+                        dry_run=args.dry_run)
     if args.markets:
-        done = store.add_markets(args.markets, args.prices,
-                                 default_category=args.default_category, dry_run=args.dry_run)
         print(f"{did} {done['markets']} markets ({done['void']} void) and {done['prices']} "
               f"prices into {args.out}" + (f", replacing {done['replaced']} stored market(s)"
                                            if done["replaced"] else ""))
+        if done["skipped"]:
+            print(f"  skipped {sum(done['skipped'].values())} market(s) no binary question can "
+                  "be asked of: " + ", ".join(f"{SKIPPED[k]} {v}"
+                                             for k, v in done["skipped"].items())
+                  + " (--unusable refuse names each instead)")
+        if done["empty_histories"]:
+            print(f"  {done['empty_histories']} price file(s) hold an empty history: their "
+                  "markets have no price, and their tasks are excluded as no_price")
     if args.posts:
-        done = store.add_posts(args.posts, dry_run=args.dry_run)
         print(f"{did} {done['posts']} posts of {done['dates']} date(s) from {done['file']} "
               f"(sha256 {done['sha256'][:12]}, {done['lines']} lines) into {args.out}")
     if args.dry_run:
@@ -78,6 +86,10 @@ def _ingest_events(args: argparse.Namespace, did: str) -> int:
     else:
         print(f"snapshot sha256 {store.snapshot_sha256}")
     return 0
+
+
+SKIPPED = {"open": "still open", "not_binary": "not Yes/No (Over/Under, teams, several "
+           "outcomes)", "unresolved": "closed at prices that are no resolution"}
 
 
 def _data_synth_events(args: argparse.Namespace) -> int:
@@ -358,6 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "JSON object a line, .zst or plain)")
     ingest.add_argument("--default-category", help="event store: category of Gamma markets "
                         "that name none")
+    ingest.add_argument("--unusable", choices=("skip", "refuse"), default="skip",
+                        help="event store: Gamma markets no binary question can be asked of "
+                        "(open, not Yes/No, closed unresolved): skipped and counted (default) "
+                        "or refused, each named")
     ingest.set_defaults(func=_data_ingest)
     validate = data.add_parser("validate", help="re-hash and re-check a store")
     validate.add_argument("store")

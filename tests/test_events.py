@@ -64,7 +64,7 @@ def test_bad_markets_are_named_and_nothing_is_written(tmp_path):
         _gamma(id="4", category=None), _gamma(id="5 x"), _gamma(id="6", closed=False),
         _gamma(id="7", startDate="2024-01-01 00:00")]))
     with pytest.raises(DataError) as err:
-        EventStore.open_or_create(tmp_path / "store").add_markets(file, None)
+        EventStore.open_or_create(tmp_path / "store").add_markets(file, None, unusable="refuse")
     text = str(err.value)
     assert "market 2 (id 2): outcomePrices [0.7, 0.3]: not a resolution" in text
     assert "market 3 (id 3)" in text and "not a binary Yes/No market" in text
@@ -184,12 +184,13 @@ def test_a_market_not_open_at_its_cutoff_is_asked_of_no_model(tmp_path):
     assert labels.loc["q0000", "status"] == "ok"
     rows = pd.read_parquet(out / "forecasts.parquet")
     assert rows["task_id"].str.startswith("q0000|").all() and len(rows) == 1
-    assert any("1 task(s) are asked of no model: their market opened after t0" in s
-               for s in said)
+    assert any("1 task(s) are asked of no model, excluded before forecasting "
+               "(t0_before_open 1): 0 language-model call(s) saved" in s for s in said)
     assert audit_run(out) == []
     extra = rows.assign(task_id=labels.loc["q0001", "task_id"])  # a row no model could give
     pd.concat([rows, extra]).to_parquet(out / "forecasts.parquet", index=False)
-    assert any("has a row of task q0001|" in p and "opened after its t0" in p
+    assert any("has a row of task q0001|" in p
+               and "excluded before forecasting (t0_before_open: no model is asked it)" in p
                for p in audit_run(out))
 
 
@@ -310,12 +311,13 @@ def test_the_event_pilot_with_language_models_is_gated_and_audits_clean(tmp_path
     out = run(_llm_config(tmp_path, loopback), tmp_path / "run", echo=lambda *_: None)
     labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
     prompts = [r["body"]["messages"][-1]["content"] for r in loopback.requests]
-    assert len(prompts) == 2 * len(labels)  # every market, both models, once
+    ok = (labels["status"] == "ok").sum()  # every market that can be scored, both models, once
+    assert len(prompts) == 2 * ok and ok == len(labels) - 4
     for text in prompts:  # no prompt holds the canary of its own question
         question = text.split("\n")[0].removeprefix("Question: ")
         assert not any("CANARY" in line and question in line for line in text.split("\n"))
     with_posts = sum("<posts>" in p for p in prompts)
-    assert with_posts == len(labels)  # the model without retrieval is shown no post
+    assert with_posts == ok  # the model without retrieval is shown no post
     retrieved = pd.read_parquet(out / "retrieval.parquet")
     t0 = retrieved["task_id"].map(labels["t0"])
     assert (retrieved["created_utc"] < t0).all() and len(retrieved) > 100

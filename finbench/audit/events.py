@@ -54,8 +54,9 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
-    askable = track.askable()  # a market not open at t0 is asked of no model
-    problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models], askable)
+    askable = track.askable()  # a task excluded before forecasting is asked of no model
+    problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models], askable,
+                          fresh["status"])
     problems += _time_problems(forecasts, tasks)
     rows = np.flatnonzero(askable)
     gated = next(track.context_batches(askable)).inputs(np.arange(len(rows)))
@@ -90,11 +91,12 @@ def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) 
 
 
 def _coverage(forecasts: pd.DataFrame, task_ids: pd.Series, names: list[str],
-              askable: np.ndarray) -> list[str]:
-    """Every task that can be asked (``askable``) of every model once, and no other row."""
+              askable: np.ndarray, status: pd.Series) -> list[str]:
+    """Every task that can be asked (``askable``) of every model once, and no other row (a
+    task excluded before forecasting, by its label's ``status``, has none)."""
     problems = []
     counts = forecasts.groupby(["model", "task_id"]).size()
-    never = set(task_ids[~askable])
+    never = dict(zip(task_ids[~askable], np.asarray(status)[~askable], strict=True))
     for name in names:
         have = counts.loc[name] if name in counts.index.get_level_values(0) else pd.Series(
             dtype=int)
@@ -102,8 +104,8 @@ def _coverage(forecasts: pd.DataFrame, task_ids: pd.Series, names: list[str],
         twice = have[have > 1]
         problems += [f"forecasts.parquet: model {name} has no row of task {t}"
                      for t in missing.head(SHOWN)]
-        problems += [f"forecasts.parquet: model {name} has a row of task {t}, whose market "
-                     "opened after its t0 (no model can be asked it)"
+        problems += [f"forecasts.parquet: model {name} has a row of task {t}, excluded "
+                     f"before forecasting ({never[t]}: no model is asked it)"
                      for t in [t for t in have.index if t in never][:SHOWN]]
         problems += [f"forecasts.parquet: model {name} answers task {t} {n} times"
                      for t, n in twice.head(SHOWN).items()]

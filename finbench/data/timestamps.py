@@ -73,8 +73,11 @@ def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
                                                         for v in given)
               else _integers(given))
     epochs = _from_epoch(column, np.zeros(len(column), bool))
-    values = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns, UTC]")
-    values[~numbers], values[numbers] = texts.values.to_numpy(), epochs.values.to_numpy()
+    ns = np.empty(len(raw), np.int64)  # both parts as nanoseconds (NaT: the missing value)
+    ns[~numbers] = texts.values.to_numpy("datetime64[ns]").astype(np.int64)
+    ns[numbers] = epochs.values.to_numpy("datetime64[ns]").astype(np.int64)
+    values = pd.Series(pd.to_datetime(ns.view("datetime64[ns]")).tz_localize("UTC"),
+                       index=raw.index)
     unparseable, naive = np.zeros(len(raw), bool), np.zeros(len(raw), bool)
     unparseable[~numbers], unparseable[numbers] = texts.unparseable, epochs.unparseable
     naive[~numbers] = texts.naive

@@ -180,71 +180,98 @@ class EventStore:
         return table.filter(keep)
 
     # -- ingest ----------------------------------------------------------------------------
-    def add_markets(self, markets_file, prices, *, default_category: str | None = None,
-                    dry_run: bool = False) -> dict:
-        """Markets (replacing stored ones of the same id) and their price histories (a
-        market's stored prices are replaced by the new file's when it has any)."""
-        with self.changing("finbench data ingest (markets)", dry_run=dry_run):
-            return self._add_markets(markets_file, prices, default_category=default_category,
-                                     dry_run=dry_run)
+    def ingest(self, *, markets=None, prices=None, posts=None, default_category: str | None = None,
+               unusable: str = "skip", dry_run: bool = False) -> dict:
+        """Markets (replacing stored ones of the same id) with their price histories (a
+        market's stored prices are replaced by the new file's when it has any), and a dump's
+        posts merged into the date partitions (a post id appears once in a partition: the
+        same id from two dumps is refused, naming both): everything read and checked, then
+        written as one change, so a broken rule anywhere writes nothing. ``unusable``: what
+        becomes of a Gamma market no binary question can be asked of (skipped and counted
+        by reason, or refused: :func:`~finbench.data.events.markets.read_markets`).
+        Returns the counts: ``markets``, ``void``, ``replaced``, ``skipped`` (by reason),
+        ``prices``, ``empty_histories``, ``posts``, ``dates`` and the dump's facts."""
+        if prices is not None and markets is None:
+            raise DataError("--prices goes with --markets (the markets they price)")
+        with self.changing("finbench data ingest (events)", dry_run=dry_run):
+            spill = self.path if self.path.is_dir() else self.path.resolve().parent
+            spill.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=spill, prefix=".finbench-ingest-") as tmp:
+                updates, done, source, dump = {}, {}, None, None
+                if markets is not None:
+                    part, done = self._market_updates(markets, prices, default_category,
+                                                      unusable)
+                    updates.update(part)
+                    source = {"markets": str(markets),
+                              "prices": str(prices) if prices else None}
+                if posts is not None:
+                    part, counts, dump = self._post_updates(posts, Path(tmp))
+                    updates.update(part)
+                    done.update(counts)
+                if not dry_run and updates:
+                    self._commit(updates, source=source, dump=dump)
+        return done
 
-    def _add_markets(self, markets_file, prices, *, default_category: str | None,
-                     dry_run: bool) -> dict:
-        new = read_markets(markets_file, default_category=default_category)
+    def add_markets(self, markets_file, prices, *, default_category: str | None = None,
+                    unusable: str = "skip", dry_run: bool = False) -> dict:
+        """:meth:`ingest` of markets and their prices alone."""
+        return self.ingest(markets=markets_file, prices=prices,
+                           default_category=default_category, unusable=unusable,
+                           dry_run=dry_run)
+
+    def add_posts(self, dump, *, dry_run: bool = False) -> dict:
+        """:meth:`ingest` of a dump's posts alone."""
+        return self.ingest(posts=dump, dry_run=dry_run)
+
+    def _market_updates(self, markets_file, prices, default_category: str | None,
+                        unusable: str) -> tuple[dict, dict]:
+        read = read_markets(markets_file, default_category=default_category, unusable=unusable)
+        new = read.frame
         old = self.markets() if "markets.parquet" in self.manifest["files"] else None
         replaced = 0 if old is None else int(old["market_id"].isin(new["market_id"]).sum())
         merged = new if old is None else pd.concat(
             [old[~old["market_id"].isin(new["market_id"])], new], ignore_index=True)
         merged = merged.sort_values("market_id", kind="stable").reset_index(drop=True)
-        updates = {"markets.parquet": merged}
-        n_prices = 0
+        updates = {"markets.parquet": _writer(merged)}
+        n_prices, empty = 0, []
         if prices is not None:
-            table = read_prices(prices, merged["market_id"])
+            table, empty = read_prices(prices, merged["market_id"], tokens=read.tokens)
             n_prices = len(table)
             stored = self.prices() if "prices.parquet" in self.manifest["files"] else None
             if stored is not None:
                 table = pd.concat([stored[~stored["market_id"].isin(table["market_id"])],
                                    table], ignore_index=True)
-            updates["prices.parquet"] = table.sort_values(["market_id", "time"],
-                                                          kind="stable").reset_index(drop=True)
-        if not dry_run:
-            self._commit({k: _writer(v) for k, v in updates.items()}, source={
-                "markets": str(markets_file), "prices": str(prices) if prices else None})
-        return {"markets": len(new), "replaced": replaced, "prices": n_prices,
-                "void": int((new["outcome"] == "void").sum())}
+            updates["prices.parquet"] = _writer(table.sort_values(
+                ["market_id", "time"], kind="stable").reset_index(drop=True))
+        return updates, {"markets": len(new), "replaced": replaced, "prices": n_prices,
+                         "void": int((new["outcome"] == "void").sum()),
+                         "skipped": dict(sorted(read.skipped.items())),
+                         "empty_histories": len(empty)}
 
-    def add_posts(self, dump, *, dry_run: bool = False) -> dict:
-        """A dump's posts merged into the date partitions (a post id appears once in a
-        partition: the same id from two dumps is refused, naming both)."""
-        with self.changing("finbench data ingest (posts)", dry_run=dry_run):
-            return self._add_posts(dump, dry_run=dry_run)
-
-    def _add_posts(self, dump, *, dry_run: bool) -> dict:
+    def _post_updates(self, dump, tmp: Path) -> tuple[dict, dict, dict]:
+        """The posts partitions a dump changes (spilled into ``tmp`` by date while it is
+        read, never held whole), its counts and its facts."""
         facts: dict = {}
-        spill = self.path if self.path.is_dir() else self.path.resolve().parent
-        with tempfile.TemporaryDirectory(dir=spill, prefix=".finbench-ingest-") as tmp:
-            chunks: dict[dt.date, list[Path]] = {}
-            for number, batch in enumerate(read_dump(dump, facts)):
-                days = pc.floor_temporal(batch.column("created_utc"), unit="day")
-                for day in pc.unique(days).to_pylist():
-                    part = batch.filter(pc.equal(days, pa.scalar(day, days.type)))
-                    file = Path(tmp) / f"{day.date()}-{number:06d}.parquet"
-                    pq.write_table(part, file)
-                    chunks.setdefault(day.date(), []).append(file)
-            updates, posts = {}, 0
-            for day, files in sorted(chunks.items()):
-                table = pa.concat_tables(pq.read_table(f) for f in files)
-                posts += table.num_rows
-                rel = _post_rel(day)
-                if rel in self.manifest["files"]:
-                    table = pa.concat_tables([pq.read_table(self.path / rel), table])
-                _refuse_duplicates(table, dump, day)
-                order = pc.sort_indices(table, [("created_utc", "ascending"),
-                                                ("post_id", "ascending")])
-                updates[rel] = _table_writer(table.take(order))
-            if not dry_run:
-                self._commit(updates, dump=facts)
-        return {"posts": posts, "dates": len(chunks), **facts}
+        chunks: dict[dt.date, list[Path]] = {}
+        for number, batch in enumerate(read_dump(dump, facts)):
+            days = pc.floor_temporal(batch.column("created_utc"), unit="day")
+            for day in pc.unique(days).to_pylist():
+                part = batch.filter(pc.equal(days, pa.scalar(day, days.type)))
+                file = tmp / f"{day.date()}-{number:06d}.parquet"
+                pq.write_table(part, file)
+                chunks.setdefault(day.date(), []).append(file)
+        updates, posts = {}, 0
+        for day, files in sorted(chunks.items()):
+            table = pa.concat_tables(pq.read_table(f) for f in files)
+            posts += table.num_rows
+            rel = _post_rel(day)
+            if rel in self.manifest["files"]:
+                table = pa.concat_tables([pq.read_table(self.path / rel), table])
+            _refuse_duplicates(table, dump, day)
+            order = pc.sort_indices(table, [("created_utc", "ascending"),
+                                            ("post_id", "ascending")])
+            updates[rel] = _table_writer(table.take(order))
+        return updates, {"posts": posts, "dates": len(chunks), **facts}, facts
 
     def _commit(self, updates: dict, *, source: dict | None = None, dump: dict | None = None
                 ) -> None:

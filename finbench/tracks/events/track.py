@@ -100,9 +100,10 @@ class EventsTrack(Track):
             {"rank": np.int64, "score": np.float64})}
 
     def askable(self) -> np.ndarray:
-        """A market not yet open at ``t0`` cannot be asked: its question and terms were not
-        known then (its label's status is ``t0_before_open``)."""
-        return (self.tasks["t0"] >= self.tasks["opened_at"]).to_numpy(bool)
+        """Only a task that can be scored is asked: one excluded by its label (void, its
+        market not yet open at ``t0`` so its question was not known then, resolved at or
+        before ``t0``, no price at ``t0``) would be paid for and never scored."""
+        return (self._labels()["status"] == OK).to_numpy(bool)
 
     def warnings(self, labels: pd.DataFrame) -> list[str]:
         ok = labels["status"] == OK
@@ -111,11 +112,14 @@ class EventsTrack(Track):
                            " (void markets, cutoffs outside the market's life, or no price "
                            "at t0)")
         out = []
-        early = int((~self.askable()).sum())
-        if early:
-            out.append(f"{early} task(s) are asked of no model: their market opened after t0, "
-                       "so its question was not known then (not scored: t0_before_open, or "
-                       "an exclusion tested before it)")
+        excluded = labels.loc[~ok, "status"].value_counts()
+        if len(excluded):
+            calls = len(excluded) and int(excluded.sum()) * sum(
+                1 for m in self.config.models if m.kind not in REFERENCE_KINDS)
+            out.append(f"{int(excluded.sum())} task(s) are asked of no model, excluded before "
+                       "forecasting (" + ", ".join(f"{r} {int(excluded.get(r, 0))}"
+                                                   for r in EXCLUSIONS if r in excluded)
+                       + f"): {calls} language-model call(s) saved")
         if not (labels.loc[ok, "y"] == 1).any():
             out.append(f"no positive cases: none of the {int(ok.sum())} scored markets "
                        "resolved YES (kept in, flagged in every table)")
