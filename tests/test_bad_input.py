@@ -28,13 +28,12 @@ from tests.helpers import (
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_PATH = {"PYTHONPATH": str(ROOT)}
-ENV = {**os.environ, **ENV_PATH}
 
 
 def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
     """The command as a user gives it, its exit code and what it printed: in this process
     (:func:`tests.helpers.cli`), or, under a file-size ``limit``, ``python -m finbench`` in a
-    process of its own (the limit is the process's)."""
+    process of its own (the limit is the process's; its environment this one's)."""
     argv = [str(a) for a in args]
     if limit is None:
         return cli(*argv)
@@ -43,8 +42,9 @@ def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "finbench", *argv], env=ENV,
-                          capture_output=True, text=True, timeout=300, preexec_fn=cap)
+    return subprocess.run([sys.executable, "-m", "finbench", *argv],
+                          env={**os.environ, **ENV_PATH}, capture_output=True, text=True,
+                          timeout=300, preexec_fn=cap)
 
 
 def message(result: subprocess.CompletedProcess) -> str:
@@ -346,6 +346,67 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_no_torn_file(tmp_pat
     again = finbench("run", pilot(tmp_path, sample_store), "--out", out)  # room again
     assert again.returncode == 0, again.stderr
     assert finbench("audit", out).returncode == 0
+
+
+def llm_pilot(tmp_path: Path, store: Path, base_url: str) -> Path:
+    """Three tickers over three sessions with a language model: 27 calls, transcripts and
+    all."""
+    return write(tmp_path / "llm.toml", f'[data]\nstore = "{store}"\n[tasks]\ntickers = '
+                 '["AAPL", "MSFT", "NVDA"]\nstart = "2025-01-13"\nend = "2025-01-15"\n'
+                 '[[models]]\nname = "coin"\nkind = "coin"\n' + llm_toml(base_url))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [40_000, 60_000, 100_000, 150_000, 200_000])  # bytes: the
+# transcripts file and its write-ahead log pass each at another call
+def test_a_full_disk_while_transcripts_are_written_is_the_same_one_line(
+        tmp_path, sample_store, server, monkeypatch, limit):
+    """SQLite says "disk I/O error" when its log passes a file-size limit (or fills a disk):
+    it was a raw sqlite3.OperationalError traceback. The run now ends as every other write
+    does, and the same command with room resumes it to the run made without a limit."""
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = llm_pilot(tmp_path, sample_store, server.base_url)
+    out = tmp_path / "run"
+    said = message(finbench("run", cfg, "--out", out, limit=limit))
+    assert said.startswith(f"DiskFullError: {out / 'transcripts.sqlite'}: cannot be written: "
+                           "file too large (a file-size limit)") and said.count("\n") == 1
+    assert not list(out.rglob("*.tmp"))
+    again = finbench("run", cfg, "--out", out)  # room again
+    assert again.returncode == 0, again.stderr
+    assert finbench("audit", out).returncode == 0
+    whole = tmp_path / "whole"
+    assert finbench("run", cfg, "--out", whole).returncode == 0
+    got, want = (pd.read_parquet(d / "forecasts.parquet").drop(columns=["latency", "detail"])
+                 for d in (out, whole))
+    pd.testing.assert_frame_equal(got, want)
+    for name in ("scores.parquet", "rows.parquet", "labels.parquet"):
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    assert not (out / "transcripts.sqlite-wal").exists()  # truncated and closed
+
+
+def test_the_transcripts_log_stays_small_and_is_gone_when_the_run_ends(tmp_path, sample_store,
+                                                                       server, monkeypatch):
+    """The write-ahead log of transcripts.sqlite grew to SQLite's default checkpoint of 1000
+    pages (4 MB) beside a database of a few dozen kB; it is checkpointed every 64 pages,
+    kept under 1 MiB, and truncated when the run closes the file."""
+    from finbench.runlog.transcripts import CHECKPOINT_PAGES, WAL_BYTES, Transcripts
+
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    transcripts = Transcripts(tmp_path)
+    largest = 0
+    for i in range(400):  # 400 calls of 4 kB each, one transaction each
+        transcripts.put([{"model": "m", "task_id": f"T|2025-01-15|{i}", "attempt": 1,
+                          "input_sha256": "0" * 64,
+                          "messages": [{"role": "user", "content": os.urandom(2048).hex()}],
+                          "response": {"i": i}}])
+        largest = max(largest, (tmp_path / "transcripts.sqlite-wal").stat().st_size)
+    assert largest <= (CHECKPOINT_PAGES + 8) * 4096 < WAL_BYTES
+    transcripts.close()
+    wal = tmp_path / "transcripts.sqlite-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert len(list(Transcripts(tmp_path).each_last("m"))) == 400
 
 
 def test_a_copy_over_another_store_is_refused_before_anything_is_copied(tmp_path):

@@ -46,6 +46,54 @@ def out_of_space(exc: BaseException) -> bool:
                for code in OUT_OF_SPACE)
 
 
+SQLITE_SPACE = 64 * 1024  # a write of SQLite that fails this close to a limit ran out of it
+_SQLITE_SIDES = ("", "-wal", "-shm", "-journal")
+
+
+def sqlite_out_of_space(exc: BaseException, path: Path) -> OSError | None:
+    """The out-of-space error that ``exc``, an error of SQLite writing the database ``path``,
+    stands for (None when it is another one): SQLite says ``SQLITE_FULL`` of a full disk, but
+    only "disk I/O error" (``SQLITE_IOERR_*``) when a file passes the process's file-size
+    limit or the disk fills while its write-ahead log grows; such an error is out of space
+    when the filesystem has less than :data:`SQLITE_SPACE` bytes free, or one of the
+    database's files is within that of the file-size limit."""
+    import resource
+    import sqlite3
+
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL":
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if not name.startswith("SQLITE_IOERR"):
+        return None
+    path = Path(path)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    sizes = [f.stat().st_size for f in (path.with_name(path.name + s) for s in _SQLITE_SIDES)
+             if f.is_file()]
+    if limit != resource.RLIM_INFINITY and any(size + SQLITE_SPACE >= limit for size in sizes):
+        return OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return None
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) if free < SQLITE_SPACE else None
+
+
+@contextlib.contextmanager
+def sqlite_writing(path: Path):
+    """Around SQLite's writes to the database ``path``: running out of space (a full disk, a
+    file-size limit: :func:`sqlite_out_of_space`) becomes a :class:`DiskFullError` naming
+    the file, as every other write of a run says it."""
+    try:
+        yield
+    except Exception as exc:
+        space = sqlite_out_of_space(exc, path)
+        if space is None:
+            raise
+        raise DiskFullError(disk_full_message(Path(path), None, space)) from None
+
+
 def disk_full_message(path: Path, tmp: Path | None, exc: OSError) -> str:
     written = tmp.stat().st_size if tmp is not None and tmp.exists() else None
     try:

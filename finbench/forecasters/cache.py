@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from finbench.core.errors import RunError
+from finbench.core.outputs import DiskFullError, sqlite_writing
 from finbench.core.session_cache import CACHE_ENV, cache_root
 
 
@@ -32,12 +33,15 @@ class ResponseCache:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False,
-                                       isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
-                             "response TEXT NOT NULL)")
+            with sqlite_writing(self.path):
+                self._db = sqlite3.connect(self.path, check_same_thread=False,
+                                           isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
+                                 "response TEXT NOT NULL)")
+        except DiskFullError:
+            raise
         except (OSError, sqlite3.DatabaseError) as exc:
             raise RunError(f"{self.path}: the response cache cannot be opened ({exc}); move it "
                            f"aside, or set {CACHE_ENV} to another folder") from None
@@ -48,7 +52,7 @@ class ResponseCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, response: dict) -> None:
-        with self._lock:
+        with self._lock, sqlite_writing(self.path):
             self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)",
                              (key, json.dumps(response, sort_keys=True)))
 

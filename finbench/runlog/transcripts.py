@@ -5,7 +5,10 @@ from the run's first call, kept in the file), written just before the call's jou
 every journalled answer has its transcript.
 
 SQLite in WAL mode: a killed run loses at most the calls in flight; a call asked again after
-a kill replaces its transcript of the same attempt.
+a kill replaces its transcript of the same attempt. The write-ahead log is checkpointed every
+:data:`CHECKPOINT_PAGES` pages and kept at most :data:`WAL_BYTES` long (truncated when the
+file is closed), so it never holds much more than the calls of the last few seconds; a full
+disk (or a file-size limit) while it is written is the run's one-line DiskFullError.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import zlib
 from pathlib import Path
 
 from finbench.core.errors import RunError
+from finbench.core.outputs import sqlite_writing
 
 TRANSCRIPTS = "transcripts.sqlite"
 LEVEL = 6  # zlib level: prompts of one run share most of their text
 
 
 WINDOW = 1 << 15  # zlib's window: a preset dictionary longer than this is not used
+CHECKPOINT_PAGES = 64  # pages of 4 KiB: the log is copied into the database past 256 KiB
+WAL_BYTES = 1 << 20  # ... and truncated back to this after a checkpoint
 
 
 def _text(value) -> bytes:
@@ -51,7 +57,8 @@ class Transcripts:
     def _open(self, create: bool) -> sqlite3.Connection | None:
         if self._db is None and (create or self.path.is_file()):
             try:
-                self._db = self._connect()
+                with sqlite_writing(self.path):
+                    self._db = self._connect()
             except sqlite3.DatabaseError as exc:
                 self._db = None
                 raise self._damaged(exc) from None
@@ -81,6 +88,8 @@ class Transcripts:
     def _prepared(self, db: sqlite3.Connection) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
         db.execute(
             "CREATE TABLE IF NOT EXISTS transcripts (model TEXT NOT NULL, task_id TEXT NOT "
             "NULL, attempt INTEGER NOT NULL, input_sha256 TEXT NOT NULL, messages BLOB NOT "
@@ -106,11 +115,12 @@ class Transcripts:
         if not entries:
             return
         db = self._open(create=True)
-        zdict = self._dictionary(entries[0])
-        db.executemany("INSERT OR REPLACE INTO transcripts VALUES (?, ?, ?, ?, ?, ?)",
-                       [(e["model"], e["task_id"], int(e["attempt"]), e["input_sha256"],
-                         pack(e["messages"], zdict), pack(e["response"], zdict))
-                        for e in entries])
+        with sqlite_writing(self.path):
+            zdict = self._dictionary(entries[0])
+            db.executemany("INSERT OR REPLACE INTO transcripts VALUES (?, ?, ?, ?, ?, ?)",
+                           [(e["model"], e["task_id"], int(e["attempt"]), e["input_sha256"],
+                             pack(e["messages"], zdict), pack(e["response"], zdict))
+                            for e in entries])
 
     def of(self, task_id: str, model: str | None = None) -> list[dict]:
         """Every stored call of ``task_id`` (of ``model`` only, when given), by model and
@@ -153,10 +163,15 @@ class Transcripts:
             yield [self._entry(row) for row in rows]
 
     def close(self) -> None:
+        """Close the file, its write-ahead log copied in and truncated (when the disk lets
+        it: a run stopping on a full disk keeps the log, which the next run reads)."""
         if self._db is not None:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError:
+                pass
             self._db.close()
             self._db = None
-
 
     def _entry(self, row) -> dict:
         model, task_id, attempt, sha, messages, response = row
