@@ -276,7 +276,7 @@ def _audit(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.run}: audit passed (file hashes, config, data snapshot, tasks, labels, every "
           "task x model once, journal, answers re-derived, time gate and receipts, LLM "
-          "transcripts, scores); "
+          "transcripts, scores and their CSVs, the report when there is one); "
           f"manifest.json sha256 {manifest_sha}")
     return 0
 

@@ -165,3 +165,24 @@ def test_unscorable_tasks_and_invalid_answers_are_counted_by_reason_where_the_us
     assert (overall["n_no_bars"], overall["n_no_reference_price"], overall["n_unscorable"]) == (
         3, 6, 9)
     assert cli("audit", tmp_path / "r").returncode == 0
+
+
+def test_a_resume_that_changes_nothing_leaves_the_manifest_and_its_receipt(tmp_path):
+    """Its finished_at changed, and with it the receipt a user keeps, and the report's
+    receipt then named the run as changed since it was drawn."""
+    store = quickstart_store(tmp_path)
+    cfg = write(tmp_path / "my.toml", f'[data]\nstore = "{store}"\n[tasks]\n'
+                'tickers = ["ACME"]\nstart = "2025-01-06"\nend = "2025-01-15"\n'
+                '[[models]]\nname = "coin"\nkind = "coin"\n')
+    first = cli("run", cfg, "--out", tmp_path / "my")
+    assert first.returncode == 0 and cli("report", tmp_path / "my").returncode == 0
+    before = (tmp_path / "my" / "manifest.json").read_bytes()
+    import time
+
+    time.sleep(1.1)  # finished_at is to the second
+    again = cli("run", cfg, "--out", tmp_path / "my")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "my" / "manifest.json").read_bytes() == before
+    receipt = [line for line in first.stdout.splitlines() if line.startswith("receipt:")]
+    assert receipt and receipt[0] in again.stdout
+    assert cli("audit", tmp_path / "my").returncode == 0

@@ -17,7 +17,10 @@ difference.
   before its horizon, its input digest and input times re-derived.
 - Transcripts of LLM calls (:mod:`.transcripts`): each row's call kept, its messages the prompt
   re-rendered from the gated context, its response the row's raw text.
-- Scores: computed again from the stored forecasts and labels (:mod:`.scores`).
+- Scores: computed again from the stored forecasts and labels, and each CSV written again
+  from its Parquet file (:mod:`.scores`).
+- The report, when there is one: its files against their receipt and against the report
+  drawn again from the run (:mod:`.report`).
 
 Floats that pass through libm are compared within 4 ULP (rows) or a relative 1e-9 (means of
 millions of rows), so a run made on one machine audits clean on another; everything else
@@ -33,9 +36,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.audit.files import config_problems, hash_problems, table_problems
+from finbench.audit.files import config_problems, hash_problems, table_problems, task_problems
 from finbench.audit.labels import class_problems, consistency_problems, label_problems
 from finbench.audit.receipts import Receipts, receipt_problems
+from finbench.audit.report import report_problems
 from finbench.audit.rows import (
     FROM_RAW,
     RECOMPUTED,
@@ -50,7 +54,7 @@ from finbench.audit.rows import (
     raw_answers,
     where,
 )
-from finbench.audit.scores import score_problems
+from finbench.audit.scores import csv_problems, score_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.calendar import from_library
 from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
@@ -87,7 +91,13 @@ def audit_run(run_dir: str | Path, *, echo=None) -> list[str]:
 
 
 def _audit(run_dir: Path, echo) -> list[str]:
-    """:func:`audit_run` of a run directory read-locked by the caller."""
+    """:func:`audit_run` of a run directory read-locked by the caller: the run, then its
+    report when it has one."""
+    return _audit_run(run_dir, echo) + report_problems(run_dir)
+
+
+def _audit_run(run_dir: Path, echo) -> list[str]:
+    """Everything of the run but its report."""
     manifest = read_manifest(run_dir)
     problems = hash_problems(run_dir, manifest) + config_problems(manifest)
     try:
@@ -105,7 +115,8 @@ def _audit(run_dir: Path, echo) -> list[str]:
     # the store's partitions re-hashed and re-checked beside what follows (a large store by a
     # helper process, on another core); its problems come first, as the run's data
     with StoreCheck(Store(config.data.store), echo) as store_check:
-        scores = score_problems(run_dir)  # first: it holds a model's rows, nothing else is loaded
+        # first: it holds a model's rows, nothing else is loaded
+        scores = score_problems(run_dir) + csv_problems(run_dir)
         plan = plan_run(config)
         want = manifest["data"]["snapshot_sha256"]
         if plan.store.snapshot_sha256 != want:
@@ -132,7 +143,8 @@ def _against_the_plan(run_dir: Path, manifest: dict, config, plan, echo) -> list
     ids = arrow_text(plan.tasks["task_id"])
     if not arrow_text(tasks["task_id"]).equals(ids):  # same ids in the same order
         return ["tasks.parquet: task list differs from the one the config gives"]
-    problems = consistency_problems(labels) + class_problems(labels, config.tasks.classes)
+    problems = task_problems(tasks, plan.tasks)
+    problems += consistency_problems(labels) + class_problems(labels, config.tasks.classes)
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
     return problems + _derived_again(run_dir, plan, models, labels, ids, echo)

@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.audit.files import task_problems
 from finbench.audit.rows import capped
-from finbench.audit.scores import _frame_problems
+from finbench.audit.scores import _frame_problems, first_difference
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
-from finbench.scoring.event_run import event_tables
+from finbench.scoring.event_run import event_csv, event_tables
 from finbench.tracks.events.track import EventsTrack
 
 SHOWN = 10
@@ -47,6 +48,7 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     tasks = pd.read_parquet(run_dir / "tasks.parquet")
     if tasks["task_id"].tolist() != track.tasks["task_id"].tolist():
         return problems + ["tasks.parquet: task list differs from the one the config gives"]
+    problems += task_problems(tasks, track.tasks)
     fresh = track.label(contexts=True, echo=echo)
     stored = pd.read_parquet(run_dir / "labels.parquet")
     problems += _frame_problems(stored, fresh, "labels.parquet", key=["task_id"])
@@ -76,7 +78,16 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
                 else pd.read_csv(run_dir / f"{name}.csv", keep_default_na=False,
                                  na_values=[""]))
         problems += _frame_problems(have, again[name], name, key=key)
+        if name in PARQUET_AND_CSV and (run_dir / f"{name}.csv").is_file() and (
+                run_dir / f"{name}.parquet").is_file():  # the CSV: its Parquet file's text
+            problems += first_difference(
+                run_dir / f"{name}.csv",
+                [event_csv(pd.read_parquet(run_dir / f"{name}.parquet")).encode()],
+                f"{name}.csv: not the CSV of {name}.parquet")
     return problems
+
+
+PARQUET_AND_CSV = ("scores", "skill", "rows")
 
 
 def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) -> list[str]:

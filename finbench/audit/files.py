@@ -8,11 +8,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.core.config import parse_config, shard_config
 from finbench.core.errors import ConfigError
+from finbench.core.times import to_ns
 from finbench.forecasters.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import MANIFEST, file_hashes, journal_parts
 
@@ -140,3 +143,29 @@ def _of_kind(arrow_type: pa.DataType, kind: str) -> bool:
     """Whether a column of ``arrow_type`` holds values of ``kind``; a column of nulls alone
     (no type) does."""
     return pa.types.is_null(arrow_type) or _KINDS[kind](arrow_type)
+
+
+def task_problems(stored: pd.DataFrame, planned: pd.DataFrame, *, shown: int = 20) -> list[str]:
+    """Every field of every task as stored against the task the config gives (the same ids in
+    the same order already checked): times compared as instants, the rest as values."""
+    problems = [f"tasks.parquet: has no column {c}" for c in planned.columns
+                if c not in stored.columns]
+    problems += [f"tasks.parquet: has a column {c} no task of the config has"
+                 for c in stored.columns if c not in planned.columns]
+    for col in [c for c in planned.columns if c in stored.columns and c != "task_id"]:
+        a, b = stored[col], planned[col]
+        if isinstance(b.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(b.dtype):
+            try:
+                same = to_ns(a) == to_ns(b)
+            except (TypeError, ValueError):
+                same = np.zeros(len(a), bool)
+        else:
+            u, v = a.astype(object).to_numpy(), b.astype(object).to_numpy()
+            same = np.asarray(u == v, bool) | (pd.isna(u) & pd.isna(v))
+        bad = np.flatnonzero(~same)
+        problems += [f"tasks.parquet task {planned['task_id'].iat[i]}: {col} is {a.iat[i]!r}, "
+                     f"but the config gives {b.iat[i]!r}" for i in bad[:shown]]
+        if len(bad) > shown:
+            problems.append(f"... and {len(bad) - shown} more tasks of tasks.parquet differ in "
+                            f"{col}")
+    return problems

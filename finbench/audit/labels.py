@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.floats import within_ulps
+from finbench.core.times import to_ns
 from finbench.tracks.intraday.classes import class_columns
 
 
@@ -24,6 +25,9 @@ def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
         "p_target": ~_same(stored["p_target"], fresh["p_target"]),
         "y": ~_same(stored["y"].astype("float64"), fresh["y"].astype("float64")),
         "r": ~within_ulps(stored["r"].to_numpy(float), fresh["r"].to_numpy(float)),
+        # the bars read and when the label became known: instants, compared exactly
+        **{col: ~_same_times(stored[col], fresh[col]) for col in TIME_COLUMNS
+           if col in stored and col in fresh},
     }
     bad = np.logical_or.reduce(list(differs.values()))
     problems = []
@@ -32,6 +36,15 @@ def label_problems(stored: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
                            for name, d in differs.items() if d[i])
         problems.append(f"labels.parquet task {stored.index[i]}: {fields}")
     return problems
+
+
+TIME_COLUMNS = ("ref_bar_ts", "target_bar_ts", "label_known_at")
+
+
+def _same_times(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Equal instants (NaT matching NaT), whatever the unit each is stored in."""
+    u, v = (to_ns(x) for x in (a, b))
+    return u == v
 
 
 def _same(a: pd.Series, b: pd.Series) -> np.ndarray:

@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
 from finbench.core.lookup import same_values
-from finbench.scoring.run import RunScores
+from finbench.scoring.run import RunScores, scores_csv
 
 RTOL, ATOL = 1e-9, 1e-12
 SHOWN = 20
@@ -65,6 +66,62 @@ def score_problems(run_dir: Path) -> list[str]:
         problems += _frame_problems(pd.read_parquet(stored), classes, "scores3.parquet",
                                     key=["model", "slice_kind", "slice"])
     return problems
+
+
+CSV_OF = {"scores.csv": "scores.parquet", "scores3.csv": "scores3.parquet",
+          "rows.csv": "rows.parquet"}
+
+
+def csv_problems(run_dir: Path) -> list[str]:
+    """Each CSV of the scores against the CSV its Parquet file gives (written by the same
+    writer: the same bytes), so an edit of a CSV is found whatever hash it was given (the
+    Parquet files are compared with the scores computed again)."""
+    run_dir, problems = Path(run_dir), []
+    for csv, parquet in CSV_OF.items():
+        if not (run_dir / csv).is_file():
+            continue
+        if not (run_dir / parquet).is_file():
+            problems.append(f"{csv}: there is no {parquet} it would be the CSV of")
+            continue
+        try:
+            want = (_rows_csv(run_dir / parquet) if csv == "rows.csv"
+                    else [scores_csv(pd.read_parquet(run_dir / parquet)).encode()])
+        except (OSError, ValueError, pa.ArrowException):  # a torn file: named by its hash
+            continue
+        problems += first_difference(run_dir / csv, want, f"{csv}: not the CSV of {parquet}")
+    return problems
+
+
+def _rows_csv(path: Path):
+    """``rows.csv`` as the run writes it from the rows of ``rows.parquet``, a row group at a
+    time (the header with the first)."""
+    parquet = pq.ParquetFile(path)
+    for g in range(parquet.metadata.num_row_groups):
+        table = parquet.read_row_group(g)
+        out = pa.BufferOutputStream()
+        pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=g == 0))
+        yield out.getvalue().to_pybytes()
+
+
+NEWLINE = b"\n"
+
+
+def first_difference(path: Path, chunks, what: str) -> list[str]:
+    """Where the file ``path`` first differs from the bytes ``chunks`` give (a line number
+    from 1, the header's included), or nothing."""
+    line = 1
+    with open(path, "rb") as fh:
+        for chunk in chunks:
+            have = fh.read(len(chunk))
+            if have != chunk:
+                at = next((i for i, (x, y) in enumerate(zip(have, chunk, strict=False))
+                           if x != y),
+                          min(len(have), len(chunk)))
+                return [f"{what}: line {line + chunk[:at].count(NEWLINE)} differs"]
+            line += chunk.count(NEWLINE)
+        if fh.read(1):
+            return [f"{what}: it holds more lines than that, from line {line}"]
+    return []
 
 
 def _model_groups(parquet: pq.ParquetFile) -> dict[str, list[int]]:

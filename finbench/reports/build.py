@@ -14,6 +14,7 @@ from finbench.reports import figures as F
 from finbench.reports.classes import class_tables
 from finbench.reports.html import write_html
 from finbench.reports.mismatch import mismatch_table
+from finbench.reports.receipt import report_files, write_receipt
 from finbench.reports.stats import (
     RunData,
     calibration_tables,
@@ -250,22 +251,27 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
 
 def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     """Tables into ``RUN/tables``, figures into ``RUN/figures``, and ``RUN/report.html``
-    (all of them on one self-contained page, with a per-sample browser)."""
+    (all of them on one self-contained page, with a per-sample browser), the files of an
+    earlier report replaced, and their receipt ``RUN/report.json``
+    (:mod:`finbench.reports.receipt`)."""
     run_dir = finished_run(run_dir)
-    if load_run_config(run_dir).track == "events":
-        from finbench.reports.events import event_report
-
-        with RunLock(run_dir, command=f"finbench report {run_dir}"):
-            check_recorded(run_dir, INPUTS + SCORED)
-            return event_report(run_dir)
     with RunLock(run_dir, command=f"finbench report {run_dir}"):
         check_recorded(run_dir, INPUTS + SCORED)
-        data = load_run(run_dir)
-        tables = build_tables(data, run_dir / "tables")
-        figs = build_figures(data, tables, run_dir / "figures")
-        write_html(run_dir, data, tables["_shown"], figs.paths)
+        for rel in report_files(run_dir):  # a file of an earlier report is drawn again or gone
+            (run_dir / rel).unlink()
+        if load_run_config(run_dir).track == "events":
+            from finbench.reports.events import event_report
+
+            tables, figs = event_report(run_dir)
+        else:
+            data = load_run(run_dir)
+            shown = build_tables(data, run_dir / "tables")
+            figs = build_figures(data, shown, run_dir / "figures")
+            write_html(run_dir, data, shown["_shown"], figs.paths)
+            tables = sorted((run_dir / "tables").iterdir())
+        write_receipt(run_dir)
     figs.check()
-    return sorted((run_dir / "tables").iterdir()), figs.paths
+    return tables, figs.paths
 
 
 def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finbench.reports import figures as F
 from finbench.reports.event_figures import RELIABILITY_BINS, event_figures, event_reliability
 from finbench.reports.writers import write_table
 
@@ -52,8 +53,9 @@ def _skill(frame: pd.DataFrame) -> pd.DataFrame:
         "note": np.where(frame["no_positive_cases"], "no positive cases", "")})
 
 
-def event_report(run_dir: Path) -> tuple[list[Path], list[Path]]:
-    """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures``."""
+def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
+    """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures`` (those
+    that could not be drawn named in the returned set)."""
     scores = pd.read_parquet(run_dir / "scores.parquet")
     skill = pd.read_parquet(run_dir / "skill.parquet")
     out = run_dir / "tables"
@@ -92,6 +94,4 @@ def event_report(run_dir: Path) -> tuple[list[Path], list[Path]]:
                          "with each bin's count, YES count, mean forecast and observed "
                          "frequency of YES. No interval: a bin of few markets says little.",
                          raw=bins)
-    figs = event_figures(run_dir, bins)
-    figs.check()
-    return paths, figs.paths
+    return paths, event_figures(run_dir, bins)

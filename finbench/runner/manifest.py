@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.config import RunConfig, baseline_names, interval_reference
-from finbench.core.version import __version__
+from finbench.core.version import code_version
 from finbench.reports.tables import render_text, summary_frame
 from finbench.reports.writers import fmt
 from finbench.runlog.rundir import RUN_FORMAT
@@ -81,12 +80,6 @@ def render_event_summary(run_dir: Path, scores: pd.DataFrame) -> str:
     return "\n".join(lines + invalid_reasons(run_dir, counts))
 
 
-def code_version() -> dict[str, str | None]:
-    """Which FinBench this process runs: its package version and git revision (None outside
-    a git checkout), as a run's manifest records them."""
-    return {"package_version": __version__, "git_revision": _git_revision()}
-
-
 def describe_code(version: dict) -> str:
     """``FinBench 0.1.0 (git 0123456789ab)``: a :func:`code_version` as a run says it."""
     return (f"FinBench {version.get('package_version')} "
@@ -120,15 +113,6 @@ def made_by(manifest: dict) -> str | None:
     by = ", then ".join(f"{describe_code(m)} from {m.get('at')}" for m in made)
     return (f"made by {by}; derived again with this {describe_code(ours)}: rows another "
             "FinBench computes otherwise are named as violations")
-
-
-def _git_revision() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() or None
 
 
 def render_class_summary(table: pd.DataFrame) -> str:

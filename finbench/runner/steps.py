@@ -29,7 +29,6 @@ from finbench.runlog.rundir import (
     now,
     read_manifest,
     receipt,
-    record_files,
     settled_files,
 )
 from finbench.runlog.stances import StanceLog
@@ -462,7 +461,12 @@ class RunSteps:
         """Every file's content hash into the manifest (for the audit); the summary and the
         manifest's receipt printed."""
         self.manifest.update(finished_at=now())
-        record_files(self.out, self.manifest, known=self.hashes)
+        files = {**(self.manifest.get("files") or {}), **file_hashes(self.out, None, self.hashes)}
+        self.manifest["files"] = dict(sorted(files.items()))
+        old = self.old
+        if old is not None and {**self.manifest, "finished_at": old.get("finished_at")} == old:
+            self.manifest = old  # a resume that changed nothing: the manifest, and its receipt
+        write_json(self.manifest_path, self.manifest)
         if self.config.track == "events":
             self.echo(render_event_summary(self.out, self.scores))
         else:  # what a merge of its shards prints too

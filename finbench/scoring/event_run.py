@@ -168,5 +168,10 @@ def write_event_scores(run_dir: Path, config: EventRunConfig, skipped=()) -> dic
             write_atomic(run_dir / f"{name}.parquet",
                          lambda p, f=frame: f.to_parquet(p, index=False))
         write_atomic(run_dir / f"{name}.csv",
-                     lambda p, f=frame: f.to_csv(p, index=False, float_format="%.12g"))
+                     lambda p, f=frame: Path(p).write_text(event_csv(f)))
     return tables
+
+
+def event_csv(frame: pd.DataFrame) -> str:
+    """The CSV text of an event run's table (floats to 12 significant digits)."""
+    return frame.to_csv(index=False, float_format="%.12g")

@@ -212,8 +212,7 @@ def rescore(run_dir: Path, inputs: TaskInputs | None = None) -> pd.DataFrame:
         # the scores tables, while the writer threads write the last model's rows
         table = scores.table()
         write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
-        write_atomic(run_dir / "scores.csv",
-                     lambda p: formatted_floats(table, "%.12g").to_csv(p, index=False))
+        write_atomic(run_dir / "scores.csv", lambda p: Path(p).write_text(scores_csv(table)))
         classes = scores.class_table()
         for name in ("scores3.parquet", "scores3.csv"):
             (run_dir / name).unlink(missing_ok=True)  # a run without three-class models: none
@@ -221,10 +220,16 @@ def rescore(run_dir: Path, inputs: TaskInputs | None = None) -> pd.DataFrame:
             write_atomic(run_dir / "scores3.parquet",
                          lambda p: classes.to_parquet(p, index=False))
             write_atomic(run_dir / "scores3.csv",
-                         lambda p: formatted_floats(classes, "%.12g").to_csv(p, index=False))
+                         lambda p: Path(p).write_text(scores_csv(classes)))
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table
+
+
+def scores_csv(table: pd.DataFrame) -> str:
+    """The text of ``scores.csv`` (or ``scores3.csv``) of a scores table: its floats to 12
+    significant digits (the Parquet file holds them whole)."""
+    return formatted_floats(table, "%.12g").to_csv(index=False)
 
 
 SPREADSHEET_ROWS = 1_048_576  # the most rows a sheet of Excel or LibreOffice Calc holds

@@ -303,9 +303,16 @@ class EventStore:
         self.manifest = manifest
 
     def verify(self) -> list[str]:
-        """Each file against its manifest hash; one line per file that is missing or
-        changed."""
+        """Each file against its manifest hash, and the snapshot hash against the files'
+        hashes (a file edited with its hash in the manifest made again would otherwise pass
+        under the same snapshot id); one line per problem."""
         problems = []
+        snapshot = event_snapshot_hash(self.manifest["files"])
+        if snapshot != self.manifest["snapshot_sha256"]:
+            problems.append(f"{self.path / MANIFEST}: snapshot_sha256 "
+                            f"{self.manifest['snapshot_sha256'][:12]} is not the hash of the "
+                            f"files it lists ({snapshot[:12]}): the store was changed after "
+                            "ingest")
         for rel, sha in self.manifest["files"].items():
             file = self.path / rel
             if not file.is_file():
