@@ -298,8 +298,12 @@ def _report(args: argparse.Namespace) -> int:
     from finbench.reports.build import report
     from finbench.reports.figures import FiguresFailed
     from finbench.runlog.mirror import local_copy
+    from finbench.runlog.rundir import load_run_config
 
     with local_copy(args.run, write_back=True) as run_dir:
+        settings = getattr(load_run_config(run_dir), "report", None)  # (events: none)
+        for warning in settings.warnings() if settings is not None else []:
+            print(f"warning: {warning}", file=sys.stderr)
         try:
             tables, figures = report(run_dir)
         except FiguresFailed as exc:  # the rest is written (and uploaded): say what is not

@@ -88,14 +88,18 @@ def test_the_forecast_table_joined_from_parts_is_synced_before_the_run_is_record
     import finbench.runner.steps as steps_module
 
     events = []
-    real_sync, real_record = steps_module.sync_file, steps_module.record_files
+    real_sync, real_write = steps_module.sync_file, steps_module.write_json
     monkeypatch.setattr(steps_module, "sync_file",
                         lambda path: (events.append(("synced", path.name)), real_sync(path)))
-    monkeypatch.setattr(steps_module, "record_files",
-                        lambda *a, **k: (events.append(("recorded",)), real_record(*a, **k)))
+    monkeypatch.setattr(steps_module, "write_json", lambda path, payload: (
+        events.append(("recorded",) if "files" in payload else ("first manifest",)),
+        real_write(path, payload)))
     out = run(config(tmp_path / "c.toml", sample_store, "2025-01-14", "2025-01-15"),
               tmp_path / "run", echo=quiet)
-    assert events == [("synced", "forecasts.parquet"), ("recorded",)]
+    # (manifests without the files' hashes are written before: the label pass's, the
+    # forecasts'); the one recording them comes once, after the table is synced
+    assert events[-2:] == [("synced", "forecasts.parquet"), ("recorded",)]
+    assert events.count(("recorded",)) == 1 and events.count(("synced", "forecasts.parquet")) == 1
     assert audit_run(out) == []
 
 

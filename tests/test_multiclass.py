@@ -220,6 +220,16 @@ def test_three_class_baselines_are_time_valid_and_scored_against_a_naive_count(t
     assert overall.loc["freq", "bss3_uniform_n"] == ok.sum()
     scores = pd.read_csv(out / "scores.csv")
     assert set(scores["model"]) == {"coin"}  # the binary tables hold the binary models only
+    # rows3.*: every three-class forecast with its class and scores, as scores3 averages them
+    rows3 = pd.read_parquet(out / "rows3.parquet")
+    assert rows3.groupby("model", sort=False).size().to_dict() == {
+        "uniform": len(tasks), "freq": len(tasks)}
+    mine = rows3[(rows3["model"] == "uniform") & rows3["scored"]]
+    assert len(mine) == ok.sum() and mine["brier"].mean() == pytest.approx(want_brier, rel=1e-9)
+    assert mine["cls"].tolist() == list(y)
+    assert rows3[~rows3["scored"]]["brier"].isna().all()
+    pd.testing.assert_frame_equal(pd.read_csv(out / "rows3.csv")[["task_id", "model"]],
+                                  rows3[["task_id", "model"]])
     assert any(line.startswith("Three classes (down, flat, up)") for line in said)
     assert audit_run(out) == []
     f.loc[f.index[f["model"] == "freq"][3], "q_up"] += 0.01

@@ -152,3 +152,39 @@ def test_fallback_policy_scores_the_baseline_answer_in_place_of_an_invalid_one()
     first = rows[(rows["model"] == "a") & (rows["task_id"] == tasks["task_id"][0])].iloc[0]
     b_first = forecasts[(forecasts["model"] == "b")].iloc[0]
     assert first["fallback_used"] and first["scored"] and first["p_up"] == b_first["p_up"]
+
+
+def test_two_kelly_growths_each_say_what_it_is_by_hand():
+    """``kelly`` is each bet alone; ``kelly_session`` a session's bets sized together, the
+    decision table's growth rate: the two had opposite signs under one name. Two sessions,
+    two tickers each: session 1 bets p = 0.9 (up, y=1) and p = 0.2 (down stake 0.6, y=1:
+    lost); session 2 p = 0.7 (y=0: lost) and p = 0.5 (no stake)."""
+    days = ["2025-01-14", "2025-01-14", "2025-01-15", "2025-01-15"]
+    tasks = pd.DataFrame({"task_id": [f"{t}|{d}|H" for t, d in zip("ABAB", days, strict=True)],
+                          "ticker": ["A", "B", "A", "B"], "session": days, "horizon": "H"})
+    labels = pd.DataFrame({"task_id": tasks["task_id"], "r": [0.01, 0.01, -0.01, 0.01],
+                           "y": [1, 1, 0, 1], "status": "ok"})
+    forecasts = pd.DataFrame({"task_id": tasks["task_id"], "model": "m",
+                              "p_up": [0.9, 0.2, 0.7, 0.5], "lower": np.nan, "upper": np.nan,
+                              "valid": True})
+    table = aggregate(row_scores(forecasts, labels, tasks), models=["m"], baselines=[],
+                      interval_reference=None).set_index(["slice_kind", "slice"])
+    alone = [math.log(1 + 0.8), math.log(1 - 0.6), math.log(1 - 0.4), math.log(1 + 0)]
+    session = [math.log(1 + (0.8 - 0.6) / 2), math.log(1 + (-0.4 + 0) / 2)]
+    assert table.loc[("overall", "all"), "kelly"] == pytest.approx(sum(alone) / 4)
+    assert table.loc[("overall", "all"), "kelly_session"] == pytest.approx(sum(session) / 2)
+    # a ticker's row: a bettor asked that ticker's tasks alone (one bet a session)
+    assert table.loc[("ticker", "B"), "kelly_session"] == pytest.approx(
+        (math.log(1 - 0.6) + math.log(1)) / 2)
+    from finbench.scoring.decision import decision_table
+
+    rows = row_scores(forecasts, labels, tasks)
+    growth = decision_table(rows, ["m"])[0].iloc[0]["growth_rate"]
+    assert growth == pytest.approx(table.loc[("overall", "all"), "kelly_session"], rel=1e-15)
+    # a certain answer lost: the bet alone and its session ruin
+    forecasts.loc[2, "p_up"] = 1.0
+    table = aggregate(row_scores(forecasts, labels, tasks), models=["m"], baselines=[],
+                      interval_reference=None).set_index(["slice_kind", "slice"])
+    assert table.loc[("ticker", "A"), "kelly_session"] == -math.inf
+    assert table.loc[("overall", "all"), "kelly_session"] == pytest.approx(
+        (session[0] + math.log(1 + (-1 + 0) / 2)) / 2)

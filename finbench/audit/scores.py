@@ -56,20 +56,21 @@ def score_problems(run_dir: Path) -> list[str]:
         return [*problems, "scores.parquet: missing"]
     problems += _frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
                                 key=["model", "slice_kind", "slice"])
-    classes, stored = scores.class_table(), run_dir / "scores3.parquet"
-    if classes.empty and stored.is_file():
-        problems.append("scores3.parquet: three-class scores of a run without three-class "
-                        "models")
-    elif not classes.empty and not stored.is_file():
-        problems.append("scores3.parquet: missing (the run has three-class models)")
-    elif not classes.empty:
-        problems += _frame_problems(pd.read_parquet(stored), classes, "scores3.parquet",
-                                    key=["model", "slice_kind", "slice"])
+    classes, rows3 = scores.class_tables()
+    for name, table, key in (("scores3.parquet", classes, ["model", "slice_kind", "slice"]),
+                             ("rows3.parquet", rows3, ["task_id", "model"])):
+        stored = run_dir / name
+        if classes.empty and stored.is_file():
+            problems.append(f"{name}: three-class scores of a run without three-class models")
+        elif not classes.empty and not stored.is_file():
+            problems.append(f"{name}: missing (the run has three-class models)")
+        elif not classes.empty:
+            problems += _frame_problems(pd.read_parquet(stored), table, name, key=key)
     return problems
 
 
 CSV_OF = {"scores.csv": "scores.parquet", "scores3.csv": "scores3.parquet",
-          "rows.csv": "rows.parquet"}
+          "rows.csv": "rows.parquet", "rows3.csv": "rows3.parquet"}
 
 
 def csv_problems(run_dir: Path) -> list[str]:

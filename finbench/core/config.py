@@ -394,6 +394,16 @@ class ReportConfig(_Strict):
     # interval covers 88-91% (at 10 sessions): rows are "descriptive only"
     bins: Annotated[int, Field(ge=2, le=50)] = 10
 
+    def warnings(self) -> list[str]:
+        """What a user choosing these settings should know."""
+        if self.cluster != "session_ticker":
+            return []
+        return ['[report] cluster = "session_ticker" resamples each ticker\'s session on its '
+                "own, as if a day that moves the whole market moved one ticker: in simulation "
+                "(benchmarks/bench_bootstrap_coverage.py) its 95% intervals cover 47% where "
+                'sessions as clusters cover 93%; cluster = "session" (the default) does not '
+                "understate them"]
+
 
 def executor_problem(kind: str, scheduler: str | None, workers: int | None) -> str | None:
     """What is wrong with these executor settings (None: nothing)."""

@@ -124,6 +124,10 @@ class EventScoresConfig(_Strict):
     seed: Annotated[int, Field(ge=0)] = 20240301  # numpy's generators take no negative seed
     level: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
     min_group_cases: Annotated[int, Field(ge=1)] = 5  # per-group rows from this many cases
+    # a table's row with fewer scored markets, or fewer event groups (its intervals' clusters),
+    # is marked "descriptive only" (the rule of every table: reports.stats.descriptive)
+    min_n: Annotated[int, Field(ge=1)] = 30
+    min_groups: Annotated[int, Field(ge=1)] = 20
 
 
 class EventRunConfig(_Strict):

@@ -218,7 +218,8 @@ def _class_display(table: pd.DataFrame) -> pd.DataFrame:
         row.update({"Valid": fmt(r["validity"], 2),
                     "Excluded mass": "n/a" if pd.isna(r["excluded_mass_mean"]) else "/".join(
                         fmt(r[f"excluded_mass_{k}"], 3) for k in ("mean", "median", "max")),
-                    "Below min mass": r["n_below_min_mass"]})
+                    "Below min mass": r["n_below_min_mass"], "Sessions": r.get("sessions"),
+                    "Note": r.get("flag", "")})
         rows.append(row)
     return pd.DataFrame(rows)
 

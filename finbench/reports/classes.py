@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.config import CLASS_BASELINE_KINDS, CLASSES, class_names
-from finbench.reports.stats import RunData, cluster_codes_of
+from finbench.reports.stats import RunData, cluster_codes_of, descriptive
 from finbench.scoring.bootstrap import mean_ci, skill_ci
 from finbench.scoring.calibration import reliability_table
 from finbench.scoring.classes import READ, class_rows
@@ -31,18 +31,23 @@ def scored_class_rows(run_dir: Path, data: RunData) -> pd.DataFrame:
 
 def with_intervals(table: pd.DataFrame, rows: pd.DataFrame, data: RunData) -> pd.DataFrame:
     """``table`` (``scores3``) with ``*_lo``/``*_hi`` for Brier, RPS and each ``bss3_*``, on
-    the overall and horizon slices (tickers keep their point values)."""
+    the overall and horizon slices (tickers keep their point values), and each row's sessions
+    and descriptive flag (the rule of every table: :func:`~finbench.reports.stats.descriptive`)."""
     rep = data.config.report
     boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
             "draws": data.draws}
     refs = [m.name for m in data.config.models if m.kind in CLASS_BASELINE_KINDS]
     clusters = cluster_codes_of(rows, rep.cluster)
     out = table.copy()
+    out["sessions"], out["flag"] = 0, ""
     for i, r in table.iterrows():
+        part = rows if r["slice_kind"] == "overall" else rows[rows[r["slice_kind"]] == r["slice"]]
+        mine = part[part["model"] == r["model"]]
+        out.loc[i, "sessions"] = sessions = int(mine["session"].nunique())
+        out.loc[i, "flag"] = descriptive(len(mine), sessions, min_n=rep.min_n,
+                                         min_clusters=rep.min_sessions)
         if r["slice_kind"] == "ticker":
             continue
-        part = rows if r["slice_kind"] == "overall" else rows[rows["horizon"] == r["slice"]]
-        mine = part[part["model"] == r["model"]]
         cl = clusters[mine.index]
         for col in ("brier", "rps"):
             ci = mean_ci(mine[col].to_numpy(), cl, **boot)

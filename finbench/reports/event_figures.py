@@ -72,15 +72,28 @@ def plot_event_skill(skill: pd.DataFrame):
     return axes[0][0]
 
 
-def event_figures(run_dir: Path, bins: pd.DataFrame) -> F.FigureSet:
+def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False
+                  ) -> F.FigureSet:
     """The event run's figures into ``RUN/figures``: reliability (from ``bins``, the
-    table :func:`event_reliability` made) and, when the run has references, skill; one that
-    fails is recorded in the returned set and the other is drawn."""
+    table :func:`event_reliability` made) and, when the run has references, skill, each
+    titled SYNTHETIC on synthetic data; one that fails is recorded in the returned set and
+    the other is drawn."""
     figs = F.FigureSet(run_dir / "figures")
+    title = "SYNTHETIC data" if synthetic else ""
     if len(bins):
-        figs.draw("event_reliability", plot_event_reliability, bins)
+        figs.draw("event_reliability", _titled(plot_event_reliability, title), bins)
     skill = pd.read_parquet(run_dir / "skill.parquet")
     overall = skill[skill["slice_kind"] == "overall"]
     if len(overall):
-        figs.draw("event_skill", plot_event_skill, overall)
+        figs.draw("event_skill", _titled(plot_event_skill, title), overall)
     return figs
+
+
+def _titled(plot, title: str):
+    """``plot`` whose figure gets ``title`` above it (none when empty)."""
+    def draw(*args, **kwargs):
+        ax = plot(*args, **kwargs)
+        if title:
+            ax.figure.suptitle(title, fontsize=9)
+        return ax
+    return draw

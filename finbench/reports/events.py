@@ -12,7 +12,9 @@ import pandas as pd
 
 from finbench.reports import figures as F
 from finbench.reports.event_figures import RELIABILITY_BINS, event_figures, event_reliability
+from finbench.reports.stats import descriptive
 from finbench.reports.writers import write_table
+from finbench.runlog.rundir import load_run_config, read_manifest
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -23,7 +25,17 @@ def _ci(value: float, lo: float, hi: float) -> str:
     return _f(value) + ("" if pd.isna(lo) else f" [{_f(lo)}, {_f(hi)}]")
 
 
-def _scores(frame: pd.DataFrame) -> pd.DataFrame:
+def _notes(frame: pd.DataFrame, s, *, n: str) -> np.ndarray:
+    """Each row's note: no positive case, and the rule of every table (too few markets or
+    event groups for its interval: descriptive only)."""
+    flags = descriptive(frame[n].to_numpy(), frame["groups"].to_numpy(), min_n=s.min_n,
+                        min_clusters=s.min_groups)
+    cases = np.where(frame["no_positive_cases"], "no positive cases", "")
+    return np.array(["; ".join(x for x in pair if x) for pair in zip(cases, flags, strict=True)],
+                    dtype=object)
+
+
+def _scores(frame: pd.DataFrame, s) -> pd.DataFrame:
     return pd.DataFrame({
         "model": frame["model"], "slice": frame["slice"], "n": frame["n"],
         "YES": frame["positives"],
@@ -34,12 +46,12 @@ def _scores(frame: pd.DataFrame) -> pd.DataFrame:
         "invalid": frame["n_invalid"], "errors": frame["n_error"],
         "groups": frame["groups"], "effective events": frame["effective_events"].map(
             lambda x: f"{x:.1f}"),
-        "note": np.where(frame["no_positive_cases"], "no positive cases", "")
-        + np.where(frame["kind"].str.startswith("in_sample"),
-                   "in-sample (descriptive, not a forecast)", "")})
+        "note": [("in-sample (descriptive, not a forecast)" if k.startswith("in_sample")
+                  else note) for k, note in zip(frame["kind"], _notes(frame, s, n="n"),
+                                                strict=True)]})
 
 
-def _skill(frame: pd.DataFrame) -> pd.DataFrame:
+def _skill(frame: pd.DataFrame, s) -> pd.DataFrame:
     return pd.DataFrame({
         "model": frame["model"], "reference": frame["reference"], "slice": frame["slice"],
         "n": frame["n"], "YES": frame["positives"],
@@ -49,13 +61,21 @@ def _skill(frame: pd.DataFrame) -> pd.DataFrame:
             f"undefined ({u})" if u else _ci(b, lo, hi) for b, lo, hi, u in zip(
                 frame["bss"], frame["bss_lo"], frame["bss_hi"], frame["bss_undefined"],
                 strict=True)],
-        "log-loss skill": frame["log_loss_skill"].map(_f),
-        "note": np.where(frame["no_positive_cases"], "no positive cases", "")})
+        "log-loss skill": frame["log_loss_skill"].map(_f), "groups": frame["groups"],
+        "note": _notes(frame, s, n="n")})
 
 
 def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures`` (those
-    that could not be drawn named in the returned set)."""
+    that could not be drawn named in the returned set). Every caption ends with the data's
+    source, and says SYNTHETIC for synthetic data."""
+    config = load_run_config(run_dir)
+    s = config.scores
+    data = read_manifest(run_dir)["data"]
+    source = (f" Source: SYNTHETIC data ({data.get('description') or 'made up'})."
+              if data.get("synthetic") else f" Source: event store {Path(data['store']).name}.")
+    rule = (f" Descriptive only: fewer than {s.min_n} markets or {s.min_groups} event groups, "
+            "too few for the interval to hold its level.")
     scores = pd.read_parquet(run_dir / "scores.parquet")
     skill = pd.read_parquet(run_dir / "skill.parquet")
     out = run_dir / "tables"
@@ -69,22 +89,23 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
             ("event_group", "event_scores_by_group",
              "By event group (groups with at least scores.min_group_cases markets)")):
         part = scores[scores["slice_kind"] == kind]
-        paths += write_table(_scores(part), out, name, caption + ". Brier intervals resample "
-                             "whole event groups; YES and NO penalties are totals that sum to "
-                             "n x Brier.", raw=part)
+        paths += write_table(_scores(part, s), out, name, caption + ". Brier intervals "
+                             "resample whole event groups; YES and NO penalties are totals "
+                             "that sum to n x Brier." + rule + source, raw=part)
     for kind, name in (("overall", "event_skill"), ("retrieval", "event_skill_by_retrieval")):
         part = skill[skill["slice_kind"] == kind]
-        paths += write_table(_skill(part), out, name, "Brier skill 1 - model/reference on the "
-                             "markets both answered validly (n), with both raw scores; "
-                             "undefined when the reference scores 0.", raw=part)
+        paths += write_table(_skill(part, s), out, name, "Brier skill 1 - model/reference on "
+                             "the markets both answered validly (n, in its groups), with both "
+                             "raw scores; undefined when the reference scores 0." + rule
+                             + source, raw=part)
     exclusions = pd.read_csv(run_dir / "exclusions.csv")
     paths += write_table(exclusions, out, "event_exclusions", "Tasks by status: ok are scored; "
                          "the others are excluded by the declared rule (void markets are "
-                         "never scored as NO).")
+                         "never scored as NO) and asked of no model." + source)
     gap = pd.read_csv(run_dir / "market_gap.csv")
     shown = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
     paths += write_table(shown, out, "event_market_gap", "|p_model - p_market| on the markets "
-                         "both answered.", raw=gap)
+                         "both answered." + source, raw=gap)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
     shown = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})
@@ -92,6 +113,6 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
                          f"{RELIABILITY_BINS} equal-mass bins of its own p_yes on its n scored "
                          "rows (valid answers; invalid ones are counted in event_scores), "
                          "with each bin's count, YES count, mean forecast and observed "
-                         "frequency of YES. No interval: a bin of few markets says little.",
-                         raw=bins)
-    return paths, event_figures(run_dir, bins)
+                         "frequency of YES. No interval: a bin of few markets says little."
+                         + source, raw=bins)
+    return paths, event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")))

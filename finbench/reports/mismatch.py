@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from finbench.reports.stats import DESCRIPTIVE, RunData
+from finbench.reports.stats import RunData, descriptive
 from finbench.scoring.bootstrap import mean_ci
 from finbench.scoring.stance import METHOD, mismatched
 
@@ -41,6 +41,7 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
         bad = mean_ci(brier[wrong], cl[wrong], **boot)
         good = mean_ci(brier[stated & ~wrong], cl[stated & ~wrong], **boot)
         n_stated = int(stated.sum())
+        sessions = int(pd.Series(rows["session"].to_numpy(object)[mine][stated]).nunique())
         out.append({
             "model": name, "method": stance_method(data.config), "n": int(mine.sum()),
             "with_rationale": int((stances != "none").sum()),
@@ -53,7 +54,8 @@ def mismatch_table(data: RunData) -> pd.DataFrame:
             "brier_mismatched_hi": bad.upper, "n_mismatched": bad.n,
             "brier_matched": good.estimate, "brier_matched_lo": good.lower,
             "brier_matched_hi": good.upper, "n_matched": good.n,
-            "flag": DESCRIPTIVE if n_stated < rep.min_n else ""})
+            "flag": descriptive(n_stated, sessions, min_n=rep.min_n,
+                                min_clusters=rep.min_sessions)})
     return pd.DataFrame(out)
 
 

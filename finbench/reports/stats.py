@@ -33,6 +33,18 @@ from finbench.scoring.stance import stance
 DESCRIPTIVE = "descriptive only"
 
 
+def descriptive(n, clusters, *, min_n: int, min_clusters: int):
+    """The flag of a table's row: "descriptive only" when it holds fewer than ``min_n``
+    forecasts or fewer than ``min_clusters`` of the clusters its intervals resample, else
+    empty. The one rule of every table: a percentile cluster bootstrap's 95% interval covers
+    92% or more only from 20 clusters (sessions, or event groups: 84% at 5, 89-90% at 10;
+    ``benchmarks/bench_bootstrap_coverage.py``), and with ``cluster = "session_ticker"`` the
+    clusters counted are still the sessions, which a market-wide factor moves together.
+    ``n`` and ``clusters``: numbers, or arrays of them (then an array of flags)."""
+    below = (np.asarray(n) < min_n) | (np.asarray(clusters) < min_clusters)
+    return np.where(below, DESCRIPTIVE, "") if below.ndim else (DESCRIPTIVE if below else "")
+
+
 @dataclass
 class RunData:
     """What a report reads from one run directory."""
@@ -47,6 +59,7 @@ class RunData:
     task_ids: pd.Series | None = None  # the run's tasks (``tasks.parquet``)
     references: dict[str, str] | None = None  # each model's skill reference, if not the coin
     caption: str | None = None  # the caption facts, when not this run's own (pooled runs)
+    label_counts: dict | None = None  # of the run's tasks: ok labels, their ups and ties
     scores3: pd.DataFrame | None = None  # the three-class scores (``scores3.parquet``)
     run_dir: Path | None = None  # where the run lies (a single run's report)
     class_bins: pd.DataFrame | None = None  # pooled runs: their three-class reliability bins
@@ -125,7 +138,12 @@ def load_run(run_dir: str | Path) -> RunData:
     models = [n for n in binary_names(config) if n not in skipped]  # the binary question's
     baselines = [m.name for m in config.models if m.kind in BASELINE_KINDS and m.name in models]
     scores, scores3 = run_dir / "scores.parquet", run_dir / "scores3.parquet"
+    ok = (labels["status"] == "ok").to_numpy(bool)
+    counts = {"ok": int(ok.sum()),
+              "positives": int((labels["y"].fillna(0).to_numpy() == 1)[ok].sum()),
+              "ties": int((labels["r"].to_numpy(float) == 0)[ok].sum())}
     return RunData(run_dir.name, config, manifest, rows, models, baselines,
+                   label_counts=counts,
                    scores=pd.read_parquet(scores) if scores.is_file() else None,
                    task_ids=tasks["task_id"],
                    scores3=pd.read_parquet(scores3) if scores3.is_file() else None,
@@ -215,23 +233,23 @@ def task_overlap(datas: list[RunData], labels: list[str]) -> str | None:
 
 
 def caption_facts(data: RunData) -> str:
-    """N, positives, exclusions and the data source, for every caption."""
+    """N, positives, exclusions and the data source, for every caption: counts of the run's
+    tasks and labels (a model asked some of the tasks, or several three-class models, counts
+    nothing here)."""
     if data.caption is not None:
         return data.caption
     m = data.manifest
     labels = m["tasks"]["labels"]
     excluded = m["tasks"]["excluded"] or {}
-    rows = data.rows[["model", "status", "y", "r"]]
-    scored = rows[rows["model"] == data.models[0]] if data.models else rows
-    ok = scored[scored["status"] == "ok"]
+    counts = data.label_counts  # counted over the run's tasks (never a model's rows)
     source = (m["data"]["description"] if m["data"]["synthetic"]
               else f"data store {Path(m['data']['store']).name}")
     sessions = m["tasks"].get("excluded_sessions") or {}
     excl = ", ".join(f"{k} {v} tasks of {sessions[k]} sessions" if k in sessions
                      else f"{k} {v} tasks" for k, v in sorted(excluded.items())) or "none"
     unsc = ", ".join(f"{k} {v}" for k, v in labels.items() if k != "ok" and v) or "none"
-    return (f"{m['tasks']['tasks']} tasks, {labels.get('ok', 0)} with labels "
-            f"({int(ok['y'].sum())} positive, {int((ok['r'] == 0).sum())} ties); excluded: "
+    return (f"{m['tasks']['tasks']} tasks, {counts['ok']} with labels "
+            f"({counts['positives']} positive, {counts['ties']} ties); excluded: "
             f"{excl}; unscorable: {unsc}. Source: {source}.")
 
 
@@ -304,8 +322,8 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
                 rec.update(bss_ref=ref.rsplit("/", 1)[-1], bss_ref_model=ref, bss=sk.estimate,
                            bss_lo=sk.lower, bss_hi=sk.upper, bss_n=sk.n,
                            bss_model_brier=_mean(a), bss_ref_brier=_mean(b))
-            rec["flag"] = DESCRIPTIVE if (n < rep.min_n or rec["sessions"] < rep.min_sessions) \
-                else ""
+            rec["flag"] = descriptive(n, rec["sessions"], min_n=rep.min_n,
+                                      min_clusters=rep.min_sessions)
             out.append(rec)
     table = pd.DataFrame(out)
     if data.config.scores.composite and len(table):
@@ -362,8 +380,8 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
                     "sessions": ci.clusters if rep.cluster == "session" else sessions,
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
-                    "flag": DESCRIPTIVE if ci.n < rep.min_n or sessions < rep.min_sessions
-                    else ""})
+                    "flag": descriptive(ci.n, sessions, min_n=rep.min_n,
+                                        min_clusters=rep.min_sessions)})
     return pd.DataFrame(out, columns=PAIRED_COLUMNS)
 
 
@@ -384,7 +402,7 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
             continue
         y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy()
         sessions = int(own["session"].nunique())
-        flag = DESCRIPTIVE if len(own) < rep.min_n or sessions < rep.min_sessions else ""
+        flag = descriptive(len(own), sessions, min_n=rep.min_n, min_clusters=rep.min_sessions)
         for strategy in ("uniform", "quantile"):
             mur = murphy(y, p, bins=bins, strategy=strategy)
             summary.append({"model": model, "binning": strategy, "n": mur["n"],
@@ -404,6 +422,6 @@ def decision(data: RunData) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, n
     the descriptive flag, and the wealth paths (session dates, log wealth)."""
     rep = data.config.report
     table, paths = decision_table(data.rows, data.models)  # reads the columns it needs
-    table["flag"] = np.where((table["bets"] < rep.min_n) | (table["sessions"] < rep.min_sessions),
-                             DESCRIPTIVE, "")
+    table["flag"] = descriptive(table["bets"].to_numpy(), table["sessions"].to_numpy(),
+                                min_n=rep.min_n, min_clusters=rep.min_sessions)
     return table, paths

@@ -25,7 +25,7 @@ FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 # the files of a run whose content hashes its manifest records ("files"), beside the journal
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
             "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl",
-            "scores3.parquet", "scores3.csv",
+            "scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv",
             # the event track's
             "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
             "market_gap.csv")
@@ -39,7 +39,8 @@ SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
 
 
 # what scoring writes (``finbench score`` mends a torn one, so it does not check them)
-SCORE_OUTPUTS = ("scores.parquet", "rows.parquet", "scores3.parquet", "skill.parquet")
+SCORE_OUTPUTS = ("scores.parquet", "rows.parquet", "scores3.parquet", "rows3.parquet",
+                 "skill.parquet")
 
 
 def finished_run(run_dir: str | Path, *, scored: bool = True) -> Path:

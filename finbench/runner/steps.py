@@ -253,7 +253,7 @@ class RunSteps:
         track, echo = self.track, self.echo
         labels = track.label(contexts=any(f.needs_context for f in self.forecasters),
                              echo=echo)
-        for warning in track.warnings(labels):
+        for warning in track.warnings(labels) + self._setting_warnings():
             echo(f"warning: {warning}")
         self.unscorable = track.unscorable_notes(labels)
         facts = track.summary(labels)
@@ -275,6 +275,10 @@ class RunSteps:
         self.manifest["code_revisions"] = self.code or code_revisions(self.manifest)
         write_json(self.manifest_path, self.manifest)
         self.lap("label pass")
+
+    def _setting_warnings(self) -> list[str]:
+        report = getattr(self.config, "report", None)  # (the event track has none)
+        return report.warnings() if report is not None else []
 
     def collect_batches(self, *, batch: bool, dry_run: bool) -> None:
         """Open the journal; collect what batches sent earlier have answered."""

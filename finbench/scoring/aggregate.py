@@ -2,9 +2,10 @@
 
 Rows: one per model and slice (``overall``, ``horizon=…``, ``ticker=…``). A forecast is scored
 when it is valid (or replaced under ``invalid_policy = "fallback:<baseline>"``) and its label is
-``ok``; its two parts apart: the probability (Brier, log loss, accuracy, Kelly) on every such
-row, the interval (Winkler, coverage, width) on those that give one. A forecaster that gives
-no interval (``interval_note = "not_applicable"``) has no interval scores at all, never
+``ok``; its two parts apart: the probability (Brier, log loss, accuracy, Kelly growth of
+each bet alone, ``kelly``, and of each session's bets together, ``kelly_session``) on every
+such row, the interval (Winkler, coverage, width) on those that give one. A forecaster that
+gives no interval (``interval_note = "not_applicable"``) has no interval scores at all, never
 another forecaster's; an abstention (``insufficient_history``) is counted, not scored. Skill
 against a baseline uses the *paired* rows both scored (for intervals: both gave one), with
 the paired N and both paired mean scores beside it; a zero reference loss gives an undefined
@@ -129,6 +130,9 @@ class Tally:
         joint = horizon.astype(np.int64) * max(len(tickers), 1) + ticker
         _, first, cells = np.unique(joint, return_index=True, return_inverse=True)
         self.cells, self.n_cells = cells.ravel(), len(first)
+        # each task's session (for the Kelly growth of a session's bets sized together)
+        self.sessions, names = pd.factorize(per_task["session"].astype(str), sort=True)
+        self.n_sessions = max(len(names), 1)
         self.slices = []
         for kind in SLICE_KINDS:
             if kind == "overall":
@@ -186,6 +190,10 @@ class Tally:
         counted = {name: lay(v, 0.0) if every else np.where(has, lay(v, 0.0), 0.0)
                    for name, v in flags.items()}
         metric = {col: lay(rows[col].to_numpy(float)) for col, _ in METRICS}
+        with np.errstate(invalid="ignore"):  # each scored bet's gain (2p - 1)(2y - 1)
+            gain = (2 * rows["p_up"].to_numpy(float) - 1) * (
+                2 * rows["y"].astype("float64").to_numpy() - 1)
+        bets = lay(np.where(rows["scored"].to_numpy(bool), gain, 0.0), 0.0)
         for col in ("y", "tie"):
             metric[col] = lay(rows[col].astype("float64").to_numpy())
         interval_cols = {col for col, _ in INTERVAL_METRICS}
@@ -224,9 +232,29 @@ class Tally:
                 cols["ties"] = total("tie").astype(np.int64)
                 for col, name in PROBABILITY_METRICS:
                     cols[name] = np.where(n > 0, total(col) / n, np.nan)
+                cols["kelly_session"] = self._session_growth(to, k, has, bets)
                 for col, name in INTERVAL_METRICS:
                     cols[name] = np.where(n_interval > 0, total(col) / n_interval, np.nan)
             parts.append((to, k, n_rows > 0, cols))
+
+    def _session_growth(self, to: np.ndarray, k: int, asked: np.ndarray, bets: np.ndarray
+                        ) -> np.ndarray:
+        """Per slice (``to``: each cell's), the decision layer's Kelly growth of its bets
+        (:mod:`finbench.scoring.decision`): the mean over the slice's sessions of
+        ``ln(1 + (1/K) sum (2p - 1)(2y - 1))``, K the slice's tasks of the model in that
+        session (an unscored one stakes nothing); -inf when a session lost every stake; NaN
+        without a session."""
+        key = to[self.cells] * self.n_sessions + self.sessions
+        size = k * self.n_sessions
+        count = np.bincount(key, weights=asked.astype(float), minlength=size)
+        gained = np.bincount(key, weights=bets, minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            growth = np.log(np.maximum(1.0 + gained / count, 0.0))
+        held = (count > 0).reshape(k, self.n_sessions)
+        total = np.where(held, growth.reshape(k, self.n_sessions), 0.0).sum(axis=1)
+        days = held.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(days > 0, total / days, np.nan)
 
     def _cells(self, weights: np.ndarray) -> np.ndarray:
         """Sum of ``weights`` (one per task) per cell."""

@@ -48,15 +48,41 @@ def class_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     return frame
 
 
+# rows3.*: one row per three-class forecast, its label's class and its per-row scores
+ROW3_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "q_down", "q_flat", "q_up",
+                "excluded_mass", "valid", "answer_status", "error", "status", "cls", "scored",
+                "brier", "log_loss", "rps", "accuracy"]
+
+
 def class_scores(config: RunConfig, forecasts_path: Path, labels: pd.DataFrame,
-                 tasks: pd.DataFrame, skipped: dict) -> pd.DataFrame:
-    """The three-class scores table (empty when the run has no three-class model)."""
+                 tasks: pd.DataFrame, skipped: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The three-class scores table and its rows (:data:`ROW3_COLUMNS`, each model's in task
+    order); both empty when the run has no three-class model."""
     names = [n for n in class_names(config) if n not in skipped]
     if not names:
-        return pd.DataFrame()
+        return pd.DataFrame(), pd.DataFrame(columns=ROW3_COLUMNS)
     forecasts = pq.read_table(forecasts_path, columns=READ,
                               filters=[("model", "in", names)]).to_pandas()
     rows = class_rows(forecasts, labels, tasks, clip=config.scores.log_loss_clip)
+    return _class_table(config, rows, names), _row3_table(rows, names, tasks)
+
+
+def _row3_table(rows: pd.DataFrame, names: list[str], tasks: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``rows3.*``: the models in the config's order, each model's rows in task
+    order, unscored ones' scores empty."""
+    order = pd.Series(np.arange(len(tasks)), index=tasks["task_id"].to_numpy())
+    out = rows.assign(_m=rows["model"].map({n: i for i, n in enumerate(names)}),
+                      _t=order.reindex(rows["task_id"].to_numpy()).to_numpy())
+    out = out.sort_values(["_m", "_t"], kind="stable").reset_index(drop=True)
+    scored = out["scored"].to_numpy(bool)
+    for col in ("brier", "log_loss", "rps", "accuracy"):
+        out[col] = np.where(scored, out[col].to_numpy(float), np.nan)
+    out["cls"] = out["cls"].astype("Int8")
+    return out[ROW3_COLUMNS]
+
+
+def _class_table(config: RunConfig, rows: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The three-class scores per model and slice, from every such model's rows."""
     references = [m.name for m in config.models
                   if m.kind in CLASS_BASELINE_KINDS and m.name in names]
     order = {h: i for i, h in enumerate(config.tasks.horizons)}

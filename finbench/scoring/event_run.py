@@ -31,7 +31,8 @@ ROW_COLUMNS = ["task_id", "model", "kind", "p_up", "valid", "answer_status", "y"
                "event_group", "retrieval_relevant", "scored", "brier", "log_loss"]  # rows.*
 SKILL_COLUMNS = ["model", "reference", "slice_kind", "slice", "n", "positives",
                  "no_positive_cases", "brier_model", "brier_reference", "bss", "bss_undefined",
-                 "bss_lo", "bss_hi", "log_loss_model", "log_loss_reference", "log_loss_skill"]
+                 "bss_lo", "bss_hi", "log_loss_model", "log_loss_reference", "log_loss_skill",
+                 "groups"]
 
 
 def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str, pd.DataFrame]:
@@ -145,7 +146,8 @@ def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref:
             "bss_undefined": "reference scores 0" if bm["n"] and br["brier"] == 0 else (
                 "no paired rows" if not bm["n"] else ""),
             "bss_lo": lo, "bss_hi": hi, "log_loss_model": lm, "log_loss_reference": lr,
-            "log_loss_skill": skill(lm, lr) if bm["n"] else np.nan}
+            "log_loss_skill": skill(lm, lr) if bm["n"] else np.nan,
+            "groups": int(pd.Series(groups).nunique())}
 
 
 def _gap_row(rows: pd.DataFrame, name: str, market: str) -> dict:

@@ -45,8 +45,8 @@ from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.classes import class_scores
 from finbench.scoring.export import Reference, row_table, task_text
 
-SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", "scores3.parquet",
-               "scores3.csv")
+THREE_CLASS_FILES = ("scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv")
+SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", *THREE_CLASS_FILES)
 
 
 class TaskInputs:
@@ -91,7 +91,7 @@ class RunScores:
                           else None)
         self.interval_reference = interval_reference(self.config)
         self.cutoffs = knowledge_cutoffs(self.config)
-        self.tally = Tally(self.tasks[["ticker", "horizon"]], models=self.names,
+        self.tally = Tally(self.tasks[["ticker", "horizon", "session"]], models=self.names,
                            baselines=self.baselines, interval_reference=self.interval_reference)
         self._task_ids = inputs.task_ids
         self._labels_in_task_order = inputs.labels_in_task_order
@@ -164,9 +164,9 @@ class RunScores:
             yield name, rows, row_table(name, rows, references, self.interval_reference,
                                         self._text, self.cutoffs.get(name))
 
-    def class_table(self) -> pd.DataFrame:
-        """The three-class scores (:mod:`finbench.scoring.classes`); empty without such
-        models."""
+    def class_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The three-class scores and their rows (:mod:`finbench.scoring.classes`); empty
+        without such models."""
         return class_scores(self.config, self.path, self.labels, self.tasks, self.skipped)
 
     def table(self) -> pd.DataFrame:
@@ -213,14 +213,18 @@ def rescore(run_dir: Path, inputs: TaskInputs | None = None) -> pd.DataFrame:
         table = scores.table()
         write_atomic(run_dir / "scores.parquet", lambda p: table.to_parquet(p, index=False))
         write_atomic(run_dir / "scores.csv", lambda p: Path(p).write_text(scores_csv(table)))
-        classes = scores.class_table()
-        for name in ("scores3.parquet", "scores3.csv"):
+        classes, rows3 = scores.class_tables()
+        for name in THREE_CLASS_FILES:
             (run_dir / name).unlink(missing_ok=True)  # a run without three-class models: none
         if not classes.empty:
             write_atomic(run_dir / "scores3.parquet",
                          lambda p: classes.to_parquet(p, index=False))
             write_atomic(run_dir / "scores3.csv",
                          lambda p: Path(p).write_text(scores_csv(classes)))
+            write_atomic(run_dir / "rows3.parquet", lambda p: rows3.to_parquet(p, index=False))
+            if rows_csv_wanted(scores.config, len(scores.tasks)):
+                write_atomic(run_dir / "rows3.csv",
+                             lambda p: Path(p).write_text(scores_csv(rows3)))
     record_files(run_dir, read_manifest(run_dir),
                  [n for n in SCORE_FILES if (run_dir / n).is_file()])
     return table
