@@ -173,7 +173,7 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
     vendor = get_vendor(args.source, feed=args.feed)
     tickers = [t.strip() for t in args.tickers.split(",")]  # an empty entry is named
-    summary = fetch(vendor, tickers, args.start, args.end, args.out)
+    summary = fetch(vendor, tickers, args.start, args.end, args.out, echo=_progress)
     print(f"{args.source}: fetched {summary['fetched']} ticker-days ({summary['rows']} bars), "
           f"{summary['skipped']} already present; snapshot {summary['snapshot_sha256']}")
     return 0
@@ -229,19 +229,23 @@ def _run(args: argparse.Namespace) -> int:
 
     executor = chosen_executor(load_config_file(args.config)[0], kind=args.executor,
                                scheduler=args.scheduler, workers=args.workers)
+    models = [m.strip() for m in args.models.split(",")] if args.models is not None else None
     if executor.kind == "dask":
-        if shard or args.batch or args.dry_run:
+        if shard or args.batch or args.dry_run or models or args.limit is not None:
             said = "--executor dask" if args.executor else "the config's [executor] kind = \"dask\""
             other = "" if args.executor else " (or give --executor local)"
             raise FinbenchError(f"{said} runs the whole config as month shards: give it "
-                                f"without --shard, --batch or --dry-run{other}")
+                                f"without --shard, --batch, --dry-run, --models or "
+                                f"--limit{other}")
         from finbench.cluster import run_on_dask
 
         out = run_on_dask(args.config, args.out or Path("results") / Path(args.config).stem,
-                          scheduler=executor.scheduler, workers=executor.workers)
+                          scheduler=executor.scheduler, workers=executor.workers,
+                          echo=_progress, results=print)
         print(f"run directory: {out}")
         return 0
-    out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch)
+    out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch,
+              models=models, limit=args.limit, echo=_progress, results=print)
     print(f"run directory: {out}" + (" (dry run: no calls made)" if args.dry_run else ""))
     stopped = json.loads(read_file(out, "manifest.json")).get("stopped_models") or {}
     for why in stopped.values():
@@ -330,7 +334,8 @@ def _show(args: argparse.Namespace) -> int:
 def _paper(args: argparse.Namespace) -> int:
     from finbench.reports.build import paper
 
-    figures = paper(args.runs, args.out, allow_different_tasks=args.allow_different_tasks)
+    figures = paper(args.runs, args.out, allow_different_tasks=args.allow_different_tasks,
+                    echo=_progress)
     print(f"wrote {args.out}/tables and {len(figures)} figure files in {args.out}/figures")
     return 0
 
@@ -346,8 +351,13 @@ def _seed(text: str) -> int:
     return value
 
 
+DESCRIPTION = ("FinBench: does a forecaster state honest uncertainty? Run a config's tasks, "
+               "score, audit and report them. Progress and messages go to stderr, results "
+               "to stdout; bad input is one line naming what and where (exit 2).")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="finbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="finbench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="ingest, validate or generate market data").add_subparsers(
@@ -358,8 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--out", required=True, help="store directory (created if absent)")
     ingest.add_argument("--ticker", help="ticker of a single-ticker file without a ticker column")
     ingest.add_argument("--timezone", help="zone of naive timestamps, e.g. America/New_York")
-    ingest.add_argument("--bar-timestamp", choices=("start", "end"), default="start")
-    ingest.add_argument("--bar-seconds", type=int, default=60)
+    ingest.add_argument("--bar-timestamp", choices=("start", "end"), default="start",
+                        help="whether a bar's timestamp is its start (default) or its end")
+    ingest.add_argument("--bar-seconds", type=int, default=60,
+                        help="the bars' length in seconds (default 60; a divisor of a day)")
     ingest.add_argument("--dry-run", action="store_true",
                         help="validate and say what would be written and replaced; write nothing")
     ingest.add_argument("--headlines", action="append", metavar="FILE",
@@ -380,39 +392,42 @@ def build_parser() -> argparse.ArgumentParser:
                         "or refused, each named")
     ingest.set_defaults(func=_data_ingest)
     validate = data.add_parser("validate", help="re-hash and re-check a store")
-    validate.add_argument("store")
+    validate.add_argument("store", help="a store folder (bars or events), or a URI")
     validate.set_defaults(func=_data_validate)
     copy = data.add_parser("copy", help="copy a store or a run directory between a local "
                            "folder and object storage (s3://bucket/prefix)")
-    copy.add_argument("source")
-    copy.add_argument("target")
+    copy.add_argument("source", help="the store or run directory to copy (a folder or a URI)")
+    copy.add_argument("target", help="where to copy it (a folder or a URI)")
     copy.set_defaults(func=_data_copy)
     synth = data.add_parser("synth", help="write the synthetic sample store")
-    synth.add_argument("--out", required=True)
-    synth.add_argument("--seed", type=_seed, default=20250115)
+    synth.add_argument("--out", required=True, help="the new store's folder")
+    synth.add_argument("--seed", type=_seed, default=20250115,
+                       help="the generator's seed (default 20250115, the bundled sample's)")
     synth.set_defaults(func=_data_synth)
     synth_events = data.add_parser("synth-events", help="write the synthetic event sample "
                                    "(raw files in public shapes, and the store made from them)")
-    synth_events.add_argument("--out", required=True)
-    synth_events.add_argument("--seed", type=_seed, default=20240301)
+    synth_events.add_argument("--out", required=True, help="the new sample's folder")
+    synth_events.add_argument("--seed", type=_seed, default=20240301,
+                              help="the generator's seed (default 20240301, the bundled "
+                              "sample's)")
     synth_events.set_defaults(func=_data_synth_events)
     fetch = data.add_parser("fetch", help="fetch vendor minute bars into a store (resumable)")
     fetch.add_argument("--source", required=True,
                        help="alpaca, databento, massive or yfinance")
     fetch.add_argument("--tickers", required=True, help="comma-separated symbols")
-    fetch.add_argument("--start", required=True)
-    fetch.add_argument("--end", required=True)
+    fetch.add_argument("--start", required=True, help="first session, YYYY-MM-DD")
+    fetch.add_argument("--end", required=True, help="last session, YYYY-MM-DD")
     fetch.add_argument("--out", required=True, help="store directory")
     fetch.add_argument("--feed", help="alpaca feed (iex, sip) or databento dataset")
     fetch.set_defaults(func=_data_fetch)
 
     tasks = sub.add_parser("tasks", help="expand a config into tasks and labels")
-    tasks.add_argument("config")
+    tasks.add_argument("config", help="a config file (TOML)")
     tasks.add_argument("--out", help="folder for tasks.parquet and labels.parquet")
     tasks.set_defaults(func=_tasks)
 
     run = sub.add_parser("run", help="forecasts, labels and scores for a config (resumable)")
-    run.add_argument("config")
+    run.add_argument("config", help="a config file (TOML)")
     run.add_argument("--out", help="run directory (default results/<config name>); a URI "
                      "(s3://bucket/runs/x) keeps it on object storage")
     run.add_argument("--shard", help="only sessions START:END of the config (merge shards with "
@@ -428,30 +443,37 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(default: the config's, else a LocalCluster of this "
                                          "machine's cores)")
     run.add_argument("--workers", type=int, help="with a LocalCluster: its worker processes")
+    run.add_argument("--models", metavar="A,B", help="a trial: only these models of the config "
+                     "(comma-separated names), into a folder of its own (default "
+                     "results/<config name>-trial)")
+    run.add_argument("--limit", type=int, metavar="N", help="a trial: each model asked only the "
+                     "run's first N tasks, into a folder of its own")
     run.set_defaults(func=_run)
     score = sub.add_parser("score", help="recompute scores from a run's stored tables")
-    score.add_argument("run")
+    score.add_argument("run", help="a run directory (a folder or a URI)")
     score.set_defaults(func=_score)
     audit = sub.add_parser("audit", help="re-derive receipts; non-zero exit on any violation")
-    audit.add_argument("run")
+    audit.add_argument("run", help="a run directory (a folder or a URI)")
     audit.set_defaults(func=_audit)
     merge = sub.add_parser("merge", help="merge shard runs into one run directory")
-    merge.add_argument("shards", nargs="+")
-    merge.add_argument("--out", required=True)
+    merge.add_argument("shards", nargs="+", help="the shards' run directories")
+    merge.add_argument("--out", required=True, help="the merged run's directory")
     merge.set_defaults(func=_merge)
     rep = sub.add_parser("report", help="tables (CSV, Markdown, LaTeX) and figures of a run")
-    rep.add_argument("run")
+    rep.add_argument("run", help="a run directory (a folder or a URI)")
     rep.set_defaults(func=_report)
     shw = sub.add_parser("show", help="one task of a run: prompt as sent, answer, label, "
                                       "scores, each baseline's forecast")
-    shw.add_argument("run")
-    shw.add_argument("task_id")
+    shw.add_argument("run", help="a run directory (a folder or a URI)")
+    shw.add_argument("task_id", help="the task's id (TICKER|YYYY-MM-DD|HORIZON, or an event "
+                     "task's MARKET_ID|t0)")
     shw.add_argument("--model", help="this model (and the baselines) only")
     shw.add_argument("--json", action="store_true", help="as JSON")
     shw.set_defaults(func=_show)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
-    pap.add_argument("runs", nargs="+")
-    pap.add_argument("--out", default="paper")
+    pap.add_argument("runs", nargs="+", help="the run directories to pool")
+    pap.add_argument("--out", default="paper", help="where tables/ and figures/ go (default "
+                     "paper)")
     pap.add_argument("--allow-different-tasks", action="store_true",
                      help="pool runs whose task sets differ (the overlap is printed)")
     pap.set_defaults(func=_paper)

@@ -134,10 +134,12 @@ def _on_worker() -> str:
 
 
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
-                workers: int | None = None, echo=print) -> Path | str:
+                workers: int | None = None, echo=print, results=None) -> Path | str:
     """Run ``config_path`` into ``out`` as month shards on a Dask cluster (``scheduler``: its
     address; none: a LocalCluster of ``workers`` processes, by default one per core), then
-    merge them into ``out``. Returns ``out``."""
+    merge them into ``out``. Returns ``out``. ``echo`` takes what it says as it goes,
+    ``results`` the merged run's tables and receipt (by default ``echo`` too)."""
+    results = results or echo
     from distributed import Client, LocalCluster, as_completed
 
     text = ConfigText.read(config_path)
@@ -202,8 +204,8 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
     for block in render_finished(merged):
-        echo(block)
-    echo(receipt(merged))
+        results(block)
+    results(receipt(merged))
     return merged
 
 

@@ -313,8 +313,8 @@ def test_runs_with_nothing_to_score_fail_and_partial_ones_warn_with_counts(tmp_p
     unknown = pilot(tmp_path, sample_store, tickers=["AAPL", "ZZZZ"])
     result = finbench("run", unknown, "--out", tmp_path / "d")
     assert result.returncode == 0, result.stderr
-    assert "warning: ZZZZ: no scorable task on these dates" in result.stdout
-    assert "3 tasks unscorable" in result.stdout
+    assert "warning: ZZZZ: no scorable task on these dates" in result.stderr  # a message
+    assert "3 tasks unscorable" in result.stderr and "warning" not in result.stdout
 
 
 def test_a_torn_run_file_is_named_by_every_command(tmp_path, sample_store):

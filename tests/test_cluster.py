@@ -356,7 +356,7 @@ def test_a_scheduler_that_cannot_be_reached_is_named_and_nothing_is_made(
      "--workers with the config's [executor] (kind = 'dask'): workers sizes"),
     ('kind = "dask"\n', ["--shard", "2024-12-02:2024-12-31"],
      "the config's [executor] kind = \"dask\" runs the whole config as month shards: give it "
-     "without --shard, --batch or --dry-run (or give --executor local)"),
+     "without --shard, --batch, --dry-run, --models or --limit (or give --executor local)"),
 ])
 def test_executor_settings_that_conflict_are_refused_naming_them(tmp_path, sample_store, capsys,
                                                                  section, flags, message):

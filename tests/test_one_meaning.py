@@ -70,7 +70,8 @@ def test_session_ticker_clusters_are_warned_of_where_they_are_chosen(tmp_path, s
     assert done.returncode == 0 and 'cluster = "session_ticker"' in done.stderr
     plain = write(tmp_path / "p.toml", cfg.read_text().replace(
         '[report]\ncluster = "session_ticker"\n', ""))
-    assert "warning: [report]" not in cli("run", plain, "--out", tmp_path / "q").stdout
+    done = cli("run", plain, "--out", tmp_path / "q")
+    assert done.returncode == 0 and "warning: [report]" not in done.stdout + done.stderr
 
 
 def test_event_tables_say_synthetic_flag_few_groups_and_keep_notes_apart(tmp_path):

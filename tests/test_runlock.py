@@ -68,7 +68,7 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path, sample_store, hold
     assert details["pid"] == holder.pid  # the dead holder's details are still there
     result = finbench("run", pilot_config(tmp_path, sample_store), "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
-    assert f"taking over from process {holder.pid} (holder, started" in result.stdout
+    assert f"taking over from process {holder.pid} (holder, started" in result.stderr
     assert (tmp_path / "out" / LOCK_FILE).read_text() == ""  # released cleanly
     result = finbench("score", tmp_path / "out")  # no leftover lock after a clean end
     assert result.returncode == 0, result.stderr

@@ -57,7 +57,12 @@ from finbench.audit.rows import (
 from finbench.audit.scores import csv_problems, score_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.calendar import from_library
-from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
+from finbench.core.config import (
+    BASELINE_KINDS,
+    CLASS_BASELINE_KINDS,
+    momentum_minutes,
+    trial_mask,
+)
 from finbench.core.errors import FinbenchError, RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
@@ -147,18 +152,21 @@ def _against_the_plan(run_dir: Path, manifest: dict, config, plan, echo) -> list
     problems += consistency_problems(labels) + class_problems(labels, config.tasks.classes)
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
-    return problems + _derived_again(run_dir, plan, models, labels, ids, echo)
+    limit = (manifest.get("trial") or {}).get("limit")  # a trial asked the first tasks only
+    return problems + _derived_again(run_dir, plan, models, labels, ids, echo, limit)
 
 
-def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo) -> list[str]:
+def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
+                   limit: int | None = None) -> list[str]:
     """Labels, answers, receipts and the time gate derived again from the store and compared
-    with the run's (see the module docstring)."""
+    with the run's (see the module docstring); ``limit``: a trial's (its models were asked
+    the run's first tasks alone)."""
     kinds = {m.kind for m in models}
     contexts = bool(kinds - set(BASELINE_KINDS) - set(CLASS_BASELINE_KINDS))
     resolved = resolve(plan, momentum_minutes=momentum_minutes(plan.config), daily=contexts,
                        echo=echo)
     problems = label_problems(labels, resolved.labels_of(plan.tasks))
-    again = Again(plan, resolved, models)
+    again = Again(plan, resolved, models, limit)
     problems += again.problems
     receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
                         prompts="openai" in kinds, each_chunk=again.contexts)
@@ -182,7 +190,7 @@ class Again:
     from the store: baselines a month of tasks at a time (:meth:`month`), the others from the
     month contexts the receipts are built from (:meth:`contexts`)."""
 
-    def __init__(self, plan, resolved, models) -> None:
+    def __init__(self, plan, resolved, models, limit: int | None = None) -> None:
         self.plan, self.resolved = plan, resolved
         self.forecasters, self.problems = {}, []
         for m in models:
@@ -191,7 +199,8 @@ class Again:
             except FinbenchError as exc:
                 self.problems.append(f"model {m.name}: cannot be rebuilt to re-derive its "
                                      f"answers ({exc})")
-        self.asked = {name: f.asked(plan.tasks) for name, f in self.forecasters.items()}
+        trial = trial_mask(len(plan.tasks), limit)
+        self.asked = {name: f.asked(plan.tasks) & trial for name, f in self.forecasters.items()}
         self.tables: dict[str, list] = {name: [] for name, f in self.forecasters.items()
                                         if f.needs_context and not f.streaming}
         self.digests: dict[tuple[str, ...], pa.Array] = {}  # per plan task (:class:`Receipts`)

@@ -28,6 +28,7 @@ from finbench.audit.files import task_problems
 from finbench.audit.rows import capped
 from finbench.audit.scores import _frame_problems, first_difference
 from finbench.audit.transcripts import transcript_problems
+from finbench.core.config import trial_mask
 from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
@@ -56,7 +57,9 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
     skipped = manifest.get("skipped_models", {})
     models = [m for m in config.models if m.name not in skipped]
-    askable = track.askable()  # a task excluded before forecasting is asked of no model
+    # a task excluded before forecasting is asked of no model; a trial's, past its limit
+    askable = track.askable() & trial_mask(len(tasks), (manifest.get("trial") or {}).get(
+        "limit"))
     problems += _coverage(forecasts, tasks["task_id"], [m.name for m in models], askable,
                           fresh["status"])
     problems += _time_problems(forecasts, tasks)

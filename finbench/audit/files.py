@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.core.config import parse_config, shard_config
+from finbench.core.config import parse_config, shard_config, trial_config
 from finbench.core.errors import ConfigError
 from finbench.core.times import to_ns
 from finbench.forecasters.rows import FORECAST_SCHEMA
@@ -86,6 +86,11 @@ def config_problems(manifest: dict) -> list[str]:
         return [*problems, f"{MANIFEST}: its config text does not load: {exc}"]
     if manifest.get("shard"):
         config = shard_config(config, *manifest["shard"])
+    if manifest.get("trial"):  # --models: the config's models named there alone
+        try:
+            config = trial_config(config, manifest["trial"].get("models"))
+        except ConfigError as exc:
+            return [*problems, f"{MANIFEST}: its trial is no trial of its config: {exc}"]
     want = json.loads(config.model_dump_json())
     have = manifest.get("config", {})
     if manifest.get("merged_from"):  # a merged run spans its shards' dates

@@ -581,6 +581,46 @@ def shard_config(config: RunConfig, start, end) -> RunConfig:
                                                                        "end": last})})
 
 
+def trial_config(config, models: list[str] | None):
+    """The config with only the models named in ``models`` (in the config's order; all of
+    them when None), checked again as a config (a fallback or reference it drops is named)."""
+    if not models:
+        return config
+    names = [m.name for m in config.models]
+    unknown = [m for m in models if m not in names]
+    if unknown:
+        raise ConfigError(f"--models: {', '.join(unknown)}: no model of the config by that name "
+                          f"(its models: {', '.join(names)})")
+    data = json.loads(config.model_dump_json())
+    data["models"] = [m for m in data["models"] if m["name"] in models]
+    try:
+        return type(config).model_validate(data)
+    except ValueError as exc:
+        raise ConfigError(f"--models {','.join(models)}: the config with these models alone is "
+                          f"no valid config ({exc})") from None
+
+
+def describe_trial(trial: dict | None) -> str:
+    """``a trial of models a, b, the first 10 tasks`` (``a full run`` for None)."""
+    if trial is None:
+        return "a full run"
+    parts = [f"models {', '.join(trial['models'])}" if trial.get("models") else "every model"]
+    if trial.get("limit") is not None:
+        parts.append(f"the first {trial['limit']} tasks")
+    return "a trial of " + ", ".join(parts)
+
+
+def trial_mask(n_tasks: int, limit: int | None):
+    """Which of a run's ``n_tasks`` tasks (in its order) a trial with ``limit`` asks: the
+    first ``limit`` (every one without a limit)."""
+    import numpy as np
+
+    asked = np.ones(n_tasks, dtype=bool)
+    if limit is not None:
+        asked[limit:] = False
+    return asked
+
+
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a TOML config (docs/spec.md §9); relative paths resolve against its
     folder. A :class:`~finbench.core.errors.ConfigError` names the file, the key and the

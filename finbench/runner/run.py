@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from finbench.core.config import trial_config
+from finbench.core.errors import ConfigError
 from finbench.core.location import is_uri
 from finbench.runlog.mirror import Mirror, scratch_folder
 from finbench.runlog.runlock import RunLock, describe
@@ -14,9 +16,17 @@ from finbench.runner.steps import Laps, RunSteps, load_run_config
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         dry_run: bool = False, shard: tuple | None = None, batch: bool = False,
         timings: dict[str, float] | None = None, rate_share: float = 1.0,
-        cpu_timings: dict[str, tuple[float, float]] | None = None) -> Path | str:
+        cpu_timings: dict[str, tuple[float, float]] | None = None,
+        models: list[str] | None = None, limit: int | None = None,
+        results=None) -> Path | str:
     """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
     the run directory.
+
+    ``models`` and ``limit`` make a trial: only the models named, each asked the run's first
+    ``limit`` tasks; it goes into a folder of its own (default
+    ``results/<config name>-trial``), which a full run never resumes, nor a trial of other
+    settings. ``echo`` takes what the run says as it goes (progress, warnings), ``results``
+    the tables and the receipt it ends with (by default ``echo`` too).
 
     ``dry_run`` prints, per LLM model, the calls still to make with estimated tokens and
     cost, and stops before any request. ``shard = (start, end)`` runs only the sessions of
@@ -38,16 +48,23 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             with Mirror(Path(tmp) / "run", str(out)) as mirror:
                 run(config_path, mirror.local, echo=echo, dry_run=dry_run, shard=shard,
                     batch=batch, timings=timings, rate_share=rate_share,
-                    cpu_timings=cpu_timings)
+                    cpu_timings=cpu_timings, models=models, limit=limit, results=results)
         return out
     config, source = load_run_config(config_path, shard)
-    out = Path(out) if out else Path("results") / Path(config_path).stem
+    trial = trial_of(models, limit, shard)
+    if trial is not None:
+        config = trial_config(config, trial["models"])
+        if trial["models"]:  # named in the config's order, however the command gave them
+            trial["models"] = [m.name for m in config.models]
+    stem = Path(config_path).stem + ("-trial" if trial is not None else "")
+    out = Path(out) if out else Path("results") / stem
     with RunLock(out, command=f"finbench run {config_path}") as lock:
         if lock.took_over:
             echo(f"{out}: taking over from {describe(lock.took_over)}, which ended without "
                  "releasing the folder (killed?); resuming its run")
         steps = RunSteps(config, source, out, echo=echo, shard=shard,
-                         laps=Laps(timings, cpu_timings), rate_share=rate_share)
+                         laps=Laps(timings, cpu_timings), rate_share=rate_share,
+                         trial=trial, results=results or echo)
         try:
             _steps(steps, batch=batch, dry_run=dry_run)
         finally:
@@ -76,3 +93,15 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
     steps.judge_stances()          # with [analysis.stance] method = "judge"
     steps.score()
     steps.finish()
+
+
+def trial_of(models: list[str] | None, limit: int | None, shard) -> dict | None:
+    """A trial's settings as the manifest records them (None: a full run)."""
+    if not models and limit is None:
+        return None
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit: {limit} is not a number of tasks >= 1")
+    if shard is not None:
+        raise ConfigError("--models and --limit make a trial of the whole config; give them "
+                          "without --shard")
+    return {"models": list(models) if models else None, "limit": limit}

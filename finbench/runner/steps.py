@@ -14,7 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.config import RunConfig, load_config_file, shard_config
+from finbench.core.config import (
+    RunConfig,
+    describe_trial,
+    load_config_file,
+    shard_config,
+    trial_mask,
+)
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import sync_file, write_atomic, write_json
@@ -127,10 +133,13 @@ class RunSteps:
     The run directory ``out`` is locked by the caller."""
 
     def __init__(self, config: RunConfig, source: dict, out: Path, *, echo, shard,
-                 laps: Laps, rate_share: float = 1.0) -> None:
+                 laps: Laps, rate_share: float = 1.0, trial: dict | None = None,
+                 results=None) -> None:
         self.config, self.source, self.out = config, source, out
         self.rate_share = rate_share
         self.echo, self.shard, self.lap = echo, shard, laps
+        self.results = results or echo  # the tables and receipt the run ends with
+        self.trial = trial  # --models and --limit (None: the whole config)
         self.manifest_path = out / MANIFEST
         self.started, self.old = now(), None
         self.skipped: dict[str, str] = {}   # models not run, with why
@@ -185,6 +194,10 @@ class RunSteps:
         if old.get("shard") != shard_field(self.shard):
             raise RunError(f"{self.out}: holds shard {old.get('shard')}, not "
                            f"{shard_field(self.shard)}")
+        if old.get("trial") != self.trial:
+            raise RunError(f"{self.out}: holds {describe_trial(old.get('trial'))}, not "
+                           f"{describe_trial(self.trial)}: a trial and a full run (or two "
+                           "trials) never share a folder; use another --out")
         self.started = old.get("started_at", self.started)
         self._code_revision(old)
 
@@ -270,6 +283,9 @@ class RunSteps:
         writer.shutdown(wait=False)  # its thread ends when the tables are written
         self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
         self.manifest["shard"] = shard_field(self.shard)
+        if self.trial is not None:
+            self.manifest["trial"] = self.trial
+            echo(f"trial: {describe_trial(self.trial)}, into {self.out}")
         self.manifest["config_revisions"] = self.revisions or [
             _revision_entry(self.manifest, None)]
         self.manifest["code_revisions"] = self.code or code_revisions(self.manifest)
@@ -305,7 +321,8 @@ class RunSteps:
             retry = self._retries(f, errors.get(f.name, {}))
             if retry:
                 finished = [t for t in finished if t not in retry]
-            asked = self.asked[f.name] = f.asked(self.track.tasks) & askable
+            asked = self.asked[f.name] = f.asked(self.track.tasks) & askable & trial_mask(
+                len(ids), (self.trial or {}).get("limit"))
             self.todo[f.name] = asked & (positions(ids, finished) < 0) if finished else asked
             self.notes[f.name] = [*f.notes(self.track.tasks), *([] if asked.all() else [
                 f"asked {int(asked.sum())} of the run's {len(ids)} tasks; the others are not "
@@ -378,8 +395,8 @@ class RunSteps:
         for name, est in self.estimates.items():
             cost = "unknown (no prices configured)" if est["cost"] is None else (
                 f"${est['cost']:.4f}")
-            self.echo(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
-                      f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
+            self.results(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
+                         f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
 
     def print_pending(self) -> None:
         self.echo(f"{self.pending} batch(es) not finished yet: run the same command again to "
@@ -472,13 +489,13 @@ class RunSteps:
             self.manifest = old  # a resume that changed nothing: the manifest, and its receipt
         write_json(self.manifest_path, self.manifest)
         if self.config.track == "events":
-            self.echo(render_event_summary(self.out, self.scores))
+            self.results(render_event_summary(self.out, self.scores))
         else:  # what a merge of its shards prints too
             for block in render_finished(self.out):
-                self.echo(block)
+                self.results(block)
         for line in self.unscorable:
-            self.echo(line)
-        self.echo(receipt(self.out))
+            self.results(line)
+        self.results(receipt(self.out))
         for why in self.stopped.values():
             self.echo(f"STOPPED {why}")
         for model, count in self.unanswered.items():
