@@ -2,6 +2,7 @@
 never invented data; surprises are said, with counts. Through the CLI, as a user meets them."""
 
 import json
+import re
 import os
 import resource
 import signal
@@ -48,10 +49,14 @@ def finbench(*args, limit: int | None = None) -> subprocess.CompletedProcess:
 
 
 def message(result: subprocess.CompletedProcess) -> str:
-    """The one error line a failed command printed (no traceback)."""
+    """The one error line a failed command printed (no traceback), with the lines of notes
+    after it: what stderr holds from that line on (progress comes before it)."""
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
-    return result.stderr
+    lines = result.stderr.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines)
+                  if re.match(r"[A-Za-z]+(Error|Stopped): ", line)), 0)
+    return "".join(lines[first:])
 
 
 def pilot(tmp_path: Path, store: Path, **tasks) -> Path:

@@ -63,7 +63,7 @@ from finbench.core.config import (
     momentum_minutes,
     trial_mask,
 )
-from finbench.core.errors import FinbenchError, RunError
+from finbench.core.errors import FinbenchError, RunError, StoreError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, from_ns, to_ns
@@ -119,7 +119,11 @@ def _audit_run(run_dir: Path, echo) -> list[str]:
         return problems + audit_events(run_dir, manifest, config, echo)
     # the store's partitions re-hashed and re-checked beside what follows (a large store by a
     # helper process, on another core); its problems come first, as the run's data
-    with StoreCheck(Store(config.data.store), echo) as store_check:
+    try:
+        opened = Store(config.data.store)
+    except StoreError as exc:  # its manifest cannot be read or breaks a rule: nothing to derive
+        return problems + [f"store: {exc} (nothing was derived again from it)"]
+    with StoreCheck(opened, echo) as store_check:
         # first: it holds a model's rows, nothing else is loaded
         scores = score_problems(run_dir) + csv_problems(run_dir)
         plan = plan_run(config)

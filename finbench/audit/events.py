@@ -29,6 +29,7 @@ from finbench.audit.rows import capped
 from finbench.audit.scores import _frame_problems, first_difference
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.config import trial_mask
+from finbench.core.errors import RunError, StoreError
 from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
@@ -39,7 +40,10 @@ SHOWN = 10
 
 
 def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) -> list[str]:
-    track = EventsTrack(config)
+    try:
+        track = EventsTrack(config)
+    except StoreError as exc:  # its manifest cannot be read or breaks a rule
+        return [f"store: {exc} (nothing was derived again from it)"]
     problems = []
     want = manifest["data"]["snapshot_sha256"]
     if track.snapshot_sha256 != want:
@@ -71,7 +75,10 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
             problems += _reference_problems(track, model, mine, gated, rows)
         else:
             problems += _llm_problems(run_dir, track, model, mine, gated)
-    again = event_tables(run_dir, config, skipped)
+    try:
+        again = event_tables(run_dir, config, skipped)
+    except RunError as exc:  # a label no label pass gives (named above too)
+        return problems + [f"scores cannot be computed again: {exc}"]
     for name, key in (("scores", ["model", "slice_kind", "slice"]),
                       ("skill", ["model", "reference", "slice_kind", "slice"]),
                       ("rows", ["task_id", "model"]), ("exclusions", ["reason"]),

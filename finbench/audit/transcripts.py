@@ -67,8 +67,11 @@ def _native_text(response: dict) -> str | None:
 
 
 def _content(response: dict) -> str | None:
-    """The message content a response carried, read from the body as the run read it
-    (:func:`~finbench.forecasters.completion.completion_dict`: the text of content parts);
-    None: no message, e.g. a refusal or a call without answer."""
+    """The text a row keeps as its raw answer, read from the response's body as the run read
+    it (:func:`~finbench.forecasters.completion.completion_dict`): the refusal's text, else
+    the message content (the text of content parts; empty without one); None for a call
+    that got no answer (its row is no answer either)."""
     kept = completion_dict(response.get("body"))
-    return None if "transport_error" in kept or kept.get("refusal") else kept.get("content")
+    if "transport_error" in kept:
+        return None
+    return kept["refusal"] if kept.get("refusal") else (kept.get("content") or "")

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.config import CLASS_BASELINE_KINDS, RunConfig, class_names
+from finbench.core.errors import RunError
 from finbench.forecasters.rows import ERROR
 from finbench.scoring import multiclass as mc
 
@@ -35,6 +36,11 @@ def class_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
                             how="left")
     frame = frame.merge(labels[["task_id", "cls", "status"]], on="task_id", how="left")
     y = frame["cls"].fillna(-1).to_numpy(np.int64)
+    bad = ~np.isin(y, (-1, 0, 1, 2))
+    if bad.any():  # (a class the label pass never gives: the labels were edited)
+        raise RunError(f"labels.parquet: task {frame['task_id'].iat[int(np.argmax(bad))]} has "
+                       f"class {int(y[bad][0])}, none of down 0, flat 1, up 2 or -1 "
+                       f"(unscorable) ({int(bad.sum())} row(s))")
     q = frame[["q_down", "q_flat", "q_up"]].to_numpy(float)
     valid = frame["valid"].to_numpy(bool)
     scored = valid & (y >= 0)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from finbench.core.errors import RunError
+
 IN_SAMPLE = "in-sample frequency"  # the descriptive row's model name
 IN_SAMPLE_KIND = "in_sample (descriptive, fitted on the evaluated labels: not a forecast)"
 
@@ -79,6 +81,11 @@ def group_bootstrap(errors: list[np.ndarray], groups: np.ndarray, *, reps: int, 
 def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd.DataFrame:
     """One row per forecast of a scored market (status ok): its label, slices and scores."""
     scored = labels[labels["status"] == "ok"]
+    bad = ~scored["y"].isin([0, 1]).to_numpy(bool)
+    if bad.any():  # (an outcome the label pass never gives: the labels were edited)
+        raise RunError(f"labels.parquet: task {scored['task_id'].iloc[int(np.argmax(bad))]} "
+                       f"is scored with y {scored['y'].iloc[int(np.argmax(bad))]!r}, neither "
+                       f"0 (NO) nor 1 (YES) ({int(bad.sum())} task(s))")
     rows = forecasts.merge(scored[["task_id", "y", "category", "event_group",
                                    "retrieval_relevant"]], on="task_id", how="inner")
     p = rows["p_up"].to_numpy(float)
