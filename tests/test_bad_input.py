@@ -2,8 +2,8 @@
 never invented data; surprises are said, with counts. Through the CLI, as a user meets them."""
 
 import json
-import re
 import os
+import re
 import resource
 import signal
 import subprocess

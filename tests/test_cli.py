@@ -60,7 +60,7 @@ def test_a_trial_runs_some_models_on_the_first_tasks_in_a_folder_of_its_own(
     done = cli("run", cfg, "--models", "momentum,coin", "--limit", "5")
     assert done.returncode == 0, done.stderr
     trial = tmp_path / "results" / "pilot-trial"  # the default folder of a trial
-    assert "trial: a trial of models coin, momentum, the first 5 tasks, into" in done.stderr
+    assert "results/pilot-trial: a trial of models coin, momentum, the first 5 tasks" in done.stderr
     rows = pd.read_parquet(trial / "forecasts.parquet")
     tasks = pd.read_parquet(trial / "tasks.parquet")
     assert rows.groupby("model", sort=False).size().to_dict() == {"coin": 5, "momentum": 5}

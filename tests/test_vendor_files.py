@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import ingest_bars, ingest_files, ingest_headlines, read_table_file
+from finbench.data.ingest import ingest_bars, ingest_files, ingest_headlines
 from finbench.data.store import Store
+from finbench.data.user_files import read_table_file
 from tests.helpers import HEADER, bar_rows, cli, store_files, write
 
 BOM = "\ufeff"

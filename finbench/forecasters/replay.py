@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import read_table_file
+from finbench.data.user_files import read_table_file
 from finbench.forecasters.answers import ParsedAnswer, parse_answer
 from finbench.forecasters.base import Forecaster, register
 from finbench.tracks.base import Inputs

@@ -285,7 +285,7 @@ class RunSteps:
         self.manifest["shard"] = shard_field(self.shard)
         if self.trial is not None:
             self.manifest["trial"] = self.trial
-            echo(f"trial: {describe_trial(self.trial)}, into {self.out}")
+            echo(f"{self.out}: {describe_trial(self.trial)}")
         self.manifest["config_revisions"] = self.revisions or [
             _revision_entry(self.manifest, None)]
         self.manifest["code_revisions"] = self.code or code_revisions(self.manifest)

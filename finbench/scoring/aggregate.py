@@ -133,6 +133,7 @@ class Tally:
         # each task's session (for the Kelly growth of a session's bets sized together)
         self.sessions, names = pd.factorize(per_task["session"].astype(str), sort=True)
         self.n_sessions = max(len(names), 1)
+        self._session_keys: dict[str, np.ndarray] = {}  # per slice kind
         self.slices = []
         for kind in SLICE_KINDS:
             if kind == "overall":
@@ -232,20 +233,21 @@ class Tally:
                 cols["ties"] = total("tie").astype(np.int64)
                 for col, name in PROBABILITY_METRICS:
                     cols[name] = np.where(n > 0, total(col) / n, np.nan)
-                cols["kelly_session"] = self._session_growth(to, k, has, bets)
+                cols["kelly_session"] = self._session_growth(kind, to, k, has, bets)
                 for col, name in INTERVAL_METRICS:
                     cols[name] = np.where(n_interval > 0, total(col) / n_interval, np.nan)
             parts.append((to, k, n_rows > 0, cols))
 
-    def _session_growth(self, to: np.ndarray, k: int, asked: np.ndarray, bets: np.ndarray
-                        ) -> np.ndarray:
+    def _session_growth(self, kind: str, to: np.ndarray, k: int, asked: np.ndarray,
+                        bets: np.ndarray) -> np.ndarray:
         """Per slice (``to``: each cell's), the decision layer's Kelly growth of its bets
         (:mod:`finbench.scoring.decision`): the mean over the slice's sessions of
         ``ln(1 + (1/K) sum (2p - 1)(2y - 1))``, K the slice's tasks of the model in that
         session (an unscored one stakes nothing); -inf when a session lost every stake; NaN
         without a session."""
-        key = to[self.cells] * self.n_sessions + self.sessions
-        size = k * self.n_sessions
+        if kind not in self._session_keys:  # each slice kind's, made once for every model
+            self._session_keys[kind] = to[self.cells] * self.n_sessions + self.sessions
+        key, size = self._session_keys[kind], k * self.n_sessions
         count = np.bincount(key, weights=asked.astype(float), minlength=size)
         gained = np.bincount(key, weights=bets, minlength=size)
         with np.errstate(invalid="ignore", divide="ignore"):

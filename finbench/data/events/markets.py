@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import TEXT_ENCODING, read_table_file
 from finbench.data.schema import cell, shown
 from finbench.data.timestamps import END, EPOCH_RULE, FIRST, YEARS, parse_utc
+from finbench.data.user_files import TEXT_ENCODING, read_table_file
 
 MARKET_COLUMNS = ("market_id", "question", "description", "category", "event_group",
                   "opened_at", "closes_at", "resolved_at", "outcome")

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from finbench.core.errors import DataError
-from finbench.data.ingest import TEXT_ENCODING, json_object
+from finbench.data.user_files import TEXT_ENCODING, json_object
 
 POSTS_SCHEMA = pa.schema([("post_id", pa.string()), ("created_utc", pa.timestamp("ns", "UTC")),
                           ("subreddit", pa.string()), ("kind", pa.string()),
@@ -109,7 +109,7 @@ class _Frames(io.RawIOBase):
 
 def _lines(path: Path, hashing: _Hashing) -> Iterator[str]:
     """The dump's lines, UTF-8 (a byte-order mark at its start skipped, as in every user
-    file: :data:`~finbench.data.ingest.TEXT_ENCODING`)."""
+    file: :data:`~finbench.data.user_files.TEXT_ENCODING`)."""
     if path.suffix.lower() == ".zst":
         try:
             import zstandard

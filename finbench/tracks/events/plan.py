@@ -15,8 +15,8 @@ from finbench.core.event_config import EventRunConfig
 from finbench.core.lookup import repeated
 from finbench.data.events.markets import INSTANT_RULE, parse_instants
 from finbench.data.events.store import EventStore
-from finbench.data.ingest import read_table_file
 from finbench.data.schema import cell
+from finbench.data.user_files import read_table_file
 
 OK = "ok"
 # why a task is not scored, in the order they are tested (the first that holds is recorded)
