@@ -62,6 +62,9 @@ def parse_utc(raw: pd.Series, *, timezone: str | None) -> ParsedTimes:
                            np.zeros(len(raw), bool))
     if pd.api.types.is_integer_dtype(raw.dtype) or pd.api.types.is_float_dtype(raw.dtype):
         return _from_epoch(raw, missing)
+    if raw.dtype != object or pd.api.types.infer_dtype(raw, skipna=True) in ("string",
+                                                                              "empty"):
+        return _from_text(raw, missing, timezone)  # texts alone (a CSV's): no number among them
     numbers = np.fromiter((isinstance(v, int | float | np.integer | np.floating)
                            and not isinstance(v, bool | np.bool_) for v in raw),
                           dtype=bool, count=len(raw)) & ~missing
