@@ -302,23 +302,33 @@ def _report(args: argparse.Namespace) -> int:
     from finbench.reports.build import report
     from finbench.reports.figures import FiguresFailed
     from finbench.runlog.mirror import local_copy
-    from finbench.runlog.rundir import load_run_config
 
     with local_copy(args.run, write_back=True) as run_dir:
-        settings = getattr(load_run_config(run_dir), "report", None)  # (events: none)
-        for warning in settings.warnings() if settings is not None else []:
-            print(f"warning: {warning}", file=sys.stderr)
         try:
-            tables, figures = report(run_dir)
+            tables, figures = report(run_dir)  # (a folder that is no finished run: refused)
         except FiguresFailed as exc:  # the rest is written (and uploaded): say what is not
             for name, why in exc.failures.items():
                 print(f"FigureFailed: {name}: {type(why).__name__}: {why}", file=sys.stderr)
             print(f"{args.run}: report written without {len(exc.failures)} figure(s)",
                   file=sys.stderr)
             return 1
+        finally:
+            _setting_warnings(run_dir)
     print(f"{args.run}: {len(tables)} table files in tables/, {len(figures)} figure files in "
           f"figures/")
     return 0
+
+
+def _setting_warnings(run_dir: Path) -> None:
+    """What the run's report settings warrant saying (a run it could read: none otherwise)."""
+    from finbench.runlog.rundir import load_run_config
+
+    try:
+        settings = getattr(load_run_config(run_dir), "report", None)  # (events: none)
+    except (OSError, ValueError):  # no run's manifest, or a broken one: the report said so
+        return
+    for warning in settings.warnings() if settings is not None else []:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _show(args: argparse.Namespace) -> int:

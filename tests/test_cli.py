@@ -90,3 +90,15 @@ def test_a_trial_runs_some_models_on_the_first_tasks_in_a_folder_of_its_own(
     assert cli("run", cfg, "--limit", "0").returncode == 2
     assert {p.name for p in tmp_path.iterdir()} == before
     assert not os.path.exists(tmp_path / "results" / "pilot")
+
+
+def test_a_folder_that_is_no_run_is_one_line_for_report(tmp_path):
+    """Reading the run's report settings first gave a FileNotFoundError traceback."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_text("{not json")
+    for folder, said in (("none", "no such run directory"), ("empty", "not a finished run"),
+                         ("broken", "")):
+        done = cli("report", tmp_path / folder)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert said in done.stderr and done.stderr.count("\n") == 1
