@@ -84,7 +84,7 @@ def group_coverage(groups: int, seed: int = 5, sims: int = 300) -> float:
     """Coverage of the event track's group bootstrap (its Brier skill interval) over ``sims``
     benchmarks of ``groups`` event groups of 3 markets each, whose losses carry a group
     effect (the markets of one election move together)."""
-    from finbench.scoring.events import group_bootstrap
+    from finbench.scoring.bootstrap import skill_ci
 
     rng = np.random.default_rng(seed)
     truth = 1 - MEAN_MODEL / MEAN_BASE
@@ -93,9 +93,8 @@ def group_coverage(groups: int, seed: int = 5, sims: int = 300) -> float:
     for k in range(sims):
         losses = [mean + rng.normal(0, 0.04, groups)[group] + rng.normal(0, 0.03, len(group))
                   for mean in (MEAN_MODEL, MEAN_BASE)]
-        lo, hi = group_bootstrap(losses, group, reps=REPLICATES, seed=k, level=0.95,
-                                 stat=lambda a, b, n: 1 - a / b)
-        hits += lo <= truth <= hi
+        ci = skill_ci(*losses, group, replicates=REPLICATES, seed=k, level=0.95)
+        hits += ci.lower <= truth <= ci.upper
     return hits / sims
 
 

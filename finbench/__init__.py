@@ -26,7 +26,7 @@ from finbench.core.errors import (
 from finbench.core.version import __version__
 
 _LAZY = {
-    "load_config": "finbench.core.config",
+    "load_config": "finbench.tracks.configs",
     "RunConfig": "finbench.core.config",
     "Store": "finbench.data.store",
     "ingest_bars": "finbench.data.ingest",
@@ -34,7 +34,7 @@ _LAZY = {
     "write_sample": "finbench.data.synth",
     "run": "finbench.runner",
     "merge_shards": "finbench.shards",
-    "score_run": "finbench.scoring.run",
+    "score_run": "finbench.runner.scores",
     "audit_run": "finbench.audit",
     "report": "finbench.reports.build",
     "paper": "finbench.reports.build",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from finbench.core.errors import FinbenchError
 from finbench.core.memory import keep_freed_memory
+from finbench.core.version import describe_version
 
 
 def _data_ingest(args: argparse.Namespace) -> int:
@@ -57,7 +58,7 @@ def _data_ingest(args: argparse.Namespace) -> int:
 
 def _ingest_events(args: argparse.Namespace, did: str) -> int:
     """Markets (with their price histories) and/or a dump of posts into an event store."""
-    from finbench.data.events.store import EventStore
+    from finbench.tracks.events.store import EventStore
 
     if args.file or args.headlines:
         raise FinbenchError("data ingest: an event store takes --markets/--prices/--posts, not "
@@ -93,7 +94,7 @@ SKIPPED = {"open": "still open", "not_binary": "not Yes/No (Over/Under, teams, s
 
 
 def _data_synth_events(args: argparse.Namespace) -> int:
-    from finbench.data.events.synth import write_event_sample
+    from finbench.tracks.events.synth import write_event_sample
 
     store = write_event_sample(args.out, seed=args.seed)
     print(f"wrote the SYNTHETIC event sample to {args.out} (raw/ in the public shapes, store/ "
@@ -116,8 +117,8 @@ def _failed(problems: list[str], verdict: str) -> bool:
 
 
 def _data_validate(args: argparse.Namespace) -> int:
-    from finbench.data.events.store import EventStore, is_event_store
     from finbench.data.store import Store
+    from finbench.tracks.events.store import EventStore, is_event_store
 
     if is_event_store(args.store):
         events = EventStore(args.store)
@@ -180,28 +181,20 @@ def _data_fetch(args: argparse.Namespace) -> int:
 
 
 def _tasks(args: argparse.Namespace) -> int:
-    from finbench.core.config import load_config
     from finbench.core.errors import RunError
     from finbench.runlog.rundir import MANIFEST
-    from finbench.tracks.intraday.facts import summary
-    from finbench.tracks.intraday.label_pass import resolve
-    from finbench.tracks.intraday.plan import plan_run
+    from finbench.tracks import open_track
+    from finbench.tracks.configs import load_config
 
     if args.out and (Path(args.out) / MANIFEST).is_file():
         raise RunError(f"{args.out}: holds {MANIFEST} (a run's or a store's), whose tasks and "
                        "labels are its own; `finbench tasks` writes into a folder of its own")
-    config = load_config(args.config)
-    if config.track != "intraday":
-        from finbench.tracks import open_track
-
-        track = open_track(config)
-        tasks, labels = track.tasks, track.label(contexts=False, echo=_progress)
+    track = open_track(load_config(args.config))
+    try:
+        tasks, labels = track.tasks, track.label(contexts=False, echo=_progress)  # stdout: JSON
         facts = track.summary(labels)
-    else:
-        plan = plan_run(config)
-        tasks = plan.tasks
-        labels = resolve(plan, daily=False, echo=_progress).labels_of(tasks)  # stdout: JSON
-        facts = summary(plan, labels)
+    finally:
+        track.release()
     out = Path(args.out) if args.out else None
     if out:
         from finbench.core.outputs import write_atomic
@@ -225,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
             raise FinbenchError(f"--shard: {args.shard!r} is not START:END (YYYY-MM-DD:YYYY-MM-DD)")
         shard = (start, end)
     from finbench.cluster import chosen_executor
-    from finbench.core.config import load_config_file
+    from finbench.tracks.configs import load_config_file
 
     executor = chosen_executor(load_config_file(args.config)[0], kind=args.executor,
                                scheduler=args.scheduler, workers=args.workers)
@@ -254,12 +247,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from finbench.core.version import ENGINE_VERSION
     from finbench.runlog.mirror import local_copy
-    from finbench.scoring.run import score_run
+    from finbench.runner.scores import score_digest, score_run
 
     with local_copy(args.run, write_back=True) as run_dir:
         scores = score_run(run_dir)
+        digest = score_digest(run_dir)
     print(f"{args.run}: {len(scores)} score rows written to scores.parquet and scores.csv")
+    print(f"scores digest sha256 {digest} (engine {ENGINE_VERSION}: the canonical JSON of "
+          "its score tables, floats to 12 places; equal digests, equal tables)")
     return 0
 
 
@@ -286,13 +283,13 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from finbench.runlog.rundir import receipt
-    from finbench.runner.manifest import render_finished
+    from finbench.runlog.rundir import load_run_config, receipt
     from finbench.shards import merge_shards
+    from finbench.tracks import plugin_of
 
     out = merge_shards(args.shards, args.out)
     print(f"merged {len(args.shards)} shard(s) into {out}")
-    for block in render_finished(out):
+    for block in plugin_of(load_run_config(out)).summary(out):
         print(block)
     print(receipt(out))
     return 0
@@ -322,22 +319,26 @@ def _report(args: argparse.Namespace) -> int:
 def _setting_warnings(run_dir: Path) -> None:
     """What the run's report settings warrant saying (a run it could read: none otherwise)."""
     from finbench.runlog.rundir import load_run_config
+    from finbench.tracks import plugin_of
 
     try:
-        settings = getattr(load_run_config(run_dir), "report", None)  # (events: none)
+        config = load_run_config(run_dir)
     except (OSError, ValueError):  # no run's manifest, or a broken one: the report said so
         return
-    for warning in settings.warnings() if settings is not None else []:
+    for warning in plugin_of(config).setting_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
 
 
 def _show(args: argparse.Namespace) -> int:
-    from finbench.reports.show import as_json, render_show, show
+    from finbench.reports.show import as_json, show
     from finbench.runlog.mirror import local_copy
+    from finbench.runlog.rundir import load_run_config
+    from finbench.tracks import plugin_of
 
     with local_copy(args.run) as run_dir:
         found = show(run_dir, args.task_id, args.model)
-    print(as_json(found) if args.json else render_show(found))
+        track = plugin_of(load_run_config(run_dir))
+    print(as_json(found) if args.json else track.show_text(found))
     return 0
 
 
@@ -368,6 +369,8 @@ DESCRIPTION = ("FinBench: does a forecaster state honest uncertainty? Run a conf
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="finbench", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=describe_version(),
+                        help="the package, engine and scoring-rules versions, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="ingest, validate or generate market data").add_subparsers(

@@ -51,8 +51,6 @@ from finbench.core.config import (
     ExecutorConfig,
     RunConfig,
     executor_problem,
-    load_config_file,
-    sessions_only,
 )
 from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
@@ -63,10 +61,11 @@ from finbench.runner import run
 from finbench.runner.manifest import (
     code_version,
     describe_code,
-    render_finished,
     same_finbench,
 )
 from finbench.shards import merge_shards
+from finbench.tracks import plugin_of
+from finbench.tracks.configs import load_config_file, sessions_only
 
 SHARDS = "shards"
 
@@ -76,7 +75,7 @@ def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = 
     """How ``finbench run`` runs ``config``: its ``[executor]`` section, with the command
     line's ``--executor`` (another kind than the section's replaces the section whole),
     ``--scheduler`` and ``--workers`` over it. A ConfigError names what conflicts."""
-    section = getattr(config, "executor", None) or ExecutorConfig()  # the event track: none
+    section = config.executor or ExecutorConfig()  # (a track that runs whole has none)
     if kind is not None and kind != section.kind:
         section = ExecutorConfig(kind=kind)
     settings = {"kind": section.kind,
@@ -203,7 +202,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         shards_here(shards, scheduler)
     merged = merge_remote(shards, str(out)) if remote else merge_shards(shards, out)
     echo(f"merged {len(ranges)} shards into {merged}")
-    for block in render_finished(merged):
+    for block in plugin_of(config).summary(merged):
         results(block)
     results(receipt(merged))
     return merged
@@ -271,8 +270,7 @@ def shards_here(shards: list[Path], scheduler: str | None) -> None:
 def rate_limited(config) -> bool:
     """Whether a language model of ``config`` (its stance judge among them) has a
     ``requests_per_minute`` or ``tokens_per_minute``: a budget the shards share."""
-    analysis = getattr(config, "analysis", None)
-    stance = analysis.stance if analysis is not None else None
+    stance = plugin_of(config).stance_judge(config)
     judge = [stance.judge] if stance is not None and stance.judge is not None else []
     return any(getattr(m, "requests_per_minute", None) or getattr(m, "tokens_per_minute", None)
                for m in [*config.models, *judge])

@@ -42,7 +42,7 @@ from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
 from finbench.runner.manifest import code_version, describe_code, same_finbench
-from finbench.scoring.run import rescore
+from finbench.runner.scores import rescore
 
 
 def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.data.events.store import EventStore
+from finbench.tracks.events.store import EventStore
 
 
 def market(i: int, outcome: str, *, resolved: str, category: str = "weather",

@@ -318,10 +318,36 @@ def _naive_prompt(ctx, settings, bars_text: str, sessions_text: str, news: list[
             {"role": "user", "content": user}]
 
 
+def naive_group_bootstrap(errors: list, groups, *, reps: int, seed: int, level: float,
+                          stat) -> tuple[float, float]:
+    """A percentile interval (numpy's default, linear) of ``stat(sums of each error array,
+    count)`` over replicates drawing whole groups with replacement, written out: what
+    :func:`finbench.scoring.bootstrap.mean_ci` and ``skill_ci`` must give on event groups."""
+    import numpy as np
+
+    keys, where = np.unique(groups, return_inverse=True)
+    if len(keys) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=reps)
+    values = []
+    for counts in draws:
+        weights = counts[where].astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values.append(stat(*(float(np.sum(weights * e)) for e in errors),
+                               float(weights.sum())))
+    values = np.array([v for v in values if np.isfinite(v)])
+    if not len(values):
+        return math.nan, math.nan
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(values, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
 def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
     """A model's event scores in one slice, its rows filtered from the whole table with
-    pandas: what :func:`finbench.scoring.event_run._score_rows` must give per slice."""
-    from finbench.scoring.events import brier_parts, effective_events, group_bootstrap, log_loss
+    pandas: what :func:`finbench.tracks.events.scores._score_rows` must give per slice."""
+    from finbench.tracks.events.score_rows import brier_parts, effective_events, log_loss
 
     _, _, mask = cut
     mine = rows[mask & (rows["model"] == name).to_numpy(bool)]
@@ -329,7 +355,7 @@ def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
     p, y = scored["p_up"].to_numpy(float), scored["y"].to_numpy(float)
     parts = brier_parts(p, y)
     answered = int((mine["answer_status"] == "answered").sum())
-    lo, hi = group_bootstrap([scored["brier"].to_numpy(float)], scored["event_group"].to_numpy(),
+    lo, hi = naive_group_bootstrap([scored["brier"].to_numpy(float)], scored["event_group"].to_numpy(),
                              reps=s.bootstrap_replicates, seed=s.seed, level=s.level,
                              stat=lambda e, n: e / n)
     return {"tasks": len(mine), "n_error": int((mine["answer_status"] == "error").sum()),
@@ -343,7 +369,7 @@ def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
 def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> dict:
     """Skill of ``name`` against ``ref`` in one slice: both models' scored rows of the slice
     filtered with pandas and merged on the task."""
-    from finbench.scoring.events import brier_parts, group_bootstrap, log_loss
+    from finbench.tracks.events.score_rows import brier_parts, log_loss
 
     _, _, mask = cut
     mine = rows[mask & (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)]
@@ -353,7 +379,7 @@ def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> di
     y = both["y"].to_numpy(float)
     bm = brier_parts(both["p_up"].to_numpy(float), y)
     br = brier_parts(both["p_up_ref"].to_numpy(float), y)
-    lo, hi = group_bootstrap([both["brier"].to_numpy(float), both["brier_ref"].to_numpy(float)],
+    lo, hi = naive_group_bootstrap([both["brier"].to_numpy(float), both["brier_ref"].to_numpy(float)],
                              both["event_group"].to_numpy(), reps=s.bootstrap_replicates,
                              seed=s.seed, level=s.level, stat=lambda a, b, n: 1 - a / b)
     return {"n": bm["n"], "positives": bm["positives"], "brier_model": bm["brier"],

@@ -65,8 +65,8 @@ def test_climatology_quantiles_use_only_past_returns():
 def test_momentum_conditional_probability_with_add_one_smoothing():
     from types import SimpleNamespace
 
-    from finbench.forecasters import baselines as b
     from finbench.tracks.base import Inputs
+    from finbench.tracks.intraday import baselines as b
     from finbench.tracks.intraday import history as hist_module
 
     hist = frame()
@@ -133,8 +133,8 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
     momentum counts equal a per-task pandas filter."""
     from types import SimpleNamespace
 
-    from finbench.forecasters import baselines as b
     from finbench.tracks.base import Inputs
+    from finbench.tracks.intraday import baselines as b
     from finbench.tracks.intraday import history as hist_module
     from tests.reference import naive_baseline_stats
 
@@ -252,7 +252,7 @@ def test_window_quantiles_equal_pandas_rolling_quantiles(lengths, window, seed):
 def test_reason_texts_equal_formatting_each_row(rows):
     """A fallback or abstention reason is written once per distinct combination of its
     numbers, and lands on every row holding that combination (None elsewhere)."""
-    from finbench.forecasters.baselines import _text_array
+    from finbench.tracks.intraday.baselines import _text_array
 
     mask = np.array([m for m, _, _ in rows], bool)
     a = np.array([x for _, x, _ in rows], np.int64)

@@ -17,8 +17,8 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.cluster import run_on_dask, shard_ranges
-from finbench.core.config import load_config
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from tests.helpers import damaged_store, llm_toml, month_shards_config
 
 pytest.importorskip("distributed")

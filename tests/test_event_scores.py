@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from finbench.audit import audit_run
 from finbench.core.errors import LookaheadError
 from finbench.runner import run
-from finbench.scoring.events import IN_SAMPLE, brier_parts, effective_events, group_bootstrap
+from finbench.scoring.bootstrap import cluster_weights
+from finbench.tracks.events.config import EventScoresConfig
+from finbench.tracks.events.score_rows import (
+    IN_SAMPLE,
+    brier_interval,
+    brier_parts,
+    effective_events,
+)
 from tests.event_helpers import constants, event_config, make_store, market
 
 
@@ -99,8 +106,8 @@ def test_brier_parts_and_effective_events_by_hand():
     assert parts["brier"] == pytest.approx(0.83 / 3)
     assert effective_events(np.array(["a", "a", "b", "b"])) == 2.0
     assert effective_events(np.array(["a", "a", "a", "b"])) == pytest.approx(16 / 10)
-    one_group = group_bootstrap([np.ones(4)], np.array(["a"] * 4), reps=100, seed=1,
-                                level=0.95, stat=lambda e, n: e / n)
+    one_group = brier_interval(np.ones(4), np.array(["a"] * 4), EventScoresConfig(
+        bootstrap_replicates=100, seed=1))
     assert np.isnan(one_group).all()  # one group: no interval
 
 
@@ -109,12 +116,11 @@ def test_the_bootstrap_draws_whole_groups(tmp_path):
     replicate mean is 0, 1 or a mix weighted by whole group sizes (never a row-level mix)."""
     errors = np.array([1.0, 1.0, 1.0, 0.0])
     groups = np.array(["a", "a", "a", "b"])
-    lo, hi = group_bootstrap([errors], groups, reps=2000, seed=3, level=0.999,
-                             stat=lambda e, n: e / n)
+    lo, hi = brier_interval(errors, groups, EventScoresConfig(seed=3, level=0.999))
     assert lo == 0.0 and hi == 1.0  # all-b and all-a replicates occur
-    lo, hi = group_bootstrap([errors], groups, reps=2000, seed=3, level=0.5,
-                             stat=lambda e, n: e / n)
-    assert {round(lo, 4), round(hi, 4)} <= {0.0, 0.75, 1.0}
+    weights = cluster_weights(2, replicates=2000, seed=3)  # the draws behind that interval
+    means = (weights @ np.array([3.0, 0.0])) / (weights @ np.array([3.0, 1.0]))
+    assert set(np.round(means, 12)) == {0.0, 0.75, 1.0}  # a mix by whole groups only
 
 
 @settings(max_examples=6)
@@ -123,9 +129,8 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     """Random score rows (models that skip markets, errors, invalid answers, markets of one
     group or many, a slice with no rows): each model's scores and each pair's skill per slice,
     picked from rows paired once, equal the rows of the slice filtered and merged anew."""
-    from finbench.core.event_config import EventScoresConfig
-    from finbench.scoring.event_run import _score_rows, _skill_rows
-    from finbench.scoring.events import slices
+    from finbench.tracks.events.score_rows import slices
+    from finbench.tracks.events.scores import _score_rows, _skill_rows
     from tests.reference import naive_event_score_row, naive_event_skill_row
 
     rng = np.random.default_rng(seed)
@@ -156,9 +161,12 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     cuts = slices(rows, s.min_group_cases) + [("category", "none", np.zeros(len(rows), bool))]
 
     def same(got: dict, want: dict) -> None:
+        # bootstrap endpoints: a product over the draws against sums written out, within
+        # a few ULP; everything else exactly
         for key, value in want.items():
-            assert (got[key] == value) or (np.isnan(got[key]) and np.isnan(value)), (key, got,
-                                                                                      want)
+            close = key.endswith(("_lo", "_hi")) and value == pytest.approx(got[key], rel=1e-12)
+            assert (got[key] == value) or close or (np.isnan(got[key]) and np.isnan(value)), (
+                key, got, want)
     for name in ("a", "b", "c"):
         for got, cut in zip(_score_rows(rows, name, "k", cuts, s), cuts, strict=True):
             same(got, naive_event_score_row(rows, name, cut, s))

@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.audit import audit_run
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError, DataError, StoreError
-from finbench.data.events.store import MANIFEST, EventStore
-from finbench.data.events.synth import CUTOFF_LEAD, write_event_sample
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from finbench.tracks.events.gate import retrieve
+from finbench.tracks.events.store import MANIFEST, EventStore
+from finbench.tracks.events.synth import CUTOFF_LEAD, write_event_sample
 from tests.event_helpers import constants, event_config, make_store, market
 from tests.helpers import cli
 from tests.llm_server import ChatServer
@@ -373,7 +373,7 @@ def test_a_forecast_depends_on_its_market_and_the_snapshot_alone(tmp_path):
 def test_the_sample_plants_a_canary_at_and_after_every_cutoff():
     """Each market's canaries are made exactly at its cutoff (the strict boundary) and an
     hour after; none before it."""
-    from finbench.data.events.posts import read_dump
+    from finbench.tracks.events.posts import read_dump
 
     markets = json.loads((SAMPLE / "raw" / "markets.json").read_text())
     cutoff = {m["id"]: pd.Timestamp(m["endDate"]) - CUTOFF_LEAD for m in markets}
@@ -438,7 +438,7 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
 def test_event_reliability_bins_each_model_on_its_own_scored_rows():
     """20 distinct forecasts make 10 equal-mass bins of 2; an unscored row (an invalid
     answer) is in no bin; a model whose forecasts all tie has one bin."""
-    from finbench.reports.event_figures import event_reliability
+    from finbench.tracks.events.figures import event_reliability
 
     p = [round(0.01 * k, 2) for k in range(1, 21)]
     y = [0, 0, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1]
@@ -461,7 +461,7 @@ def test_a_torn_event_table_is_named_and_score_mends_the_score_outputs(tmp_path,
     """A skill.parquet or retrieval.parquet that is no Parquet ended the audit in Arrow's
     traceback; score now writes the score outputs again even when one is torn."""
     from finbench.core.errors import RunError
-    from finbench.scoring.run import score_run
+    from finbench.runner.scores import score_run
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     text = (ROOT / "configs" / "pilot_events.toml").read_text().replace(

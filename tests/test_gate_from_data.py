@@ -7,11 +7,11 @@ import json
 import pytest
 
 from finbench.audit import audit_run
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError, DataError, RunError, StoreError
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from tests.helpers import HEADER, aapl_config, bar_rows, cli, store_files, write
 
 

@@ -2,26 +2,43 @@
 layers below it, and takes no private name (``_x``) from another package."""
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "finbench"
-# lowest first; a module's layer is that of the longest prefix of its dotted name listed here
+# lowest first; a module's layer is that of the longest prefix of its dotted name listed here,
+# save the track packages: every ``finbench.tracks.<name>`` but the seam's own modules
 LAYERS = [
     ["finbench.core"],
     ["finbench.data"],
-    ["finbench.tracks"],
+    ["finbench.tracks", "finbench.tracks.base", "finbench.tracks.configs"],  # the seam
     ["finbench.forecasters"],
     ["finbench.runlog"],
     ["finbench.scoring"],
     ["finbench.reports"],
-    ["finbench.runner", "finbench.audit", "finbench.shards"],
+    ["finbench.audit"],
+    [],  # the track packages (TRACK_PACKAGES)
+    ["finbench.runner", "finbench.shards"],
     ["finbench.cluster"],
     ["finbench.cli", "finbench.__main__"],
 ]
+SEAM = ("finbench.tracks", "finbench.tracks.base", "finbench.tracks.configs")
+TRACK_LAYER = 8
 PUBLIC_API = "finbench"  # finbench/__init__.py re-exports from every layer
 
 
+def track_package(module: str) -> str | None:
+    """``finbench.tracks.<name>`` of a module of a track package (None for any other)."""
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[:2] == ["finbench", "tracks"] and ".".join(parts[:3]) \
+            not in SEAM:
+        return ".".join(parts[:3])
+    return None
+
+
 def layer_of(module: str) -> int:
+    if track_package(module):
+        return TRACK_LAYER
     best, found = -1, None
     for level, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
@@ -108,31 +125,98 @@ def test_the_check_names_an_upward_and_a_private_import():
         "from finbench.reports.stats import load_run\n"
         "from finbench.core.version import __version__\n")
     assert check("finbench.reports.forged", False, forged) == [
-        "finbench.reports.forged:1 imports finbench.runner, a higher layer (7 > 6)",
+        "finbench.reports.forged:1 imports finbench.runner, a higher layer (9 > 6)",
         "finbench.reports.forged:2 takes private _x from finbench.data.store, another package"]
 
 
-# what knows the intraday track: the track itself, its baselines, the audit that re-derives
-# its receipts and the CLI's data commands. The runner, the journal, scoring and reports see
-# tracks through finbench.tracks.base only, so a second track plugs in without touching them.
-TRACK_AWARE = ("finbench.tracks", "finbench.forecasters.baselines", "finbench.audit",
-               "finbench.cli")
+# a module outside the track packages that imports one, with why (the event store's data
+# commands: `finbench data ingest --markets/--posts`, `synth-events`, `validate`)
+OUTSIDE_IMPORTS = {"finbench.cli": "finbench.tracks.events"}
 
 
 def track_leaks() -> list[str]:
+    """Imports of a track package from outside the track packages (the registry names them
+    as text, never imports them), and from one track package of another."""
     found = []
     for name, is_package, tree in modules():
-        if name.startswith(TRACK_AWARE):
-            continue
+        mine = track_package(name)
         for target, _, line in imports(name, is_package, tree):
-            if target.startswith("finbench.tracks.") and target != "finbench.tracks.base":
-                found.append(f"{name}:{line} imports {target}")
+            theirs = track_package(target)
+            if theirs is None or theirs == mine:
+                continue
+            if mine is None and OUTSIDE_IMPORTS.get(name) == theirs:
+                continue
+            found.append(f"{name}:{line} imports {target}"
+                         + (", another track's package" if mine else ""))
     return found
 
 
-def test_only_the_track_aware_modules_import_a_track():
+def test_nothing_outside_the_tracks_imports_a_track_and_tracks_never_each_other():
     assert track_leaks() == []
     forged = ast.parse("from finbench.tracks.intraday.prompt import PromptSettings\n")
     assert [f"x:{line} imports {t}" for t, _, line in
             imports("finbench.runner.forged", False, forged)] == [
         "x:1 imports finbench.tracks.intraday.prompt"]
+    assert track_package("finbench.tracks.events.gate") == "finbench.tracks.events"
+    assert track_package("finbench.tracks.base") is None
+
+
+# the modules of a track that make its scores, report and summary from a run's files: they
+# never import its data pass, gate or store (what they show is re-derivable from results)
+RESULTS_ONLY = ("scores", "score_rows", "report", "figures", "summary")
+DATA_PASS = ("gate", "plan", "track", "retrieval", "store", "markets", "posts", "label_pass",
+             "contexts", "history", "labels", "tasks", "render", "inputs")
+
+
+def test_a_tracks_scores_and_report_read_results_only():
+    found = []
+    for name, is_package, tree in modules():
+        package = track_package(name)
+        if package is None or name.rpartition(".")[2] not in RESULTS_ONLY:
+            continue
+        for target, _, line in imports(name, is_package, tree):
+            if track_package(target) == package and target.rpartition(".")[2] in DATA_PASS:
+                found.append(f"{name}:{line} imports {target}")
+    assert found == []
+
+
+# a test of a track's name, or a config section looked up by getattr/hasattr in place of a
+# typed seam (the track's plugin, its config class)
+NAME_TEST = re.compile(r"""\.track\s*(==|!=|\bin\b|\bnot\b)|\bformat\s*(==|!=)\s*["']event"""
+                       r"""|==\s*["'](intraday|events)["']|["'](intraday|events)["']\s*(==|!=)""")
+STAND_IN = re.compile(r"\b(getattr|hasattr)\((self\.)?config\b")
+# the one place outside the track packages that writes a track's name: the intraday config
+# class (core/config.py) fixing its own ``track`` field, and the registry's table
+NAMED = {"finbench/core/config.py": ['track: Literal["intraday"] = "intraday"'],
+         "finbench/tracks/__init__.py": ['"intraday": "finbench.tracks.intraday.plugin",',
+                                         '"events": "finbench.tracks.events.plugin",',
+                                         'DEFAULT_TRACK = "intraday"', "['events', 'intraday']"]}
+
+
+def name_tests(root: Path = PACKAGE) -> list[str]:
+    """Lines of shared modules (outside the track packages) that test a track's name, name
+    one outside :data:`NAMED`, or look a config section up by getattr/hasattr."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        module = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        if track_package(module):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            named = re.search(r"""["'](intraday|events)["']""", code) and not any(
+                allowed in code for allowed in NAMED.get(rel, []))
+            if NAME_TEST.search(code) or STAND_IN.search(code) or named:
+                found.append(f"{rel}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_shared_module_tests_a_tracks_name(tmp_path):
+    assert name_tests() == []
+    forged = tmp_path / "finbench" / "runner"
+    forged.mkdir(parents=True)
+    (forged / "x.py").write_text('if config.track == "events":\n    pass\n'
+                                 'report = getattr(config, "report", None)\n'
+                                 'kind = {"intraday": 1}\n')
+    assert [f.split(": ", 1)[0] for f in name_tests(tmp_path / "finbench")] == [
+        "finbench/runner/x.py:1", "finbench/runner/x.py:3", "finbench/runner/x.py:4"]

@@ -207,8 +207,8 @@ def test_key_is_written_nowhere_even_when_the_server_echoes_it(tmp_path, sample_
 
 def test_credentials_in_a_base_url_are_refused_or_allowed_and_scrubbed(tmp_path, sample_store,
                                                                        server, monkeypatch):
-    from finbench.core.config import load_config
     from finbench.core.errors import ConfigError
+    from finbench.tracks.configs import load_config
 
     host = server.base_url.split("//", 1)[1]
     secret_url = f"http://researcher:pw-S3cret-77@{host}"
@@ -237,8 +237,8 @@ def test_a_base_url_that_is_no_endpoint_is_refused_before_any_call(tmp_path, sam
     """In the config: a ConfigError naming the key, before the run starts (before, every
     call failed in transport, each retried by the next run). From base_url_env: the same
     rule at model build, naming the variable and not repeating its URL."""
-    from finbench.core.config import load_config
     from finbench.core.errors import ConfigError
+    from finbench.tracks.configs import load_config
 
     cfg = config(tmp_path, sample_store, url, [("e", "echo")])
     with pytest.raises(ConfigError, match=r"key 'models.1.openai': Value error, base_url "

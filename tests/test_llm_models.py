@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from finbench.audit import audit_run
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from tests.test_llm import config
 
 pytestmark = pytest.mark.usefixtures("llm_env")

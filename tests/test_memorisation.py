@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from finbench.audit import audit_run
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.runlog.transcripts import Transcripts
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 
 NAMES = {"AAPL": ["Apple", "Apple Inc."], "MSFT": ["Microsoft"], "NVDA": ["Nvidia"]}
 

@@ -175,8 +175,8 @@ def test_a_damaged_stance_log_is_named_and_a_torn_last_line_asked_again(tmp_path
 
 
 def test_a_judge_method_without_a_judge_is_refused(tmp_path, sample_store):
-    from finbench.core.config import load_config
     from finbench.core.errors import ConfigError
+    from finbench.tracks.configs import load_config
 
     cfg = aapl_config(tmp_path / "c.toml", sample_store, '[analysis.stance]\nmethod = "judge"\n')
     with pytest.raises(ConfigError, match=r"analysis.stance.*method 'judge' needs"):

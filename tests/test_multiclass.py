@@ -156,7 +156,7 @@ def test_labels_gain_the_declared_class_beside_r_and_y(tmp_path, sample_store, c
 
 
 def test_a_partition_needs_one_band(tmp_path, sample_store):
-    from finbench.core.config import load_config
+    from finbench.tracks.configs import load_config
 
     cfg = aapl_config(tmp_path / "c.toml", sample_store,
                       "[tasks.classes]\nband = 0.001\nband_ticks = 1\n", start="2025-01-06")
@@ -238,7 +238,7 @@ def test_three_class_baselines_are_time_valid_and_scored_against_a_naive_count(t
 
 
 def test_a_three_class_baseline_needs_the_partition(tmp_path, sample_store):
-    from finbench.core.config import load_config
+    from finbench.tracks.configs import load_config
 
     cfg = aapl_config(tmp_path / "c.toml", sample_store,
                       '[[models]]\nname = "u"\nkind = "class_uniform"\n', start="2025-01-06")
@@ -404,7 +404,8 @@ def test_scripted_three_class_answers_are_validated_and_never_rescaled(tmp_path,
 def test_the_readme_three_class_config_is_valid(tmp_path, sample_store):
     from pathlib import Path
 
-    from finbench.core.config import load_config, model_format
+    from finbench.core.config import model_format
+    from finbench.tracks.configs import load_config
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     part = readme.split("## Three classes", 1)[1].split("\n## ", 1)[0]
@@ -486,7 +487,7 @@ def test_the_printed_class_summary_says_undef_where_a_reference_scores_zero():
     """It printed "nan" where the tables say "undef" (a reference that scored 0)."""
     import pandas as pd
 
-    from finbench.runner.manifest import render_class_summary
+    from finbench.tracks.intraday.summary import render_class_summary
 
     table = pd.DataFrame({"slice_kind": ["overall"], "model": ["m"], "n": [17],
                           "brier": [0.706], "rps": [0.235], "accuracy": [0.53],

@@ -195,7 +195,7 @@ def test_a_run_into_a_bucket_equals_the_local_run(tmp_path, s3, s3_store, sample
 
 
 def test_the_event_track_names_what_it_cannot_read_from_a_bucket(s3):
-    from finbench.data.events.store import EventStore
+    from finbench.tracks.events.store import EventStore
 
     with pytest.raises(StoreError, match="local folder, not from object storage"):
         EventStore(f"{s3}/events")

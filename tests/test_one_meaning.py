@@ -91,8 +91,8 @@ def test_event_tables_say_synthetic_flag_few_groups_and_keep_notes_apart(tmp_pat
 def test_an_event_rows_notes_stand_apart():
     """"no positive casesin-sample" ran two notes together; the in-sample row says what it
     is, and a slice without YES and with few groups says both, apart."""
-    from finbench.core.event_config import EventScoresConfig
-    from finbench.reports.events import _scores
+    from finbench.tracks.events.config import EventScoresConfig
+    from finbench.tracks.events.report import _scores
 
     frame = pd.DataFrame({
         "model": ["m", "in-sample frequency", "m"], "kind": ["constant", "in_sample (x)", "c"],

@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from finbench.core.errors import DataError
-from finbench.data.events.store import MANIFEST, EventStore
+from finbench.tracks.events.store import MANIFEST, EventStore
 from tests.helpers import cli, store_files
 
 

@@ -11,10 +11,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from finbench.core.config import load_config_file
 from finbench.core.errors import StoreError
 from finbench.data.read_ahead import ReadAhead
 from finbench.data.store import Store
+from finbench.tracks.configs import load_config_file
 from finbench.tracks.intraday.label_pass import resolve
 from finbench.tracks.intraday.plan import plan_run
 from tests.helpers import aapl_config, baselines_toml, scripted_toml, write

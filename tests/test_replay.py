@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError, DataError
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from tests.helpers import baselines_toml
 
 # the paper's pilot CSV shape: several models, each at the horizons it was asked

@@ -15,8 +15,8 @@ from finbench.reports.build import paper, report
 from finbench.reports.stats import RunData, decision, load_run, paired_table, score_table
 from finbench.runlog.rundir import run_labels
 from finbench.runner import run
+from finbench.runner.scores import score_run
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
-from finbench.scoring.run import score_run
 from finbench.shards import merge_shards
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
 from tests.helpers import aapl_config, scripted_toml

@@ -4,11 +4,11 @@ counted in sessions, p-values, and composites computed once from the scores tabl
 import pandas as pd
 import pytest
 
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.reports.build import report
 from finbench.reports.writers import fmt_p
 from finbench.runner import run
+from finbench.tracks.configs import load_config
 from tests.helpers import baselines_toml
 
 CONFIG = """

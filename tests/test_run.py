@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from finbench.audit import audit_run
-from finbench.core.config import load_config
 from finbench.core.errors import ConfigError
 from finbench.data.store import Store, sha256_file
 from finbench.runlog.forecast_table import ordered_table
 from finbench.runlog.journal import Journal
 from finbench.runlog.rundir import load_run_config, read_manifest, record_files
 from finbench.runner import run
-from finbench.scoring.run import score_run
+from finbench.runner.scores import score_run
+from finbench.tracks.configs import load_config
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -446,9 +446,9 @@ def test_audit_rederives_baseline_receipts_and_names_a_forged_one(run_dir, tmp_p
                                                                   monkeypatch, batch_rows):
     import shutil
 
-    import finbench.audit
+    import finbench.tracks.intraday.audit
 
-    monkeypatch.setattr(finbench.audit, "BATCH_ROWS", batch_rows)  # rows read at a time
+    monkeypatch.setattr(finbench.tracks.intraday.audit, "BATCH_ROWS", batch_rows)  # rows read at a time
 
     f = pd.read_parquet(run_dir / "forecasts.parquet")
     base = f[f["kind"].isin(["coin", "base_rate", "momentum", "climatology"])]
@@ -477,9 +477,9 @@ def test_audit_names_a_foreign_row_a_moved_input_time_and_a_forged_context(run_d
                                                                            monkeypatch):
     import shutil
 
-    import finbench.audit
+    import finbench.tracks.intraday.audit
 
-    monkeypatch.setattr(finbench.audit, "BATCH_ROWS", 10)
+    monkeypatch.setattr(finbench.tracks.intraday.audit, "BATCH_ROWS", 10)
     bad = tmp_path / "bad"
     shutil.copytree(run_dir, bad)
     f = pd.read_parquet(bad / "forecasts.parquet")
@@ -781,8 +781,8 @@ def test_a_failing_forecaster_leaves_every_earlier_answer_on_disk_and_no_table(
     clean result."""
     import time
 
-    from finbench.forecasters.baselines import Momentum
     from finbench.runlog import journal as journal_module
+    from finbench.tracks.intraday.baselines import Momentum
 
     cfg = tmp_path / "b.toml"
     cfg.write_text(CONFIG.format(store=sample_store).split('[[models]]\nname = "frozen"')[0]

@@ -17,9 +17,9 @@ import pytest
 
 from finbench.core.errors import StoreError
 from finbench.data.commit import COMMIT, store_lock
-from finbench.data.events.store import EventStore
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
+from finbench.tracks.events.store import EventStore
 from tests.event_helpers import make_store, market
 from tests.helpers import HEADER, cli, write
 
@@ -213,7 +213,7 @@ def test_an_event_ingest_killed_between_files_is_finished_by_the_next_opening(tm
                            "price": [0.3, 0.6]})
     prices.to_csv(folder / "more_prices.csv", index=False)
     _killed_while_moving(f"""
-        from finbench.data.events.store import EventStore
+        from finbench.tracks.events.store import EventStore
         EventStore({str(store)!r}).add_markets({str(folder / "more.csv")!r},
                                                {str(folder / "more_prices.csv")!r})
     """)

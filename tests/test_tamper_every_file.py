@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from finbench.audit import audit_run
-from finbench.data.events.store import EventStore, event_snapshot_hash
 from finbench.reports.build import report
 from finbench.runner import run
+from finbench.tracks.events.store import EventStore, event_snapshot_hash
 from tests.llm_server import ChatServer
 
 pytestmark = pytest.mark.slow

@@ -97,7 +97,7 @@ def test_the_forecast_pass_drives_a_track_it_was_not_written_for(tmp_path):
 
 
 def test_a_config_opens_the_intraday_track(sample_store, tmp_path):
-    from finbench.core.config import load_config
+    from finbench.tracks.configs import load_config
 
     cfg = aapl_config(tmp_path / "c.toml", sample_store,
                       '[[models]]\nname = "coin"\nkind = "coin"\n')

@@ -13,11 +13,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.core.config import parse_config, shard_config, trial_config
+from finbench.core.config import trial_config
 from finbench.core.errors import ConfigError
 from finbench.core.times import to_ns
 from finbench.forecasters.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import MANIFEST, file_hashes, journal_parts
+from finbench.tracks.configs import parse_config, shard_config
 
 _KINDS = {  # of a column, by its Arrow type
     "text": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or (
@@ -26,24 +27,6 @@ _KINDS = {  # of a column, by its Arrow type
     "time": pa.types.is_timestamp,
     "true or false": pa.types.is_boolean,
 }
-# what the audit reads of a run's tables beside its forecasts, by track and kind
-# (docs/spec.md §9 and §11); other columns it compares with their values derived again
-READ_COLUMNS = {
-    "intraday": {
-        "tasks.parquet": {"task_id": "text", "ticker": "text", "session": "text",
-                          "horizon": "text", "t_forecast": "time", "t_target": "time"},
-        "labels.parquet": {"task_id": "text", "p_ref": "number", "p_target": "number",
-                           "r": "number", "y": "number", "status": "text"},
-    },
-    "events": {
-        "tasks.parquet": {"task_id": "text", "t0": "time"},
-        "labels.parquet": {"task_id": "text"},
-        "retrieval.parquet": {"task_id": "text", "rank": "number", "post_id": "text",
-                              "created_utc": "time"},
-    },
-}
-
-
 def hash_problems(run_dir: Path, manifest: dict) -> list[str]:
     """Each file the manifest records, hashed again; files missing, changed, or not recorded
     (a journal part added)."""
@@ -118,15 +101,15 @@ def _differences(a, b, key: str = ""):
         yield key, a, b
 
 
-def table_problems(run_dir: Path, track: str) -> list[str]:
-    """A run's tables against the columns the audit reads (:data:`READ_COLUMNS` of its
-    ``track``: each there, of its kind), and ``forecasts.parquet``'s columns against the
-    kinds of the types FinBench writes (the audit reads a table rewritten by pandas, with
-    ``large_string`` for ``string``, as its own). A column of nulls alone has no type and
-    passes (an empty retrieval table written by pandas). Any problem here stops the audit's
-    re-derivations, which read them."""
+def table_problems(run_dir: Path, read_columns: dict[str, dict[str, str]]) -> list[str]:
+    """A run's tables against the columns the audit reads (``read_columns``: its track's
+    :attr:`~finbench.tracks.base.TrackPlugin.read_columns`, each there, of its kind), and
+    ``forecasts.parquet``'s columns against the kinds of the types FinBench writes (the
+    audit reads a table rewritten by pandas, with ``large_string`` for ``string``, as its
+    own). A column of nulls alone has no type and passes (an empty retrieval table written
+    by pandas). Any problem here stops the audit's re-derivations, which read them."""
     problems = []
-    for name, columns in READ_COLUMNS[track].items():
+    for name, columns in read_columns.items():
         if not (Path(run_dir) / name).is_file():
             problems.append(f"{name}: missing")
             continue

@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 
 from finbench.core.floats import within_ulps
 from finbench.core.lookup import positions, same_values
-from finbench.forecasters.llm import read_answer
 from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.journal import read_part
 
@@ -211,9 +210,9 @@ def compare(rows: pa.Table, numbers: np.ndarray, want: pa.Table, model: str, wha
     return problems
 
 
-def raw_answers(rows: pa.Table, config) -> pa.Table:
-    """What an LLM's rows should hold, from their raw text read again (``structured``: how
-    the model was asked to answer): the answer it gives (validity, reason, numbers); a call
+def raw_answers(rows: pa.Table, config, prompt) -> pa.Table:
+    """What an LLM's rows should hold, from their raw text read again by the prompt it was
+    asked (``config``: its model config): the answer it gives (validity, reason, numbers); a call
     that got no answer (or a failed Batch API line) has no text and is invalid."""
     want = []
     for rec in rows.select(["raw", "error", "detail", "answer_status"]).to_pylist():
@@ -227,12 +226,12 @@ def raw_answers(rows: pa.Table, config) -> pa.Table:
         finish = json.loads(rec["detail"]).get("finish_reason") if rec["detail"] else None
         if error.startswith("refusal: "):
             response = {"refusal": rec["raw"]}
-        elif getattr(config, "head", None) == "native" and getattr(config, "format", "") == \
-                "multiclass":  # its raw text is the first token's top log-probabilities
+        elif prompt.request_options(config):  # its raw text: the first token's top
+            # log-probabilities (the answer read from them)
             response = {"top_logprobs": _json_or_none(rec["raw"]), "content": rec["raw"]}
         else:
             response = {"content": rec["raw"], "finish_reason": finish}
-        parsed = read_answer(config, response)
+        parsed = prompt.parse(response, config)
         want.append({c: getattr(parsed, c) for c in FROM_RAW})
     schema = pa.schema([FORECAST_SCHEMA.field(c) for c in FROM_RAW])
     return pa.Table.from_pylist(want, schema=schema)

@@ -54,7 +54,7 @@ def score_problems(run_dir: Path) -> list[str]:
     stored = run_dir / "scores.parquet"
     if not stored.is_file():
         return [*problems, "scores.parquet: missing"]
-    problems += _frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
+    problems += frame_problems(pd.read_parquet(stored), scores.table(), "scores.parquet",
                                 key=["model", "slice_kind", "slice"])
     return problems + _class_problems(run_dir, scores)
 
@@ -74,7 +74,7 @@ def _class_problems(run_dir: Path, scores: RunScores) -> list[str]:
         elif not classes.empty and not stored.is_file():
             problems.append(f"{name}: missing (the run has three-class models)")
         elif not classes.empty:
-            problems += _frame_problems(pd.read_parquet(stored), table, name, key=key)
+            problems += frame_problems(pd.read_parquet(stored), table, name, key=key)
     return problems
 
 
@@ -151,7 +151,7 @@ def _table_problems(have: pa.Table, want: pa.Table, what: str) -> list[str]:
     only for the cells that differ."""
     if have.num_rows != want.num_rows or not have.column("task_id").equals(
             want.column("task_id")):
-        return _frame_problems(have.to_pandas(), want.to_pandas(), what, key=["task_id"])
+        return frame_problems(have.to_pandas(), want.to_pandas(), what, key=["task_id"])
     problems = [f"{what}: column {c} is missing" for c in want.column_names
                 if c not in have.column_names]
     ids = want.column("task_id")
@@ -172,7 +172,7 @@ def _table_problems(have: pa.Table, want: pa.Table, what: str) -> list[str]:
     return problems
 
 
-def _frame_problems(have: pd.DataFrame, want: pd.DataFrame, what: str, *, key: list[str]
+def frame_problems(have: pd.DataFrame, want: pd.DataFrame, what: str, *, key: list[str]
                     ) -> list[str]:
     """Cells of ``have`` that differ from ``want``, matched on ``key``; rows one has and the
     other lacks; columns missing."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import hashlib
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,11 +21,11 @@ CLASSES = ("down", "flat", "up")  # the three-class partition of r, in its fixed
 DEFAULT_HORIZONS = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     """``store``: a local folder (relative to the config's folder) or a folder on object
     storage (``s3://bucket/store``, :mod:`finbench.core.location`)."""
 
@@ -41,7 +39,7 @@ class DataConfig(_Strict):
         return value
 
 
-class ClassesConfig(_Strict):
+class ClassesConfig(StrictModel):
     """The three-class partition of ``r`` (down, flat, up), declared before any label is
     read: flat is ``|r| <= band`` (log-return units), or with ``band_ticks`` a move of the mid
     of at most that many price increments (``tick``) from ``P_ref``."""
@@ -61,7 +59,7 @@ class ClassesConfig(_Strict):
         return self
 
 
-class TasksConfig(_Strict):
+class TasksConfig(StrictModel):
     tickers: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     start: dt.date
     end: dt.date
@@ -131,7 +129,7 @@ class TasksConfig(_Strict):
         return self
 
 
-class ContextConfig(_Strict):
+class ContextConfig(StrictModel):
     previous_sessions: Annotated[int, Field(ge=0, le=250)] = 5
     headline_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
     max_headlines: Annotated[int, Field(ge=0, le=500)] = 20
@@ -141,7 +139,7 @@ class ContextConfig(_Strict):
         default_factory=dict)
 
 
-class _ModelBase(_Strict):
+class ModelBase(StrictModel):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\- ]*$")]
     # the horizons this model is asked (None: all of the run's); other tasks are not asked:
     # no forecast row, never an invalid answer
@@ -149,11 +147,11 @@ class _ModelBase(_Strict):
                                                                         min_length=1)
 
 
-class CoinModel(_ModelBase):
+class CoinModel(ModelBase):
     kind: Literal["coin"]
 
 
-class BaseRateModel(_ModelBase):
+class BaseRateModel(ModelBase):
     kind: Literal["base_rate"]
     variant: Literal["rolling", "frozen"] = "rolling"
     window: Annotated[int, Field(ge=1)] = 60
@@ -172,30 +170,30 @@ class BaseRateModel(_ModelBase):
         return self
 
 
-class MomentumModel(_ModelBase):
+class MomentumModel(ModelBase):
     kind: Literal["momentum"]
     window: Annotated[int, Field(ge=1)] = 60
     min_count: Annotated[int, Field(ge=1)] = 20
     lookback_minutes: Annotated[int, Field(ge=1, le=390)] = 30
 
 
-class ClimatologyModel(_ModelBase):
+class ClimatologyModel(ModelBase):
     kind: Literal["climatology"]
     window: Annotated[int, Field(ge=1)] = 60
     min_count: Annotated[int, Field(ge=1)] = 20
 
 
-class ClassUniformModel(_ModelBase):
+class ClassUniformModel(ModelBase):
     kind: Literal["class_uniform"]  # 1/3 for each of down, flat, up
 
 
-class ClassFrequencyModel(_ModelBase):
+class ClassFrequencyModel(ModelBase):
     kind: Literal["class_frequency"]  # the rolling class frequencies of the series
     window: Annotated[int, Field(ge=1)] = 60
     min_count: Annotated[int, Field(ge=1)] = 20
 
 
-class ReplayModel(_ModelBase):
+class ReplayModel(ModelBase):
     kind: Literal["replay"]
     path: Path
     model: Annotated[str, Field(min_length=1)] | None = None  # the file's ``model`` column value
@@ -204,14 +202,14 @@ class ReplayModel(_ModelBase):
     knowledge_cutoff: dt.date | None = None  # of the model that made the file (see OpenAIModel)
 
 
-class ScriptedModel(_ModelBase):
+class ScriptedModel(ModelBase):
     kind: Literal["scripted"]
     answers: list[str] = Field(min_length=1)
     format: Literal["binary", "multiclass"] = "binary"  # multiclass: verbal three-class answers
     sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3
 
 
-class OpenAIModel(_ModelBase):
+class OpenAIModel(ModelBase):
     kind: Literal["openai"]
     model: Annotated[str, Field(min_length=1)]
     base_url: str | None = None
@@ -350,7 +348,7 @@ def class_names(config) -> list[str]:
     return [m.name for m in config.models if model_format(m) == "multiclass"]
 
 
-class ScoresConfig(_Strict):
+class ScoresConfig(StrictModel):
     log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.2
     composite: dict[str, float] | None = None
@@ -360,7 +358,7 @@ class ScoresConfig(_Strict):
     rows_csv: bool | Literal["auto"] = "auto"
 
 
-class StanceConfig(_Strict):
+class StanceConfig(StrictModel):
     """How a rationale's stance (up, down, neutral) is read for the mismatch analysis: the
     documented lexicon, or a judge model through the same adapter as forecasters (its calls
     cached, journalled in ``stances.jsonl`` and kept in the transcripts)."""
@@ -378,11 +376,11 @@ class StanceConfig(_Strict):
         return self
 
 
-class AnalysisConfig(_Strict):
+class AnalysisConfig(StrictModel):
     stance: StanceConfig = Field(default_factory=StanceConfig)
 
 
-class ReportConfig(_Strict):
+class ReportConfig(StrictModel):
     """Statistics of reports: bootstrap by whole clusters, and when rows are too few."""
 
     bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
@@ -419,7 +417,7 @@ def executor_problem(kind: str, scheduler: str | None, workers: int | None) -> s
     return None
 
 
-class ExecutorConfig(_Strict):
+class ExecutorConfig(StrictModel):
     """Where ``finbench run`` runs the config: in its own process ("local"), or as one shard
     per month on a Dask cluster ("dask"): the running cluster at ``scheduler``, or without
     one a LocalCluster of ``workers`` processes (default: one per core). The results are the
@@ -444,10 +442,12 @@ class ExecutorConfig(_Strict):
 HOW_IT_RUNS = ("executor",)
 
 
-class RunConfig(_Strict):
+class RunConfig(StrictModel):
+    """The intraday track's config (docs/spec.md §9); other tracks' configs are their own
+    (each registered track's ``config_class``)."""
+
     version: Literal[1] = CONFIG_VERSION
-    # the kind of question (finbench.tracks); "events" configs are EventRunConfig
-    track: Literal["intraday"] = "intraday"
+    track: Literal["intraday"] = "intraday"  # the kind of question (finbench.tracks)
     data: DataConfig
     tasks: TasksConfig
     context: ContextConfig = Field(default_factory=ContextConfig)
@@ -496,6 +496,10 @@ class RunConfig(_Strict):
             raise ValueError(f"scores.composite.{unknown[0]}: not a score of this run; a "
                              f"composite weighs these: {', '.join(columns)}")
         return self
+
+    def resolved(self, base: Path) -> RunConfig:
+        """The config with its relative paths made absolute against ``base``."""
+        return resolve_paths(self, base)
 
 
 def unique_names(models) -> None:
@@ -558,29 +562,6 @@ def momentum_minutes(config: RunConfig) -> set[int]:
     return {m.lookback_minutes for m in config.models if m.kind == "momentum"}
 
 
-def sessions_only(config, what: str) -> None:
-    """A ConfigError unless ``config`` is of the intraday track: ``what`` (shards, a Dask
-    executor) splits a run's sessions."""
-    if config.track != "intraday":
-        raise ConfigError(f"{what}: shards split an intraday run's sessions; a run of track "
-                          f"{config.track!r} runs whole (give no --shard or --executor dask)")
-
-
-def shard_config(config: RunConfig, start, end) -> RunConfig:
-    """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
-    sessions_only(config, "--shard")
-    try:
-        first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
-    except ValueError:
-        raise ConfigError(f"shard {start}:{end} is not START:END (YYYY-MM-DD:YYYY-MM-DD)") from None
-    spec = config.tasks
-    if first < spec.start or last > spec.end or last < first:
-        raise ConfigError(f"shard {first}:{last} is not a range inside the config's "
-                          f"{spec.start}:{spec.end}")
-    return config.model_copy(update={"tasks": spec.model_copy(update={"start": first,
-                                                                       "end": last})})
-
-
 def trial_config(config, models: list[str] | None):
     """The config with only the models named in ``models`` (in the config's order; all of
     them when None), checked again as a config (a fallback or reference it drops is named)."""
@@ -621,13 +602,6 @@ def trial_mask(n_tasks: int, limit: int | None):
     return asked
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a TOML config (docs/spec.md §9); relative paths resolve against its
-    folder. A :class:`~finbench.core.errors.ConfigError` names the file, the key and the
-    rule broken."""
-    return load_config_file(path)[0]
-
-
 @dataclass(frozen=True)
 class ConfigText:
     """A config file's text, read where the file lies, to be run where it does not (a worker
@@ -640,7 +614,7 @@ class ConfigText:
     @classmethod
     def read(cls, path: str | Path) -> ConfigText:
         path = Path(path).resolve()
-        return cls(str(path), _read_config(path)[1])
+        return cls(str(path), read_config_file(path)[1])
 
     def __fspath__(self) -> str:
         return self.path
@@ -649,20 +623,7 @@ class ConfigText:
         return self.path
 
 
-def load_config_file(path: str | Path | ConfigText) -> tuple[RunConfig, str, str]:
-    """:func:`load_config`, the SHA-256 of the file's bytes and its text (a run keeps both,
-    so the config can be checked against its hash)."""
-    if isinstance(path, ConfigText):
-        text, path = path.text, Path(path.path)
-        raw_bytes = text.encode()
-    else:
-        path = Path(path)
-        raw_bytes, text = _read_config(path)
-    return parse_config(text, path.parent, name=str(path)), hashlib.sha256(
-        raw_bytes).hexdigest(), text
-
-
-def _read_config(path: Path) -> tuple[bytes, str]:
+def read_config_file(path: Path) -> tuple[bytes, str]:
     """A config file's bytes and text, or a ConfigError naming the file."""
     try:
         raw = path.read_bytes()
@@ -677,37 +638,22 @@ def _read_config(path: Path) -> tuple[bytes, str]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
 
 
-def parse_config(text: str, folder: Path, *, name: str) -> RunConfig:
-    """A config from TOML text, its relative paths resolved against ``folder``."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{name}: not valid TOML ({exc})") from exc
-    kind = RunConfig
-    if isinstance(raw, dict) and raw.get("track") == "events":
-        from finbench.core.event_config import EventRunConfig as kind
-    try:
-        config = kind.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"{name}: {format_validation_error(exc)}") from None
-    return resolve_paths(config, Path(folder))
-
-
-def resolve_paths(config: RunConfig, base: Path) -> RunConfig:
-    """Return ``config`` with the store and replay paths made absolute against ``base``."""
-    def absolute(p: Path | str) -> Path | str:
-        return p if isinstance(p, str) or p.is_absolute() else (base / p).resolve()
-
+def resolve_paths(config, base: Path, **update):
+    """``config`` with the store and replay paths made absolute against ``base`` (and
+    ``update``'s other fields: a track's own paths, made absolute by its config's
+    ``resolved``)."""
     models = [
-        m.model_copy(update={"path": absolute(m.path)}) if isinstance(m, ReplayModel) else m
+        m.model_copy(update={"path": absolute_path(m.path, base)})
+        if isinstance(m, ReplayModel) else m
         for m in config.models
     ]
-    data = config.data.model_copy(update={"store": absolute(config.data.store)})
-    update = {"data": data, "models": models}
-    given = getattr(config.tasks, "cutoffs_file", None)
-    if given is not None:  # the event track's cutoffs
-        update["tasks"] = config.tasks.model_copy(update={"cutoffs_file": absolute(given)})
-    return config.model_copy(update=update)
+    data = config.data.model_copy(update={"store": absolute_path(config.data.store, base)})
+    return config.model_copy(update={"data": data, "models": models, **update})
+
+
+def absolute_path(p: Path | str, base: Path) -> Path | str:
+    """``p`` against ``base`` (a URI given as text is left as it is)."""
+    return p if isinstance(p, str) or p.is_absolute() else (base / p).resolve()
 
 
 def format_validation_error(exc: ValidationError) -> str:

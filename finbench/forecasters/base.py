@@ -23,6 +23,7 @@ from finbench.forecasters.rows import (
     latest,
     time_array,
 )
+from finbench.tracks import get_track, list_tracks
 from finbench.tracks.base import Inputs, Prompt
 
 
@@ -46,7 +47,7 @@ class Forecaster(ABC):
         """Which of ``tasks`` this forecaster is asked (by default: those of its configured
         horizons, or all). A task not asked gets no forecast row: it is neither an answer nor
         an invalid one."""
-        horizons = getattr(self.config, "horizons", None)
+        horizons = self.config.horizons
         if horizons is None:
             return np.ones(len(tasks), dtype=bool)
         return tasks["horizon"].isin(horizons).to_numpy(bool)
@@ -254,13 +255,16 @@ def register(kind: str):
 
 def build_forecaster(config, prompt: Prompt | None = None) -> Forecaster:
     """The forecaster for a model config, by its ``kind``; ``prompt``: the track's
-    (:attr:`finbench.tracks.base.Track.prompt`), for the forecasters prompting a model."""
-    import finbench.forecasters.baselines  # noqa: F401 - registers kinds
-    import finbench.forecasters.event_references  # noqa: F401
-    import finbench.forecasters.llm  # noqa: F401
+    (:attr:`finbench.tracks.base.Track.prompt`), for the forecasters prompting a model. The
+    shared kinds are registered here; a track's own (its baselines, references) by its
+    plugin's module, which is imported when the track is first asked for."""
+    import finbench.forecasters.llm  # noqa: F401 - registers kinds
     import finbench.forecasters.replay  # noqa: F401
     import finbench.forecasters.scripted  # noqa: F401
 
+    if config.kind not in registry:
+        for name in list_tracks():  # a model config made without its track's config
+            get_track(name)
     if config.kind not in registry:
         raise KeyError(config.kind)
     return registry[config.kind](config, prompt)

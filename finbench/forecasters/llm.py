@@ -29,18 +29,13 @@ import pandas as pd
 from finbench.core.config import url_credentials, url_problem
 from finbench.core.errors import ConfigError, ModelStopped
 from finbench.forecasters.answers import (
-    NOT_APPLICABLE,
-    ForecastAnswer,
     ParsedAnswer,
     loads,
     parse_answer,
-    parse_class_answer,
-    parse_event_answer,
 )
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
 from finbench.forecasters.completion import completion_dict
-from finbench.forecasters.logprobs import RULE, read_native
 from finbench.forecasters.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
 
@@ -62,71 +57,6 @@ def estimate_tokens(messages: list[dict[str, str]]) -> int:
     """A rough token count (4 characters a token) for dry-run cost estimates and the token
     rate limit."""
     return -(-sum(len(m["content"]) for m in messages) // 4)
-
-
-def response_schema() -> dict:
-    """The strict JSON schema sent with ``structured = "json_schema"``."""
-    schema = {
-        "type": "object",
-        "properties": {
-            "p_up": {"type": "number", "minimum": 0, "maximum": 1},
-            "lower": {"type": "number"},
-            "upper": {"type": "number"},
-            "rationale": {"type": ["string", "null"]},
-        },
-        "required": ["p_up", "lower", "upper", "rationale"],
-        "additionalProperties": False,
-    }
-    assert set(schema["properties"]) == set(ForecastAnswer.model_fields)
-    return {"type": "json_schema",
-            "json_schema": {"name": "forecast", "strict": True, "schema": schema}}
-
-
-def read_answer(config, response: dict) -> ParsedAnswer:
-    """A stored response read as the model was asked (``config``: its model config): a binary
-    forecast, three stated probabilities, or a native head from the first token's top
-    log-probabilities (:mod:`finbench.forecasters.logprobs`)."""
-    if getattr(config, "format", "binary") == "binary":
-        return interpret(response, config.structured)
-    if config.format == "event":
-        return interpret(response, config.structured, parse=parse_event_answer)
-    if config.head == "verbal":
-        return interpret(response, config.structured, parse=lambda payload: parse_class_answer(
-            payload, tolerance=config.sum_tolerance))
-    if response.get("refusal"):
-        return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])
-    top = response.get("top_logprobs")
-    if not top:
-        return ParsedAnswer(False, "no_logprobs: the answer carries no top log-probabilities "
-                                   "(does the endpoint return logprobs?)",
-                            response.get("content") or "")
-    head = read_native(top, config.labels, min_mass=config.min_mass)
-    return ParsedAnswer(head.valid, head.error, json.dumps(top, sort_keys=True),
-                        interval_note=NOT_APPLICABLE, q_down=head.forecast[0],
-                        q_flat=head.forecast[1], q_up=head.forecast[2],
-                        excluded_mass=head.excluded_mass)
-
-
-def class_response_schema() -> dict:
-    """The strict JSON schema of a three-class answer (``format = "multiclass"``)."""
-    number = {"type": "number", "minimum": 0, "maximum": 1}
-    schema = {"type": "object",
-              "properties": {"p_down": number, "p_flat": number, "p_up": number,
-                             "rationale": {"type": ["string", "null"]}},
-              "required": ["p_down", "p_flat", "p_up", "rationale"],
-              "additionalProperties": False}
-    return {"type": "json_schema",
-            "json_schema": {"name": "classes", "strict": True, "schema": schema}}
-
-
-def event_response_schema() -> dict:
-    """The strict JSON schema of an event answer (the event track)."""
-    schema = {"type": "object",
-              "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1},
-                             "rationale": {"type": ["string", "null"]}},
-              "required": ["p_yes", "rationale"], "additionalProperties": False}
-    return {"type": "json_schema",
-            "json_schema": {"name": "event_forecast", "strict": True, "schema": schema}}
 
 
 def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnswer:
@@ -381,10 +311,9 @@ class OpenAIForecaster(Forecaster):
         for key in ("max_tokens", "max_completion_tokens", "reasoning_effort"):
             if getattr(c, key) is not None:
                 kwargs[key] = getattr(c, key)
-        if getattr(c, "head", None) == "native" and c.format == "multiclass":
-            kwargs.update(logprobs=True, top_logprobs=c.top_logprobs)
-            if c.max_tokens is None and c.max_completion_tokens is None:
-                kwargs["max_tokens"] = 1  # the label; its first token is what is read
+        options = self.prompt.request_options(c)  # (a question read from log-probabilities)
+        if options:
+            kwargs.update(options)
         elif c.structured == "json_schema":
             kwargs["response_format"] = self.response_schema()
         elif c.structured == "json_object":
@@ -392,9 +321,8 @@ class OpenAIForecaster(Forecaster):
         return {**kwargs, **(c.extra_body or {})}  # the config refuses keys set above
 
     def response_schema(self) -> dict:
-        """The strict schema of the answer (a forecast, or three class probabilities)."""
-        schemas = {"multiclass": class_response_schema, "event": event_response_schema}
-        return schemas.get(getattr(self.config, "format", "binary"), response_schema)()
+        """The strict schema of the answer, as the track's prompt gives it."""
+        return self.prompt.response_schema()
 
     def cache_key(self, sha: str) -> str:
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
@@ -475,9 +403,8 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
     elif "request_refused" in response:  # a 400/413/422...: the answer to this request
         parsed = ParsedAnswer(False, response["request_refused"], "")
     else:
-        parsed = read_answer(forecaster.config, response)
-    if getattr(forecaster.config, "head", None) == "native" and "top_logprobs" in response:
-        detail["native"] = native_detail(forecaster.config, response["top_logprobs"])
+        parsed = forecaster.prompt.parse(response, forecaster.config)
+    detail.update(forecaster.prompt.answer_detail(response, forecaster.config))
     if "batch_id" in response:
         detail["batch_id"] = response["batch_id"]
     usage = response.get("usage") or {}
@@ -487,14 +414,6 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
                        context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None, answer_status=status)
-
-
-def native_detail(config, top: list[dict]) -> dict:
-    """What a native head's row keeps beside its forecast: the rule's version, the candidate
-    tokens (text, log-probability, bytes), the absent labels' bounds, the candidate mass."""
-    head = read_native(top, config.labels, min_mass=config.min_mass)
-    return {"rule": RULE, "candidates": head.tokens, "absent_bounds": head.absent,
-            "candidate_mass": head.candidate_mass, "raw_label_mass": list(head.raw)}
 
 
 def served(response: dict) -> dict:

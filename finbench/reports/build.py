@@ -37,6 +37,7 @@ from finbench.runlog.rundir import (
     run_labels,
 )
 from finbench.runlog.runlock import RunLock
+from finbench.tracks import get_track, list_tracks, plugin_of
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
@@ -250,6 +251,15 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
     return figs
 
 
+def intraday_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
+    """The intraday track's report of a run (:func:`report`): its tables, figures and page."""
+    data = load_run(run_dir)
+    shown = build_tables(data, run_dir / "tables")
+    figs = build_figures(data, shown, run_dir / "figures")
+    write_html(run_dir, data, shown["_shown"], figs.paths)
+    return sorted((run_dir / "tables").iterdir()), figs
+
+
 def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     """Tables into ``RUN/tables``, figures into ``RUN/figures``, and ``RUN/report.html``
     (all of them on one self-contained page, with a per-sample browser), the files of an
@@ -260,16 +270,7 @@ def report(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
         check_recorded(run_dir, INPUTS + SCORED)
         for rel in report_files(run_dir):  # a file of an earlier report is drawn again or gone
             (run_dir / rel).unlink()
-        if load_run_config(run_dir).track == "events":
-            from finbench.reports.events import event_report
-
-            tables, figs = event_report(run_dir)
-        else:
-            data = load_run(run_dir)
-            shown = build_tables(data, run_dir / "tables")
-            figs = build_figures(data, shown, run_dir / "figures")
-            write_html(run_dir, data, shown["_shown"], figs.paths)
-            tables = sorted((run_dir / "tables").iterdir())
+        tables, figs = plugin_of(load_run_config(run_dir)).report(run_dir)
         write_receipt(run_dir)
     figs.check()
     return tables, figs.paths
@@ -289,10 +290,13 @@ def paper(run_dirs: list[str | Path], out: str | Path = "paper", *,
         raise RunError(f"{out}: is a run directory, whose tables/ and figures/ are its own "
                        "report's; the paper's go into a folder of their own (default: paper)")
     labels = run_labels(run_dirs)
-    events = [r for r in run_dirs if load_run_config(finished_run(r)).track == "events"]
-    if events:
-        raise RunError(f"{events[0]}: an event run; `finbench paper` pools intraday runs (an "
-                       "event run's tables: `finbench report`)")
+    for r in run_dirs:
+        track = plugin_of(load_run_config(finished_run(r)))
+        if not track.in_paper:
+            pooled_tracks = [t for t in list_tracks() if get_track(t).in_paper]
+            raise RunError(f"{r}: a run of track {track.name!r}; `finbench paper` pools runs "
+                           f"of track {', '.join(map(repr, pooled_tracks))} (its tables: "
+                           "`finbench report`)")
     datas = []
     for r in run_dirs:  # read while no writer changes the run
         with RunLock(d := finished_run(r), command="finbench paper", shared=True):

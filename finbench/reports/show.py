@@ -16,6 +16,7 @@ from finbench.core.errors import RunError
 from finbench.reports.writers import json_number
 from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
 from finbench.runlog.transcripts import Transcripts
+from finbench.tracks import plugin_of
 
 SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
 FORECAST_COLUMNS = ("model", "kind", "p_up", "lower", "upper", "valid", "answer_status",
@@ -29,10 +30,11 @@ def show(run_dir: str | Path, task_id: str, model: str | None = None) -> dict:
     ``model``, that model and the baselines (each baseline's forecast for the same task)."""
     run_dir = finished_run(run_dir)
     check_recorded(run_dir, INPUTS + SCORED)
-    if load_run_config(run_dir).track != "intraday":
-        raise RunError(f"{run_dir}: an event run; `finbench show` reads intraday runs (an "
-                       "event run's rows: rows.parquet, retrieved posts: retrieval.parquet, "
-                       "prompts and answers: transcripts.sqlite)")
+    return plugin_of(load_run_config(run_dir)).show(run_dir, task_id, model)
+
+
+def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
+    """:func:`show` of a run of the intraday track (checked as finished and recorded)."""
     task = _one(run_dir / "tasks.parquet", task_id)
     if task is None:
         raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "

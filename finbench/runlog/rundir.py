@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
 from finbench.core.location import is_uri
 from finbench.core.outputs import write_json
 from finbench.data.store import sha256_file
 from finbench.forecasters.rows import FORECAST_COLUMNS
+from finbench.tracks.configs import validated
 
 MANIFEST = "manifest.json"
 RUN_FORMAT = "finbench-run"  # the manifest's "format" (a store's says "finbench-store")
@@ -116,15 +116,10 @@ def read_manifest(run_dir: Path) -> dict:
     return manifest
 
 
-def load_run_config(run_dir: Path) -> RunConfig:
-    """The config a run ran with, as its manifest records it (an
-    :class:`~finbench.core.event_config.EventRunConfig` for the event track)."""
-    config = read_manifest(run_dir)["config"]
-    if config.get("track") == "events":
-        from finbench.core.event_config import EventRunConfig
-
-        return EventRunConfig.model_validate(config)
-    return RunConfig.model_validate(config)
+def load_run_config(run_dir: Path):
+    """The config a run ran with, as its manifest records it (an instance of its track's
+    config class)."""
+    return validated(read_manifest(run_dir)["config"], name=str(Path(run_dir) / MANIFEST))
 
 
 def file_hashes(run_dir: Path, names=None, known: dict[str, str] | None = None

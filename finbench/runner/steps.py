@@ -17,8 +17,6 @@ import pyarrow.parquet as pq
 from finbench.core.config import (
     RunConfig,
     describe_trial,
-    load_config_file,
-    shard_config,
     trial_mask,
 )
 from finbench.core.errors import ModelStopped, RunError
@@ -44,15 +42,13 @@ from finbench.runner.manifest import (
     code_version,
     describe_code,
     new_manifest,
-    render_event_summary,
-    render_finished,
     same_finbench,
     shard_field,
 )
 from finbench.runner.revision import Revision, revision
-from finbench.scoring import run as scoring_run
-from finbench.scoring.run import SCORE_FILES, TaskInputs, rescore
-from finbench.tracks import open_track
+from finbench.runner.scores import rescore
+from finbench.tracks import plugin_of
+from finbench.tracks.configs import load_config_file, shard_config
 
 
 def load_run_config(config_path: str | Path, shard: tuple | None
@@ -136,6 +132,7 @@ class RunSteps:
                  laps: Laps, rate_share: float = 1.0, trial: dict | None = None,
                  results=None) -> None:
         self.config, self.source, self.out = config, source, out
+        self.plugin = plugin_of(config)  # what the track gives the shared steps
         self.rate_share = rate_share
         self.echo, self.shard, self.lap = echo, shard, laps
         self.results = results or echo  # the tables and receipt the run ends with
@@ -155,7 +152,7 @@ class RunSteps:
         self.revisions: list[dict] = []  # the run's configs, first to this one
         self.code: list[dict] = []  # the FinBench versions that made the run, first to this
         self.label_files: Future | None = None  # the label pass's tables being written
-        self.task_inputs: TaskInputs | None = None  # what scoring reads of tasks and labels
+        self.task_inputs = None  # what scoring reads of tasks and labels (the track's)
         self.hashes: dict[str, str] = {}  # files' hashes made while scoring (:meth:`score`)
         self.unsynced: list[Path] = []  # files written without fsync, synced while scoring
 
@@ -173,10 +170,9 @@ class RunSteps:
             self.label_files.exception()
 
     def _label_files_ok(self) -> bool:
-        """Whether the intraday track's tasks and labels files are written, without error."""
+        """Whether the tasks and labels files are written, without error."""
         files = self.label_files
-        return (self.config.track == "intraday" and files is not None and files.done()
-                and files.exception() is None)
+        return files is not None and files.done() and files.exception() is None
 
     def label_files_written(self) -> None:
         """Wait for the label pass's tables (:meth:`label`); raise what writing them raised."""
@@ -240,7 +236,7 @@ class RunSteps:
 
     def open_track(self) -> None:
         """The config's track, its tasks planned; a resumed run must see the same data."""
-        self.track = open_track(self.config)
+        self.track = self.plugin.open(self.config)
         seen = (self.old or {}).get("data", {}).get("snapshot_sha256")
         now_sha = self.track.snapshot_sha256
         if seen is not None and seen != now_sha:
@@ -293,8 +289,7 @@ class RunSteps:
         self.lap("label pass")
 
     def _setting_warnings(self) -> list[str]:
-        report = getattr(self.config, "report", None)  # (the event track has none)
-        return report.warnings() if report is not None else []
+        return self.plugin.setting_warnings(self.config)
 
     def collect_batches(self, *, batch: bool, dry_run: bool) -> None:
         """Open the journal; collect what batches sent earlier have answered."""
@@ -359,7 +354,7 @@ class RunSteps:
             if not dry_run and not batch and self._label_files_ok():
                 # scoring's reads of tasks and labels, while the journal's last parts are
                 # written (a failed write of them is raised after the journal's own errors)
-                self.task_inputs = TaskInputs(self.out)
+                self.task_inputs = self.plugin.score_inputs(self.out)
             self.journal.flush()
         except BaseException as error:
             for late in self.journal.settle():  # answers made before the error land first
@@ -435,8 +430,7 @@ class RunSteps:
     def judge_stances(self) -> None:
         """With ``[analysis.stance] method = "judge"``: the judge reads the stance of every
         rationale it has not read yet (journalled in ``stances.jsonl``)."""
-        spec = getattr(self.config, "analysis", None)
-        spec = spec.stance if spec is not None else None
+        spec = self.plugin.stance_judge(self.config)
         if spec is None or spec.method != "judge":
             return
         reason = skip_reason(spec.judge)
@@ -468,14 +462,10 @@ class RunSteps:
             self.scores = rescore(self.out, self.task_inputs)
             # and those of the score files, as scoring just recorded them
             recorded = read_manifest(self.out).get("files", {})
-            self.hashes = {**hashing.result(), **{n: recorded[n] for n in SCORE_FILES
-                                                  if n in recorded}}
-        rows_csv = getattr(self.config.scores, "rows_csv", None)  # the event track has none
-        if rows_csv == "auto" and not scoring_run.rows_csv_wanted(self.config,
-                                                                  len(self.track.tasks)):
-            self.echo(f"rows.csv left out: the run's rows would not fit a spreadsheet "
-                      f"({scoring_run.SPREADSHEET_ROWS:,} rows); rows.parquet holds them ([scores] "
-                      "rows_csv = true writes the CSV too)")
+            self.hashes = {**hashing.result(), **{n: recorded[n] for n in
+                                                  self.plugin.score_files if n in recorded}}
+        for note in self.plugin.score_notes(self.config, len(self.track.tasks)):
+            self.echo(note)
         self.lap("scores")
 
     def finish(self) -> None:
@@ -488,11 +478,8 @@ class RunSteps:
         if old is not None and {**self.manifest, "finished_at": old.get("finished_at")} == old:
             self.manifest = old  # a resume that changed nothing: the manifest, and its receipt
         write_json(self.manifest_path, self.manifest)
-        if self.config.track == "events":
-            self.results(render_event_summary(self.out, self.scores))
-        else:  # what a merge of its shards prints too
-            for block in render_finished(self.out):
-                self.results(block)
+        for block in self.plugin.summary(self.out):  # what a merge of its shards prints too
+            self.results(block)
         for line in self.unscorable:
             self.results(line)
         self.results(receipt(self.out))

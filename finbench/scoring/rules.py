@@ -109,8 +109,13 @@ def kelly_growth_score(obs, prob) -> np.ndarray:
         return _core.kelly(y, _prob(prob, len(y)))
 
 
-def skill(loss: float, reference_loss: float) -> float | None:
-    """``1 - loss / reference_loss``; ``None`` (undefined) when the reference loss is zero."""
+def skill(loss: float, reference_loss: float) -> float:
+    """``1 - loss / reference_loss``; NaN (undefined: FinBench's one representation of an
+    undefined number, null in Parquet and empty in CSV) when the reference loss is zero.
+
+    >>> skill(0.2, 0.25), skill(0.1, 0.0)
+    (0.19999999999999996, nan)
+    """
     if reference_loss == 0:
-        return None
+        return float("nan")
     return 1.0 - loss / reference_loss

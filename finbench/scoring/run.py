@@ -33,14 +33,11 @@ from finbench.core.outputs import (
 )
 from finbench.runlog import forecast_table
 from finbench.runlog.rundir import (
-    INPUTS,
-    check_recorded,
     finished_run,
     load_run_config,
     read_manifest,
     record_files,
 )
-from finbench.runlog.runlock import RunLock
 from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
 from finbench.scoring.classes import class_scores
 from finbench.scoring.export import Reference, row_table, task_text
@@ -183,27 +180,11 @@ def model_rows(path: Path, model: str) -> pd.DataFrame:
     return forecast_table.model_rows(path, model, list(SCORED_COLUMNS)).to_pandas()
 
 
-def score_run(run_dir: str | Path) -> pd.DataFrame:
-    """Recompute every score from the stored forecasts, labels and tasks alone (holding the
-    run directory's lock) and write ``scores.*`` and ``rows.*``."""
-    run_dir = finished_run(run_dir, scored=False)  # it writes the score outputs again
-    with RunLock(run_dir, command=f"finbench score {run_dir}"):
-        check_recorded(run_dir, INPUTS)
-        return rescore(run_dir)
-
-
 def rescore(run_dir: Path, inputs: TaskInputs | None = None) -> pd.DataFrame:
-    """:func:`score_run` for a caller that holds the run directory's lock; the content hashes
-    of the files written are recorded in the manifest. ``inputs``: the run's
-    :class:`TaskInputs`, when already read (the intraday track's)."""
-    config = load_run_config(finished_run(run_dir, scored=False))
-    if config.track == "events":
-        from finbench.scoring.event_run import EVENT_FILES, write_event_scores
-
-        skipped = read_manifest(run_dir).get("skipped_models", {})
-        tables = write_event_scores(Path(run_dir), config, skipped)
-        record_files(Path(run_dir), read_manifest(run_dir), list(EVENT_FILES))
-        return tables["scores"]
+    """Every score of a finished intraday run from its stored forecasts, labels and tasks, for
+    a caller that holds the run directory's lock (:func:`finbench.runner.scores.score_run`);
+    the content hashes of the files written are recorded in the manifest. ``inputs``: the
+    run's :class:`TaskInputs`, when already read."""
     scores = RunScores(run_dir, inputs)
     run_dir = scores.dir
     with RowWriter(run_dir, csv=rows_csv_wanted(scores.config, len(scores.tasks))) as export:

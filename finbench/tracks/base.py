@@ -1,5 +1,6 @@
-"""The seam between a track and everything shared: :class:`Track`, what :func:`finbench.run`
-drives, and :class:`Inputs`, what a batch of tasks gives a forecaster.
+"""The seam between a track and everything shared: :class:`TrackPlugin`, what the shared
+commands (run, score, audit, report, show, tasks) ask of a track; :class:`Track`, what
+:func:`finbench.run` drives; and :class:`Inputs`, what a batch of tasks gives a forecaster.
 
 A track owns what is specific to one kind of question (for the intraday track: tasks at
 horizons, bar-store reads, the label pass, momentum features, the time gate and contexts,
@@ -14,7 +15,8 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -43,6 +45,22 @@ class Prompt(Protocol):
         """The prompt a language model (its config) is asked: with what identifies the task's
         subject and date replaced by aliases (``anonymize``), and the question its ``format``
         and ``head`` name."""
+
+    def response_schema(self) -> dict:
+        """The ``response_format`` of the answer this prompt asks for (a strict JSON schema),
+        sent with ``structured = "json_schema"``."""
+
+    def request_options(self, model) -> dict:
+        """Request keys the question needs beyond the messages (e.g. log-probabilities for
+        an answer read from its first token); sent instead of a ``response_format``."""
+
+    def parse(self, response: dict, model):
+        """A stored response (content, refusal, finish reason; the model's config ``model``)
+        read as this prompt's answer: a
+        :class:`~finbench.forecasters.answers.ParsedAnswer`, valid or with its problem."""
+
+    def answer_detail(self, response: dict, model) -> dict:
+        """What a forecast row keeps of the response beside its answer (its ``detail``)."""
 
 
 @dataclass
@@ -148,3 +166,83 @@ class Track(ABC):
         """A StoreError when the data the run read changed under it (another process changed
         its store while the run read it); nothing to check by default."""
         return
+
+
+class TrackPlugin(ABC):
+    """What the shared commands need of a track: one instance, ``PLUGIN``, in the module the
+    registry (:mod:`finbench.tracks`) names for it. The runner, scoring, the audit, reports
+    and the CLI reach a track through this alone; none of them names one.
+
+    Required: :attr:`name`, :attr:`description`, :attr:`config_class`, :attr:`read_columns`,
+    :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`, :meth:`report` and
+    :meth:`show`. Optional (with defaults): :attr:`shardable`, :attr:`in_paper`,
+    :meth:`score_inputs`, :meth:`score_notes`, :meth:`stance_judge`,
+    :meth:`setting_warnings` and :meth:`show_text`.
+    """
+
+    name: ClassVar[str]  # what a config's ``track`` gives
+    description: ClassVar[str]  # one line: the question it asks
+    config_class: ClassVar[type]  # the pydantic model of its configs (``track`` fixed to name)
+    # the columns the audit reads of its run's tables beside the forecasts, by file, each with
+    # its kind ("text", "number", "time", "true or false"): checked before anything is derived
+    read_columns: ClassVar[dict[str, dict[str, str]]]
+    score_files: ClassVar[tuple[str, ...]]  # every file :meth:`score` may write
+    shardable: ClassVar[bool] = False  # its runs split into date shards (--shard, Dask)
+    in_paper: ClassVar[bool] = False  # ``finbench paper`` pools its runs
+
+    @abstractmethod
+    def open(self, config) -> Track:
+        """The track of a config: its tasks planned, no market data read yet."""
+
+    def score_inputs(self, run_dir: Path) -> Any:
+        """What scoring reads of a run's tasks and labels, read while the forecasts' last
+        parts are written (handed to :meth:`score`); None by default."""
+        return None
+
+    @abstractmethod
+    def score(self, run_dir: Path, config, *, skipped: dict, inputs: Any = None):
+        """Every score file of a finished run computed from its stored files alone, written
+        (each atomically) and their hashes recorded in the manifest; the main scores table
+        returned (what :meth:`summary` prints)."""
+
+    def score_notes(self, config, tasks: int) -> list[str]:
+        """Lines the run prints after scoring (e.g. a file left out); none by default."""
+        return []
+
+    def stance_judge(self, config):
+        """The stance judge's settings when the config asks rationales to be judged
+        (``[analysis.stance]``, a :class:`~finbench.core.config.StanceConfig`); None by
+        default."""
+        return None
+
+    def setting_warnings(self, config) -> list[str]:
+        """What the config's settings warrant saying before a run or report; none by
+        default."""
+        return []
+
+    @abstractmethod
+    def summary(self, run_dir: Path) -> list[str]:
+        """The blocks of text a finished run prints (its scores, said plainly), read from its
+        folder (local, or on object storage: a merge prints what the run printed)."""
+
+    @abstractmethod
+    def audit(self, run_dir: Path, manifest: dict, config, echo) -> list[str]:
+        """Everything of a run that is the track's own, derived again from its data and the
+        run's files: every difference named (the files' hashes and the config are checked
+        by the shared audit before)."""
+
+    @abstractmethod
+    def report(self, run_dir: Path):
+        """Tables into ``run_dir/tables`` and figures into ``run_dir/figures`` (and a page),
+        from the run's stored files alone: ``(tables written, FigureSet)``."""
+
+    @abstractmethod
+    def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
+        """Everything the run holds about one task (a RunError where the track has no such
+        view, saying where its rows are)."""
+
+    def show_text(self, found: dict) -> str:
+        """:meth:`show`'s answer as text a person reads (by default its JSON, indented)."""
+        import json
+
+        return json.dumps(found, indent=2, default=str)

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import ConfigError, DataError
-from finbench.core.event_config import EventRunConfig
 from finbench.core.lookup import repeated
-from finbench.data.events.markets import INSTANT_RULE, parse_instants
-from finbench.data.events.store import EventStore
 from finbench.data.schema import cell
 from finbench.data.user_files import read_table_file
+from finbench.tracks.events.config import EventRunConfig
+from finbench.tracks.events.markets import INSTANT_RULE, parse_instants
+from finbench.tracks.events.store import EventStore
 
 OK = "ok"
 # why a task is not scored, in the order they are tested (the first that holds is recorded)

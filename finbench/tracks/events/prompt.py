@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from finbench.forecasters.answers import parse_event_answer
+from finbench.forecasters.llm import interpret
 from finbench.tracks.base import messages_sha256
 from finbench.tracks.events.gate import EventContexts
 
@@ -44,6 +46,19 @@ class EventPrompt:
     def sha256(self, messages: list[dict[str, str]]) -> str:
         return messages_sha256(messages, self.template)
 
+    def response_schema(self) -> dict:
+        return event_response_schema()
+
+    def request_options(self, model) -> dict:
+        return {}
+
+    def parse(self, response: dict, model):
+        """A stored response read as an event answer (``p_yes``, a rationale)."""
+        return interpret(response, model.structured, parse=parse_event_answer)
+
+    def answer_detail(self, response: dict, model) -> dict:
+        return {}
+
     def messages(self, contexts: EventContexts) -> list[list[dict[str, str]]]:
         return [[{"role": "system", "content": SYSTEM},
                  {"role": "user", "content": self.user(contexts, i)}]
@@ -76,3 +91,13 @@ class EventPrompt:
 
 def _utc(stamp) -> str:
     return stamp.tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC")
+
+
+def event_response_schema() -> dict:
+    """The strict JSON schema of an event answer (the event track)."""
+    schema = {"type": "object",
+              "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1},
+                             "rationale": {"type": ["string", "null"]}},
+              "required": ["p_yes", "rationale"], "additionalProperties": False}
+    return {"type": "json_schema",
+            "json_schema": {"name": "event_forecast", "strict": True, "schema": schema}}

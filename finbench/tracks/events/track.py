@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
 from finbench.core.progress import Countdown
 from finbench.tracks.base import ContextBatch, Inputs, Track
+from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
 from finbench.tracks.events.gate import EventContexts, Retrieved, retrieve
 from finbench.tracks.events.plan import EXCLUSIONS, OK, label_events, plan_events
 from finbench.tracks.events.prompt import EventPrompt

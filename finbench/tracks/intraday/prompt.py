@@ -88,6 +88,32 @@ class PromptSettings:
         """The prompt's receipt (:func:`messages_sha256`)."""
         return messages_sha256(messages, self.template)
 
+    def response_schema(self) -> dict:
+        """The strict JSON schema of the answer asked (a forecast, or three probabilities)."""
+        from finbench.tracks.intraday.answers import class_response_schema, response_schema
+
+        return response_schema() if self.question == "binary" else class_response_schema()
+
+    def request_options(self, model) -> dict:
+        """Request options beyond the messages: a native head's log-probabilities."""
+        from finbench.tracks.intraday.answers import native_options
+
+        return native_options(model) if self.question == "native" else {}
+
+    def parse(self, response: dict, model):
+        """A stored response read as this question's answer (``model``: its config)."""
+        from finbench.tracks.intraday.answers import read_answer
+
+        return read_answer(self.question, model, response)
+
+    def answer_detail(self, response: dict, model) -> dict:
+        """What a row keeps of the response beside its answer: a native head's candidates."""
+        from finbench.tracks.intraday.answers import native_detail
+
+        if self.question == "native" and "top_logprobs" in response:
+            return {"native": native_detail(model, response["top_logprobs"])}
+        return {}
+
     @property
     def zone(self) -> str:
         return "ET" if self.timezone == "America/New_York" else self.timezone

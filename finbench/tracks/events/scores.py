@@ -9,17 +9,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.core.event_config import EventRunConfig, reference_names
 from finbench.core.outputs import write_atomic
-from finbench.scoring.events import (
+from finbench.scoring.rules import skill
+from finbench.tracks.events.config import EventRunConfig, reference_names
+from finbench.tracks.events.score_rows import (
     IN_SAMPLE,
     IN_SAMPLE_KIND,
+    brier_interval,
     brier_parts,
     effective_events,
-    group_bootstrap,
     log_loss,
     score_rows,
-    skill,
+    skill_interval,
     slices,
 )
 
@@ -84,8 +85,7 @@ def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: st
     p, y, groups = mine["p"][ok], mine["y"][ok], mine["group"][ok]
     parts = brier_parts(p, y)
     answered = int(mine["answered"].sum())
-    lo, hi = group_bootstrap([mine["brier"][ok]], groups, reps=s.bootstrap_replicates,
-                             seed=s.seed, level=s.level, stat=lambda e, n: e / n)
+    lo, hi = brier_interval(mine["brier"][ok], groups, s)
     return {"model": name, "kind": kind, "slice_kind": slice_kind, "slice": value,
             "tasks": len(ok), "n_error": int(mine["error"].sum()),
             "n_invalid": answered - parts["n"],
@@ -135,9 +135,7 @@ def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref:
     y = pairs["y"]
     bm, br = brier_parts(pairs["p_up"], y), brier_parts(pairs["p_up_ref"], y)
     lm, lr = (log_loss(pairs[c], y, s.log_loss_clip) for c in ("p_up", "p_up_ref"))
-    lo, hi = group_bootstrap([pairs["brier"], pairs["brier_ref"]], groups,
-                             reps=s.bootstrap_replicates, seed=s.seed, level=s.level,
-                             stat=lambda a, b, n: 1 - a / b)
+    lo, hi = skill_interval(pairs["brier"], pairs["brier_ref"], groups, s)
     return {"model": name, "reference": ref, "slice_kind": slice_kind, "slice": value,
             "n": bm["n"], "positives": bm["positives"],
             "no_positive_cases": bm["n"] > 0 and bm["positives"] == 0,

@@ -26,14 +26,14 @@ import pyarrow as pa
 
 from finbench.audit.files import task_problems
 from finbench.audit.rows import capped
-from finbench.audit.scores import _frame_problems, first_difference
+from finbench.audit.scores import first_difference, frame_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.config import trial_mask
 from finbench.core.errors import RunError, StoreError
-from finbench.core.event_config import REFERENCE_KINDS, EventRunConfig
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
-from finbench.scoring.event_run import event_csv, event_tables
+from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
+from finbench.tracks.events.scores import event_csv, event_tables
 from finbench.tracks.events.track import EventsTrack
 
 SHOWN = 10
@@ -56,7 +56,7 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     problems += task_problems(tasks, track.tasks)
     fresh = track.label(contexts=True, echo=echo)
     stored = pd.read_parquet(run_dir / "labels.parquet")
-    problems += _frame_problems(stored, fresh, "labels.parquet", key=["task_id"])
+    problems += frame_problems(stored, fresh, "labels.parquet", key=["task_id"])
     problems += _retrieval_problems(run_dir, track, tasks)
     forecasts = pd.read_parquet(run_dir / "forecasts.parquet")
     skipped = manifest.get("skipped_models", {})
@@ -87,7 +87,7 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
                 if (run_dir / f"{name}.parquet").is_file()
                 else pd.read_csv(run_dir / f"{name}.csv", keep_default_na=False,
                                  na_values=[""]))
-        problems += _frame_problems(have, again[name], name, key=key)
+        problems += frame_problems(have, again[name], name, key=key)
         if name in PARQUET_AND_CSV and (run_dir / f"{name}.csv").is_file() and (
                 run_dir / f"{name}.parquet").is_file():  # the CSV: its Parquet file's text
             problems += first_difference(
@@ -102,7 +102,7 @@ PARQUET_AND_CSV = ("scores", "skill", "rows")
 
 def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) -> list[str]:
     stored = pd.read_parquet(run_dir / "retrieval.parquet")
-    problems = _frame_problems(stored, track.outputs()["retrieval.parquet"],
+    problems = frame_problems(stored, track.outputs()["retrieval.parquet"],
                                "retrieval.parquet", key=["task_id", "rank"])
     t0 = stored["task_id"].map(tasks.set_index("task_id")["t0"])
     late = stored[(stored["created_utc"] >= t0).to_numpy(bool)]

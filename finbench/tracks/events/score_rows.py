@@ -15,20 +15,22 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
+from finbench.scoring import bootstrap, rules
 
 IN_SAMPLE = "in-sample frequency"  # the descriptive row's model name
 IN_SAMPLE_KIND = "in_sample (descriptive, fitted on the evaluated labels: not a forecast)"
 
 
 def brier_parts(p: np.ndarray, y: np.ndarray) -> dict:
-    """Brier score with its YES and NO penalty totals, each summed on its own; the two must
-    add up to the total penalty (else a RuntimeError: two counts of one set disagree).
+    """Brier score (:func:`finbench.scoring.rules.brier_loss`) with its YES and NO penalty
+    totals, each summed on its own; the two must add up to the total penalty (else a
+    RuntimeError: two counts of one set disagree).
 
     >>> parts = brier_parts(np.full(100, 0.01), np.r_[1, np.zeros(99)])
     >>> round(parts["brier"], 6), round(parts["yes_penalty"], 4), round(parts["no_penalty"], 4)
     (0.0099, 0.9801, 0.0099)
     """
-    penalty = (p - y) ** 2
+    penalty = rules.brier_loss(y, p)
     yes, no = float(np.sum(penalty[y == 1])), float(np.sum(penalty[y == 0]))
     total = float(np.sum(penalty))
     if abs(yes + no - total) > 1e-9 * max(1.0, total):
@@ -39,14 +41,9 @@ def brier_parts(p: np.ndarray, y: np.ndarray) -> dict:
 
 
 def log_loss(p: np.ndarray, y: np.ndarray, clip: float) -> float:
-    """Mean negative log-likelihood, probabilities clipped to ``[clip, 1 - clip]``."""
-    q = np.clip(p, clip, 1 - clip)
-    return float(np.mean(-(y * np.log(q) + (1 - y) * np.log1p(-q)))) if len(p) else np.nan
-
-
-def skill(model: float, reference: float) -> float:
-    """``1 - model / reference``; NaN (undefined) when the reference scores 0."""
-    return np.nan if reference == 0 else 1.0 - model / reference
+    """Mean log loss (:func:`finbench.scoring.rules.log_loss`, probabilities clipped to
+    ``[clip, 1 - clip]``); NaN of no rows."""
+    return float(rules.log_loss(y, p, clip=clip).mean()) if len(p) else np.nan
 
 
 def effective_events(groups: np.ndarray) -> float:
@@ -56,26 +53,22 @@ def effective_events(groups: np.ndarray) -> float:
     return float(n.sum() ** 2 / np.sum(n.astype(float) ** 2)) if len(n) else 0.0
 
 
-def group_bootstrap(errors: list[np.ndarray], groups: np.ndarray, *, reps: int, seed: int,
-                    level: float, stat) -> tuple[float, float]:
-    """A percentile interval of ``stat(sums of each error array, count)`` over replicates
-    that draw whole groups with replacement (rows of one group, such as the markets of one
-    election or match, move together; NaN with fewer than two groups)."""
-    keys, where = np.unique(groups, return_inverse=True)
-    if len(keys) < 2:
-        return np.nan, np.nan
-    sums = [np.bincount(where, weights=e, minlength=len(keys)) for e in errors]
-    counts = np.bincount(where, minlength=len(keys)).astype(float)
-    draws = np.random.default_rng(seed).multinomial(len(keys), np.full(len(keys), 1 / len(keys)),
-                                                    size=reps).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        values = stat(*(draws @ s for s in sums), draws @ counts)
-    values = values[np.isfinite(values)]
-    if not len(values):
-        return np.nan, np.nan
-    tail = (1 - level) / 2  # endpoints are replicate values (no interpolation between them)
-    return (float(np.quantile(values, tail, method="inverted_cdf")),
-            float(np.quantile(values, 1 - tail, method="inverted_cdf")))
+def brier_interval(brier: np.ndarray, groups: np.ndarray, s) -> tuple[float, float]:
+    """The event-group bootstrap interval of a mean Brier score
+    (:func:`finbench.scoring.bootstrap.mean_ci`: whole groups drawn, ``s``: the config's
+    ``[scores]``; NaN with fewer than two groups)."""
+    ci = bootstrap.mean_ci(brier, groups, replicates=s.bootstrap_replicates, seed=s.seed,
+                           level=s.level)
+    return ci.lower, ci.upper
+
+
+def skill_interval(brier: np.ndarray, reference: np.ndarray, groups: np.ndarray, s
+                   ) -> tuple[float, float]:
+    """The event-group bootstrap interval of the Brier skill ``1 - model / reference`` on
+    paired rows (:func:`finbench.scoring.bootstrap.skill_ci`)."""
+    ci = bootstrap.skill_ci(brier, reference, groups, replicates=s.bootstrap_replicates,
+                            seed=s.seed, level=s.level)
+    return ci.lower, ci.upper
 
 
 def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd.DataFrame:
@@ -90,11 +83,11 @@ def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd
                                    "retrieval_relevant"]], on="task_id", how="inner")
     p = rows["p_up"].to_numpy(float)
     y = rows["y"].to_numpy(float)
-    q = np.clip(p, clip, 1 - clip)
     ok = rows["valid"].to_numpy(bool) & (rows["answer_status"] == "answered").to_numpy(bool)
-    return rows.assign(
-        scored=ok, brier=np.where(ok, (p - y) ** 2, np.nan),
-        log_loss=np.where(ok, -(y * np.log(q) + (1 - y) * np.log1p(-q)), np.nan))
+    brier, loss = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    brier[ok] = rules.brier_loss(y[ok], p[ok])
+    loss[ok] = rules.log_loss(y[ok], p[ok], clip=clip)
+    return rows.assign(scored=ok, brier=brier, log_loss=loss)
 
 
 def slices(rows: pd.DataFrame, min_group: int) -> list[tuple[str, str, np.ndarray]]:

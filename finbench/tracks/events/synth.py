@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import StoreError
-from finbench.data.events.store import MANIFEST, EventStore
+from finbench.tracks.events.store import MANIFEST, EventStore
 
 SEED = 20240301
 CANARY = "CANARY"

@@ -10,12 +10,20 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from finbench.core.config import DataConfig, OpenAIModel, _ModelBase, _Strict, unique_names
+from finbench.core.config import (
+    DataConfig,
+    ModelBase,
+    OpenAIModel,
+    StrictModel,
+    absolute_path,
+    resolve_paths,
+    unique_names,
+)
 
 TEN_YEARS_HOURS = 24 * 3653
 
 
-class EventTasksConfig(_Strict):
+class EventTasksConfig(StrictModel):
     """Markets resolved in ``[resolved_from, resolved_to]`` (UTC dates), optionally of some
     categories; one task per market at its cutoff ``t0``:
 
@@ -48,7 +56,7 @@ class EventTasksConfig(_Strict):
         return self
 
 
-class EventContextConfig(_Strict):
+class EventContextConfig(StrictModel):
     """What the gate offers a forecaster of a market at ``t0``: posts made in
     ``[t0 - lookback_days, t0)``, the ``top_k`` best by BM25 against the question; a task
     found *relevant* discussion when a retrieved post scores at least ``relevant_min_score``."""
@@ -59,12 +67,12 @@ class EventContextConfig(_Strict):
     max_post_chars: Annotated[int, Field(ge=50, le=20_000)] = 600
 
 
-class ConstantModel(_ModelBase):
+class ConstantModel(ModelBase):
     kind: Literal["constant"]
     p: Annotated[float, Field(ge=0, le=1)]  # declared before any label is read
 
 
-class FrozenFrequencyModel(_ModelBase):
+class FrozenFrequencyModel(ModelBase):
     """The YES frequency of the markets resolved in a training window (void ones left
     out), frozen: every task it answers must come after the window's last resolution."""
 
@@ -80,7 +88,7 @@ class FrozenFrequencyModel(_ModelBase):
         return self
 
 
-class CategoryRateModel(_ModelBase):
+class CategoryRateModel(ModelBase):
     """The time-valid YES rate of the task's category: markets resolved before ``t0`` (the
     last ``window`` of them, or all); below ``min_count`` the rate of all categories, and
     below that again ``prior`` (each fallback recorded on its row)."""
@@ -91,7 +99,7 @@ class CategoryRateModel(_ModelBase):
     prior: Annotated[float, Field(ge=0, le=1)] = 0.5
 
 
-class MarketPriceModel(_ModelBase):
+class MarketPriceModel(ModelBase):
     kind: Literal["market_price"]  # the crowd: the market's YES price at t0
 
 
@@ -118,7 +126,7 @@ EventModelConfig = Annotated[
 REFERENCE_KINDS = ("constant", "frozen_frequency", "category_rate", "market_price")
 
 
-class EventScoresConfig(_Strict):
+class EventScoresConfig(StrictModel):
     log_loss_clip: Annotated[float, Field(gt=0, lt=0.5)] = 1e-6
     bootstrap_replicates: Annotated[int, Field(ge=100, le=100_000)] = 2000
     seed: Annotated[int, Field(ge=0)] = 20240301  # numpy's generators take no negative seed
@@ -130,7 +138,7 @@ class EventScoresConfig(_Strict):
     min_groups: Annotated[int, Field(ge=1)] = 20
 
 
-class EventRunConfig(_Strict):
+class EventRunConfig(StrictModel):
     version: Literal[1] = 1
     track: Literal["events"]
     data: DataConfig
@@ -153,6 +161,15 @@ class EventRunConfig(_Strict):
         if timed:
             raise ValueError(f"models.{timed[0]}.horizons: the event track has no horizons")
         return self
+
+    def resolved(self, base: Path) -> EventRunConfig:
+        """The config with its relative paths (store, replays, cutoffs file) made absolute
+        against ``base``."""
+        given = self.tasks.cutoffs_file
+        if given is None:
+            return resolve_paths(self, base)
+        return resolve_paths(self, base, tasks=self.tasks.model_copy(
+            update={"cutoffs_file": absolute_path(given, base)}))
 
 
 def reference_names(config: EventRunConfig) -> list[str]:

@@ -30,8 +30,6 @@ from finbench.core.errors import DataError, StoreError
 from finbench.core.location import is_uri
 from finbench.core.outputs import writing
 from finbench.data.commit import change_lock, commit, finish_unless_busy
-from finbench.data.events.markets import read_markets, read_prices
-from finbench.data.events.posts import POSTS_SCHEMA, read_dump
 from finbench.data.store import (
     changed_while_read,
     check_fields,
@@ -39,6 +37,8 @@ from finbench.data.store import (
     read_guard,
     sha256_file,
 )
+from finbench.tracks.events.markets import read_markets, read_prices
+from finbench.tracks.events.posts import POSTS_SCHEMA, read_dump
 
 FORMAT = "finbench-event-store"
 MANIFEST = "manifest.json"
@@ -188,7 +188,7 @@ class EventStore:
         same id from two dumps is refused, naming both): everything read and checked, then
         written as one change, so a broken rule anywhere writes nothing. ``unusable``: what
         becomes of a Gamma market no binary question can be asked of (skipped and counted
-        by reason, or refused: :func:`~finbench.data.events.markets.read_markets`).
+        by reason, or refused: :func:`~finbench.tracks.events.markets.read_markets`).
         Returns the counts: ``markets``, ``void``, ``replaced``, ``skipped`` (by reason),
         ``prices``, ``empty_histories``, ``posts``, ``dates`` and the dump's facts."""
         if prices is not None and markets is None:

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 
 from finbench.reports import figures as F
-from finbench.reports.event_figures import RELIABILITY_BINS, event_figures, event_reliability
 from finbench.reports.stats import descriptive
 from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
+from finbench.tracks.events.figures import RELIABILITY_BINS, event_figures, event_reliability
 
 
 def _f(x: float, digits: int = 4) -> str:

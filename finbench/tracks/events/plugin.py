@@ -1,0 +1,55 @@
+"""The event track's plugin (:class:`~finbench.tracks.base.TrackPlugin`): what the shared
+commands ask of it, each answered by the module of this package that holds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from finbench.core.errors import RunError
+from finbench.runlog.rundir import read_manifest, record_files
+from finbench.tracks.base import TrackPlugin
+from finbench.tracks.events import references  # noqa: F401 - registers its forecaster kinds
+from finbench.tracks.events.audit import audit_events
+from finbench.tracks.events.config import EventRunConfig
+from finbench.tracks.events.report import event_report
+from finbench.tracks.events.scores import EVENT_FILES, write_event_scores
+from finbench.tracks.events.summary import render_event_summary
+from finbench.tracks.events.track import EventsTrack
+
+
+class EventsPlugin(TrackPlugin):
+    name = "events"
+    description = "will a resolved prediction market resolve YES, asked at its cutoff t0"
+    config_class = EventRunConfig
+    read_columns = {  # docs/spec.md §11
+        "tasks.parquet": {"task_id": "text", "t0": "time"},
+        "labels.parquet": {"task_id": "text"},
+        "retrieval.parquet": {"task_id": "text", "rank": "number", "post_id": "text",
+                              "created_utc": "time"},
+    }
+    score_files = EVENT_FILES
+
+    def open(self, config: EventRunConfig) -> EventsTrack:
+        return EventsTrack(config)
+
+    def score(self, run_dir: Path, config: EventRunConfig, *, skipped: dict, inputs=None):
+        tables = write_event_scores(run_dir, config, skipped)
+        record_files(run_dir, read_manifest(run_dir), list(EVENT_FILES))
+        return tables["scores"]
+
+    def summary(self, run_dir: Path) -> list[str]:
+        return [render_event_summary(run_dir)]
+
+    def audit(self, run_dir: Path, manifest: dict, config: EventRunConfig, echo) -> list[str]:
+        return audit_events(run_dir, manifest, config, echo)
+
+    def report(self, run_dir: Path):
+        return event_report(run_dir)
+
+    def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
+        raise RunError(f"{run_dir}: an event run; `finbench show` has no view of its tasks yet "
+                       "(its rows: rows.parquet, retrieved posts: retrieval.parquet, prompts "
+                       "and answers: transcripts.sqlite)")
+
+
+PLUGIN = EventsPlugin()
