@@ -1,13 +1,18 @@
 """FinBench: does a forecaster state honest uncertainty about intraday stock moves?
 
 The public API is what ``__all__`` lists; every other module is internal and may change
-between versions (docs/architecture.md). A typical session::
+between versions (docs/architecture.md). A typical session (run from the repository's top
+folder; the pilot's language models are skipped without their keys):
 
-    import finbench
-    run_dir = finbench.run("configs/pilot.toml", "results/pilot")
-    scores = finbench.score_run(run_dir)      # the scores table (a pandas frame)
-    assert finbench.audit_run(run_dir) == []  # every number re-derived from the store
-    tables, figures = finbench.reports(run_dir)
+>>> import finbench, tempfile
+>>> run_dir = finbench.run("configs/pilot.toml", tempfile.mkdtemp() + "/pilot",
+...                        echo=lambda *_: None)
+>>> scores = finbench.score_run(run_dir)      # the scores table (a pandas frame)
+>>> finbench.audit_run(run_dir)                # every number re-derived from the store
+[]
+>>> tables, figures = finbench.report(run_dir)
+>>> len(figures) > 0
+True
 
 Names are imported on first use, so ``import finbench`` stays fast.
 """

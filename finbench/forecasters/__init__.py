@@ -1,4 +1,7 @@
-"""Forecasters: time-valid baselines, replayed forecasts, scripted answers; registry by kind."""
+"""Forecasters shared by every track: the base class (validate, time and stamp answers),
+the forecast row's schema, replayed forecasts, scripted answers, language models through the
+official ``openai`` client (cache, Batch API, stance judge, native head); a registry by kind
+that tracks add their own baselines and references to."""
 
 from finbench.forecasters.base import Forecaster, build_forecaster, registry
 from finbench.forecasters.rows import FORECAST_COLUMNS

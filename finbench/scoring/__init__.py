@@ -1,4 +1,7 @@
-"""Scores: per-row rules and per-model aggregates; pure numpy over result tables."""
+"""Scores: the one scoring core every track uses (per-row rules in :mod:`.rules`,
+multiclass rules, the cluster bootstrap, calibration, decision scores), and the intraday
+track's score tables of a run directory (:mod:`.run`, which writes them under the run's
+lock). The rules and the bootstrap are numpy over plain arrays."""
 
 from finbench.scoring.rules import (
     accuracy_score,

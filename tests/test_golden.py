@@ -1,0 +1,51 @@
+"""The golden digests: both pilots' score tables, as canonical JSON (floats to 12 places),
+hash to the published digests of this engine version. A change that alters any number of
+them fails here: bump ``ENGINE_VERSION`` (and ``SCORING_RULES_VERSION`` for a rule's
+definition), say in the CHANGELOG which numbers change and by how much, and publish the new
+digests below."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from finbench.core.version import ENGINE_VERSION, SCORING_RULES_VERSION
+from finbench.runlog.rundir import read_manifest
+from finbench.runner import run
+from finbench.runner.scores import canonical_tables, score_digest
+
+ROOT = Path(__file__).resolve().parents[1]
+# engine version -> the pilots' digests (`finbench score RUN` prints a run's)
+GOLDEN = {2: {"pilot.toml": "18fc8f4bb207633859f93a6c023c95e00fa0a7cad5d256c591aa35358b6f26a1",
+              "pilot_events.toml":
+                  "33fb61b4b30592d2e037a299b37ca6af94092065d620cb1faea1a827534ac007"}}
+
+
+@pytest.mark.parametrize("name", ["pilot.toml", "pilot_events.toml"])
+def test_the_pilots_score_tables_have_the_published_digest(name, tmp_path):
+    cfg = tmp_path / name
+    cfg.write_text((ROOT / "configs" / name).read_text().replace('"../data/',
+                                                                   f'"{ROOT}/data/'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    manifest = read_manifest(out)
+    assert (manifest["engine_version"], manifest["scoring_rules_version"]) == (
+        ENGINE_VERSION, SCORING_RULES_VERSION)
+    assert score_digest(out) == GOLDEN[ENGINE_VERSION][name]
+
+
+def test_the_canonical_form_rounds_floats_and_writes_nan_as_null(tmp_path):
+    out = run(_copy(tmp_path), tmp_path / "run", echo=lambda *_: None)
+    tables = json.loads(canonical_tables(out))
+    assert sorted(tables) == ["rows.parquet", "scores.parquet"]
+    scores = tables["scores.parquet"]
+    brier = scores["columns"].index("brier")
+    values = [row[brier] for row in scores["rows"]]
+    assert all(v is None or v == round(v, 12) for v in values)
+    assert None in [v for row in scores["rows"] for v in row]  # (NaN: undefined, as null)
+
+
+def _copy(tmp_path: Path) -> Path:
+    cfg = tmp_path / "pilot.toml"
+    cfg.write_text((ROOT / "configs" / "pilot.toml").read_text().replace(
+        '"../data/', f'"{ROOT}/data/'))
+    return cfg
