@@ -154,10 +154,14 @@ def _from_epoch(raw: pd.Series, missing: np.ndarray) -> ParsedTimes:
     1e9 (zero and negative among them), between the units' bands, or past 2261 are flagged."""
     values = raw.to_numpy(dtype="float64", na_value=np.nan)
     exact = pd.api.types.is_integer_dtype(raw.dtype)
+    # an integer's band by integer comparison: as a float, one just below a band's end (such
+    # as 999_999_999_999_999_936, between the microsecond and nanosecond bands) rounds onto it
+    whole_numbers = raw.to_numpy(np.int64, na_value=0) if exact else None
     ns = np.zeros(len(raw), np.int64)
     matched = np.zeros(len(raw), bool)
     for low, high, unit in _EPOCH_UNITS:
-        rows = (values >= low) & (values < high)
+        rows = ((whole_numbers >= int(low)) & (whole_numbers < int(high)) if exact
+                else (values >= low) & (values < high))
         if not rows.any():
             continue
         scale = _NS_PER[unit]
