@@ -29,12 +29,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from finbench.core.config import OpenAIModel, TasksConfig  # noqa: E402
+from finbench.core.config import OpenAIModel  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
 from finbench.forecasters.cache import ResponseCache  # noqa: E402
 from finbench.forecasters.llm import OpenAIForecaster  # noqa: E402
 from finbench.runlog.journal import Journal  # noqa: E402
 from finbench.tracks.base import Inputs  # noqa: E402
+from finbench.tracks.intraday.config import TasksConfig  # noqa: E402
 from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
 from finbench.tracks.intraday.prompt import PromptSettings  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
@@ -116,7 +117,7 @@ def main() -> None:
         model = OpenAIModel(name="bench", kind="openai", model="valid", base_url=url,
                             api_key_env="BENCH_KEY", concurrency=CONCURRENCY, timeout=30)
         forecaster = OpenAIForecaster(model, PromptSettings())
-        inputs = Inputs(tasks=tasks, contexts=index, history=pd.DataFrame(), bars=None)
+        inputs = Inputs(tasks=tasks, contexts=index, history=pd.DataFrame())
         cpu0 = time.process_time()
         plan = forecaster.plan(inputs)
         render = time.process_time() - cpu0

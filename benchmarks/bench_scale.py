@@ -51,7 +51,7 @@ from finbench.core.calendar import get_calendar  # noqa: E402
 from finbench.data.schema import BARS_SCHEMA  # noqa: E402
 from finbench.data.store import Store, sha256_file, snapshot_hash  # noqa: E402
 from finbench.runlog.forecast_table import write_forecasts  # noqa: E402
-from finbench.scoring import _core  # noqa: E402
+from finbench.scoring import kernels  # noqa: E402
 from finbench.scoring.bootstrap import mean_ci  # noqa: E402
 from finbench.scoring.rules import brier_loss, coverage_score, log_loss, winkler_loss  # noqa: E402
 from tests.reference import naive_labels  # noqa: E402
@@ -241,8 +241,8 @@ def main() -> None:
         lo, hi = r - rng.random(n) * 0.02, r + rng.random(n) * 0.02
         def bare_rules():
             (p - y) ** 2
-            _core.log_loss(y, p, 1e-6)
-            _core.winkler(r, lo, hi, 0.2)
+            kernels.log_loss(y, p, 1e-6)
+            kernels.winkler(r, lo, hi, 0.2)
             (lo <= r) & (r <= hi)
 
         def public_rules():

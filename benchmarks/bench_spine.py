@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_of  # noqa: E402
 
 from finbench.core.calendar import get_calendar  # noqa: E402
-from finbench.core.config import TasksConfig  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
 from finbench.tracks.intraday.labels import compute_labels  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402

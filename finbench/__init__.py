@@ -32,7 +32,9 @@ from finbench.core.version import __version__
 
 _LAZY = {
     "load_config": "finbench.tracks.configs",
-    "RunConfig": "finbench.core.config",
+    "RunConfig": "finbench.tracks.intraday.config",
+    "get_track": "finbench.tracks",
+    "list_tracks": "finbench.tracks",
     "Store": "finbench.data.store",
     "ingest_bars": "finbench.data.ingest",
     "ingest_headlines": "finbench.data.ingest",
@@ -47,8 +49,9 @@ _LAZY = {
 
 __all__ = [
     "ConfigError", "DataError", "FinbenchError", "LookaheadError", "ModelStopped", "RunConfig",
-    "RunError", "Store", "StoreError", "__version__", "audit_run", "ingest_bars",
-    "ingest_headlines", "load_config", "merge_shards", "paper", "report", "run", "score_run",
+    "RunError", "Store", "StoreError", "__version__", "audit_run", "get_track", "ingest_bars",
+    "ingest_headlines", "list_tracks", "load_config", "merge_shards", "paper", "report", "run",
+    "score_run",
     "write_sample",
 ]
 

@@ -11,16 +11,17 @@ from pathlib import Path
 from finbench.core.errors import FinbenchError
 from finbench.core.memory import keep_freed_memory
 from finbench.core.version import describe_version
+from finbench.tracks.commands import seed_argument, track_commands
 
 
 def _data_ingest(args: argparse.Namespace) -> int:
     from finbench.data.ingest import ingest_files
 
+    for commands in track_commands():  # a track's own store (e.g. --markets, --posts)
+        done = commands.data_command("ingest", args)
+        if done is not None:
+            return done
     did = "would ingest" if args.dry_run else "ingested"
-    if args.markets or args.posts:
-        return _ingest_events(args, did)
-    if args.prices:
-        raise FinbenchError("data ingest: --prices goes with --markets (the markets they price)")
     if not args.file and not args.headlines:
         raise FinbenchError("data ingest: give a bars FILE, --headlines FILE, or both (or "
                             "--markets/--posts for an event store)")
@@ -56,52 +57,6 @@ def _data_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest_events(args: argparse.Namespace, did: str) -> int:
-    """Markets (with their price histories) and/or a dump of posts into an event store."""
-    from finbench.tracks.events.store import EventStore
-
-    if args.file or args.headlines:
-        raise FinbenchError("data ingest: an event store takes --markets/--prices/--posts, not "
-                            "bars or headlines (give them to a bar store)")
-    store = EventStore.open_or_create(args.out)
-    done = store.ingest(markets=args.markets, prices=args.prices, posts=args.posts,
-                        default_category=args.default_category, unusable=args.unusable,
-                        dry_run=args.dry_run)
-    if args.markets:
-        print(f"{did} {done['markets']} markets ({done['void']} void) and {done['prices']} "
-              f"prices into {args.out}" + (f", replacing {done['replaced']} stored market(s)"
-                                           if done["replaced"] else ""))
-        if done["skipped"]:
-            print(f"  skipped {sum(done['skipped'].values())} market(s) no binary question can "
-                  "be asked of: " + ", ".join(f"{SKIPPED[k]} {v}"
-                                             for k, v in done["skipped"].items())
-                  + " (--unusable refuse names each instead)")
-        if done["empty_histories"]:
-            print(f"  {done['empty_histories']} price file(s) hold an empty history: their "
-                  "markets have no price, and their tasks are excluded as no_price")
-    if args.posts:
-        print(f"{did} {done['posts']} posts of {done['dates']} date(s) from {done['file']} "
-              f"(sha256 {done['sha256'][:12]}, {done['lines']} lines) into {args.out}")
-    if args.dry_run:
-        print("dry run: nothing was written")
-    else:
-        print(f"snapshot sha256 {store.snapshot_sha256}")
-    return 0
-
-
-SKIPPED = {"open": "still open", "not_binary": "not Yes/No (Over/Under, teams, several "
-           "outcomes)", "unresolved": "closed at prices that are no resolution"}
-
-
-def _data_synth_events(args: argparse.Namespace) -> int:
-    from finbench.tracks.events.synth import write_event_sample
-
-    store = write_event_sample(args.out, seed=args.seed)
-    print(f"wrote the SYNTHETIC event sample to {args.out} (raw/ in the public shapes, store/ "
-          f"ingested from them); snapshot {store.snapshot_sha256}")
-    return 0
-
-
 def _progress(line: str) -> None:
     """Progress of a check goes to stderr, with the problems; stdout keeps the verdict."""
     print(line, file=sys.stderr, flush=True)
@@ -118,16 +73,11 @@ def _failed(problems: list[str], verdict: str) -> bool:
 
 def _data_validate(args: argparse.Namespace) -> int:
     from finbench.data.store import Store
-    from finbench.tracks.events.store import EventStore, is_event_store
 
-    if is_event_store(args.store):
-        events = EventStore(args.store)
-        problems = events.verify()
-        if _failed(problems, f"{args.store}: {len(problems)} problem(s)"):
-            return 1
-        print(f"{args.store}: valid event store; {len(events.manifest['files'])} files, "
-              f"{len(events.post_dates())} post dates; snapshot {events.snapshot_sha256}")
-        return 0
+    for commands in track_commands():  # a track's own store
+        done = commands.data_command("validate", args)
+        if done is not None:
+            return done
     store = Store(args.store)
     problems = store.verify(echo=_progress)
     label = " (SYNTHETIC data)" if store.synthetic else ""
@@ -170,7 +120,7 @@ def _data_synth(args: argparse.Namespace) -> int:
 
 def _data_fetch(args: argparse.Namespace) -> int:
     from finbench.data.fetch import fetch
-    from finbench.data.vendors import get_vendor
+    from finbench.data.vendors.base import get_vendor
 
     vendor = get_vendor(args.source, feed=args.feed)
     tickers = [t.strip() for t in args.tickers.split(",")]  # an empty entry is named
@@ -351,17 +301,6 @@ def _paper(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seed(text: str) -> int:
-    """A generator's seed: a whole number >= 0 (numpy's generators take no other)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
-    return value
-
-
 DESCRIPTION = ("FinBench: does a forecaster state honest uncertainty? Run a config's tasks, "
                "score, audit and report them. Progress and messages go to stderr, results "
                "to stdout; bad input is one line naming what and where (exit 2).")
@@ -390,23 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--headlines", action="append", metavar="FILE",
                         help="headlines file (CSV, JSON, JSONL or Parquet); give it again for "
                         "several")
-    ingest.add_argument("--markets", help="event store: markets (Polymarket Gamma JSON, or CSV/"
-                        "Parquet with market_id, question, ..., outcome)")
-    ingest.add_argument("--prices", help="event store: YES price histories (a folder of "
-                        "<market id>.json in the CLOB /prices-history shape, or CSV/Parquet "
-                        "market_id, time, price)")
-    ingest.add_argument("--posts", help="event store: a dump of posts (Reddit dump format, one "
-                        "JSON object a line, .zst or plain)")
-    ingest.add_argument("--default-category", help="event store: category of Gamma markets "
-                        "that name none")
-    ingest.add_argument("--unusable", choices=("skip", "refuse"), default="skip",
-                        help="event store: Gamma markets no binary question can be asked of "
-                        "(open, not Yes/No, closed unresolved): skipped and counted (default) "
-                        "or refused, each named")
     ingest.set_defaults(func=_data_ingest)
     validate = data.add_parser("validate", help="re-hash and re-check a store")
     validate.add_argument("store", help="a store folder (bars or events), or a URI")
     validate.set_defaults(func=_data_validate)
+    for commands in track_commands():  # a track's own arguments and data commands
+        commands.add_arguments({"ingest": ingest, "validate": validate}, data)
     copy = data.add_parser("copy", help="copy a store or a run directory between a local "
                            "folder and object storage (s3://bucket/prefix)")
     copy.add_argument("source", help="the store or run directory to copy (a folder or a URI)")
@@ -414,16 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
     copy.set_defaults(func=_data_copy)
     synth = data.add_parser("synth", help="write the synthetic sample store")
     synth.add_argument("--out", required=True, help="the new store's folder")
-    synth.add_argument("--seed", type=_seed, default=20250115,
+    synth.add_argument("--seed", type=seed_argument, default=20250115,
                        help="the generator's seed (default 20250115, the bundled sample's)")
     synth.set_defaults(func=_data_synth)
-    synth_events = data.add_parser("synth-events", help="write the synthetic event sample "
-                                   "(raw files in public shapes, and the store made from them)")
-    synth_events.add_argument("--out", required=True, help="the new sample's folder")
-    synth_events.add_argument("--seed", type=_seed, default=20240301,
-                              help="the generator's seed (default 20240301, the bundled "
-                              "sample's)")
-    synth_events.set_defaults(func=_data_synth_events)
     fetch = data.add_parser("fetch", help="fetch vendor minute bars into a store (resumable)")
     fetch.add_argument("--source", required=True,
                        help="alpaca, databento, massive or yfinance")

@@ -46,23 +46,15 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.calendar import get_calendar
-from finbench.core.config import (
-    ConfigText,
-    ExecutorConfig,
-    RunConfig,
-    executor_problem,
-)
+from finbench.core.config import ConfigText, ExecutorConfig, executor_problem
 from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.core.progress import Countdown
+from finbench.core.version import code_version
 from finbench.runlog.mirror import copied, scratch_folder
 from finbench.runlog.rundir import MANIFEST, receipt
 from finbench.runner import run
-from finbench.runner.manifest import (
-    code_version,
-    describe_code,
-    same_finbench,
-)
+from finbench.runner.manifest import describe_code, same_finbench
 from finbench.shards import merge_shards
 from finbench.tracks import plugin_of
 from finbench.tracks.configs import load_config_file, sessions_only
@@ -90,7 +82,7 @@ def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = 
     return ExecutorConfig(**settings)
 
 
-def shard_ranges(config: RunConfig) -> list[tuple[dt.date, dt.date]]:
+def shard_ranges(config) -> list[tuple[dt.date, dt.date]]:
     """The first and last session of each calendar month of the config's range that has one
     (months without a session make no shard)."""
     spec = config.tasks

@@ -22,12 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.config import RunConfig
 from finbench.core.errors import RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
+from finbench.core.version import code_version
 from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_forecasts
-from finbench.runlog.journal import FORECAST_SCHEMA, JOURNAL, PARTS
+from finbench.runlog.journal import JOURNAL, PARTS
+from finbench.runlog.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import (
     INPUTS,
     MANIFEST,
@@ -41,11 +42,12 @@ from finbench.runlog.rundir import (
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
 from finbench.runlog.transcripts import Transcripts
-from finbench.runner.manifest import code_version, describe_code, same_finbench
+from finbench.runner.manifest import describe_code, same_finbench
 from finbench.runner.scores import rescore
+from finbench.tracks.configs import validated
 
 
-def task_order(tasks: pd.DataFrame, config: RunConfig) -> pd.DataFrame:
+def task_order(tasks: pd.DataFrame, config) -> pd.DataFrame:
     """Tasks in the order an unsharded run lists them: session, horizon, ticker (as configured)."""
     def rank(column: str, names: list[str]) -> np.ndarray:  # unknown names last
         at = positions(tasks[column], names)
@@ -110,10 +112,10 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
     dupes = tasks["task_id"][tasks["task_id"].duplicated()]
     if len(dupes):
         raise RunError(f"merge: shards overlap, e.g. task {dupes.iloc[0]} is in two of them")
-    config = RunConfig.model_validate(first["config"])
+    config = validated(first["config"])
     spec = config.tasks.model_copy(update={
-        "start": min(RunConfig.model_validate(m["config"]).tasks.start for m in manifests),
-        "end": max(RunConfig.model_validate(m["config"]).tasks.end for m in manifests)})
+        "start": min(validated(m["config"]).tasks.start for m in manifests),
+        "end": max(validated(m["config"]).tasks.end for m in manifests)})
     config = config.model_copy(update={"tasks": spec})
     tasks = task_order(tasks, config)
     labels = pd.concat([pd.read_parquet(d / "labels.parquet") for d in dirs], ignore_index=True)
@@ -195,7 +197,7 @@ def _merge_calls(dirs: list[Path], out: Path) -> None:
                         shutil.copyfileobj(part, fh)
 
 
-def _write_merged(dirs: list[Path], manifests: list[dict], config: RunConfig,
+def _write_merged(dirs: list[Path], manifests: list[dict], config,
                   tasks: pd.DataFrame, labels: pd.DataFrame, out: Path,
                   merged_from: list[str]) -> None:
     """Write the merged run into ``out`` (locked by the caller) and score it."""

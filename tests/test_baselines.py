@@ -65,9 +65,9 @@ def test_climatology_quantiles_use_only_past_returns():
 def test_momentum_conditional_probability_with_add_one_smoothing():
     from types import SimpleNamespace
 
-    from finbench.tracks.base import Inputs
     from finbench.tracks.intraday import baselines as b
     from finbench.tracks.intraday import history as hist_module
+    from finbench.tracks.intraday.inputs import IntradayInputs as Inputs
 
     hist = frame()
     hist["momentum_sign_30"] = [1.0, 1.0, -1.0, 1.0, 1.0]
@@ -133,9 +133,9 @@ def test_vectorised_history_equals_the_naive_reference(seed, window):
     momentum counts equal a per-task pandas filter."""
     from types import SimpleNamespace
 
-    from finbench.tracks.base import Inputs
     from finbench.tracks.intraday import baselines as b
     from finbench.tracks.intraday import history as hist_module
+    from finbench.tracks.intraday.inputs import IntradayInputs as Inputs
     from tests.reference import naive_baseline_stats
 
     rng = np.random.default_rng(seed)

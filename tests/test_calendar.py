@@ -2,8 +2,8 @@ import pandas as pd
 import pytest
 
 from finbench.core.calendar import session_grid
-from finbench.core.config import TasksConfig
 from finbench.core.errors import CalendarError
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.tasks import build_tasks
 
 H3 = {"MORNING": "09:30", "MIDDAY": "12:30", "CLOSE": "15:30"}

@@ -236,10 +236,11 @@ def test_a_post_id_twice_is_refused(tmp_path):
         make_store(tmp_path, [market(0, "NO", resolved="2024-03-02T12:00Z")], [post, post])
 
 
-def _posts(times: list[int], texts: list[str]) -> pa.Table:
+def _posts(times: list[int], texts: list[str], ids: list[int] | None = None) -> pa.Table:
     order = np.argsort(times, kind="stable")
+    ids = list(range(len(times))) if ids is None else ids
     return pa.table({
-        "post_id": [f"t1_{i}" for i in order],
+        "post_id": [f"t1_{ids[i]}" for i in order],
         "created_utc": pa.array(np.asarray(times, np.int64)[order] * 10**9).cast(
             pa.timestamp("ns", "UTC")),
         "subreddit": ["x"] * len(times), "kind": ["comment"] * len(times),
@@ -280,7 +281,8 @@ def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):
     texts = [f"river dam {'break' if i % 3 else 'flood'} note {i}" for i in range(len(offsets))]
     posts = _posts([t0 + o for o in offsets], texts)
     window = [i for i, o in enumerate(offsets) if -lookback <= o < 0]
-    alone = _posts([t0 + offsets[i] for i in window], [texts[i] for i in window])
+    # the same posts by the same ids (a tie of score and time ranks by id)
+    alone = _posts([t0 + offsets[i] for i in window], [texts[i] for i in window], window)
     a = retrieve(posts, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
     b = retrieve(alone, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
     assert a.created == b.created and a.texts == b.texts and a.scores == b.scores
@@ -507,8 +509,26 @@ def test_tasks_verb_and_show_on_an_event_run(tmp_path, capsys):
     assert facts["tasks"] == 46 and facts["labels"] == {"YES": 11, "NO": 31}
     assert len(pd.read_parquet(tmp_path / "t" / "labels.parquet")) == 46
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
-    with pytest.raises(RunError, match="an event run"):
-        show(out, "m019|2024-03-01T18:00:00Z")
+    with pytest.raises(RunError, match=r"no task 'm999\|2024-03-01T18:00:00Z' \(task ids look "
+                       r"like 'm"):
+        show(out, "m999|2024-03-01T18:00:00Z")
+    # a task's view: its label, the posts retrieved before t0 (each earlier), every answer
+    labels = pd.read_parquet(out / "labels.parquet")
+    task = labels.loc[labels["status"] == "ok", "task_id"].iat[0]
+    found = show(out, task)
+    t0 = pd.read_parquet(out / "tasks.parquet").set_index("task_id").loc[task, "t0"]
+    retrieval = pd.read_parquet(out / "retrieval.parquet")
+    assert [p["post_id"] for p in found["retrieved"]] == retrieval.loc[
+        retrieval["task_id"] == task].sort_values("rank")["post_id"].tolist()
+    assert all(pd.Timestamp(p["created_utc"]) < t0 for p in found["retrieved"])
+    rows = pd.read_parquet(out / "rows.parquet")
+    mine = rows[rows["task_id"] == task].set_index("model")
+    assert {m["model"]: m["p_yes"] for m in found["models"]} == mine["p_yes"].to_dict()
+    assert {m["model"]: m["scores"]["brier"] for m in found["models"]} == mine["brier"].to_dict()
+    capsys.readouterr()
+    assert main(["show", str(out), task]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"task {task}: market ") and "retrieved before t0" in text
 
 
 def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from finbench.reports import figures as F
 from finbench.reports.build import report
-from finbench.reports.stats import load_run, score_table
+from finbench.tracks.intraday.report_data import load_run, score_table
 from tests.helpers import cli, llm_toml, write
 
 ROOT = Path(__file__).resolve().parents[1]

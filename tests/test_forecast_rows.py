@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from finbench.core.times import NO_TIME
-from finbench.forecasters.rows import FORECAST_SCHEMA, forecast_rows, latest, time_array, to_table
+from finbench.runlog.rows import FORECAST_SCHEMA, forecast_rows, latest, time_array, to_table
 
 T0 = pd.Timestamp("2025-01-06 14:30", tz="UTC").value
 

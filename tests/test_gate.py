@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.core.config import TasksConfig
 from finbench.core.errors import LookaheadError
 from finbench.core.floats import LIBM_ULPS
 from finbench.data.bars import BarArrays
 from finbench.data.store import Store
 from finbench.data.synth import CANARY_MARK
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.gate import ContextIndex
 from finbench.tracks.intraday.labels import compute_labels
 from finbench.tracks.intraday.tasks import build_tasks

@@ -7,7 +7,8 @@ import pytest
 
 from finbench.core.errors import RunError
 from finbench.runlog.forecast_table import ordered_table
-from finbench.runlog.journal import FORECAST_SCHEMA, Journal
+from finbench.runlog.journal import Journal
+from finbench.runlog.rows import FORECAST_SCHEMA
 
 
 def rows(pairs):

@@ -5,10 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from finbench.core.config import TasksConfig
 from finbench.data.bars import BarArrays
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.labels import compute_labels
 from finbench.tracks.intraday.tasks import build_tasks
 from tests.helpers import HEADER, bar_rows, write

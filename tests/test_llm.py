@@ -322,8 +322,8 @@ def test_sigkilled_run_resumes_exactly_once(tmp_path, sample_store):
 
 @pytest.mark.slow
 def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
-    from finbench.core.config import TasksConfig
     from finbench.data.store import Store
+    from finbench.tracks.intraday.config import TasksConfig
     from finbench.tracks.intraday.gate import ContextIndex
     from finbench.tracks.intraday.tasks import build_tasks
 
@@ -348,8 +348,8 @@ def test_no_prompt_holds_a_canary_published_after_its_horizon(sample_store):
 def test_the_prompt_states_the_runs_target_and_alpha_and_a_shifted_target(sample_store):
     """With early_close = "shift" the 2024-12-24 target is 12:55; the prompt once said 15:55
     and alpha = 0.2 whatever the config."""
-    from finbench.core.config import TasksConfig
     from finbench.data.store import Store
+    from finbench.tracks.intraday.config import TasksConfig
     from finbench.tracks.intraday.gate import ContextIndex
     from finbench.tracks.intraday.prompt import PromptSettings
     from finbench.tracks.intraday.tasks import build_tasks

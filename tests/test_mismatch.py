@@ -9,7 +9,7 @@ import pytest
 
 from finbench.reports.build import report
 from finbench.runner import run
-from finbench.scoring.stance import mismatched, stance
+from finbench.tracks.intraday.stance import mismatched, stance
 from tests.helpers import aapl_config
 
 CASES = [  # (rationale, stance a reader gives it)

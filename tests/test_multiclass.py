@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from finbench.core.errors import ConfigError
-from finbench.forecasters.logprobs import read_native
 from finbench.scoring import multiclass as mc
+from finbench.tracks.intraday.logprobs import read_native
 from tests.helpers import aapl_config
 
 LABELS = {"D": "down", "F": "flat", "U": "up"}
@@ -404,8 +404,8 @@ def test_scripted_three_class_answers_are_validated_and_never_rescaled(tmp_path,
 def test_the_readme_three_class_config_is_valid(tmp_path, sample_store):
     from pathlib import Path
 
-    from finbench.core.config import model_format
     from finbench.tracks.configs import load_config
+    from finbench.tracks.intraday.config import model_format
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     part = readme.split("## Three classes", 1)[1].split("\n## ", 1)[0]

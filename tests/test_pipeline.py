@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 
-from finbench.core.config import RunConfig
 from finbench.data.store import Store
+from finbench.tracks.intraday.config import RunConfig
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.gate import ContextIndex
 from finbench.tracks.intraday.label_pass import resolve

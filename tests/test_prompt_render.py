@@ -5,8 +5,8 @@ targets and another alpha."""
 
 import pytest
 
-from finbench.core.config import TasksConfig
 from finbench.data.store import Store
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.gate import ContextIndex
 from finbench.tracks.intraday.prompt import PromptSettings
 from finbench.tracks.intraday.tasks import build_tasks

@@ -204,7 +204,7 @@ def test_rows_csv_can_be_left_out_at_scale(tmp_path, sample_store):
 
 def test_rows_csv_by_default_only_when_the_rows_fit_a_spreadsheet(tmp_path, sample_store,
                                                                   monkeypatch):
-    import finbench.scoring.run as scoring_run
+    import finbench.tracks.intraday.scores as scoring_run
 
     cfg = config(tmp_path, sample_store, "")
     out = run(cfg, tmp_path / "fits", echo=quiet)  # 9 rows: the CSV is written

@@ -12,12 +12,12 @@ from finbench.audit import audit_run
 from finbench.core.errors import RunError
 from finbench.reports import figures as F
 from finbench.reports.build import paper, report
-from finbench.reports.stats import RunData, decision, load_run, paired_table, score_table
 from finbench.runlog.rundir import run_labels
 from finbench.runner import run
 from finbench.runner.scores import score_run
 from finbench.scoring.bootstrap import mean_ci, paired_difference, skill_ci
 from finbench.shards import merge_shards
+from finbench.tracks.intraday.report_data import RunData, decision, load_run, paired_table, score_table
 from tests.golden.regenerate import GOLDEN, KEY_VARIABLES, TABLES, pilot_report
 from tests.helpers import aapl_config, scripted_toml
 from tests.reference import naive_paired_table, naive_score_table
@@ -272,8 +272,8 @@ def test_a_run_of_one_model_without_baselines_and_a_vast_interval_is_reported(tm
     tables show it as such, not as three hundred digits (fixed decimals below 1e6). With no
     baseline there is no skill figure (no reference), and a paired table with nothing to
     pair says so, in LaTeX too (an empty tabular does not compile)."""
-    from finbench.reports.tables import summary_frame
     from finbench.reports.writers import fmt
+    from finbench.tracks.intraday.tables import summary_frame
 
     assert [fmt(2e300, 4), fmt(-3.5e7), fmt(999_999.5, 1), fmt(0.12345, 4), fmt(7)] == [
         "2.0000e+300", "-3.500e+07", "999999.5", "0.1235", "7"]

@@ -89,7 +89,7 @@ def test_a_large_run_embeds_its_first_rows_and_says_so(pilot_html, monkeypatch):
     import json
     import re
 
-    import finbench.reports.html as page
+    import finbench.tracks.intraday.page as page
 
     monkeypatch.setattr(page, "MAX_SAMPLES", 10)
     report(pilot_html.parent)

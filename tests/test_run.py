@@ -376,7 +376,7 @@ def test_shards_made_by_another_finbench_are_refused_by_the_merge(run_dir, tmp_p
     naming both, before anything is written (the merged manifest would name one of them for
     all). The same shards merge once remade alike."""
     from finbench.core.errors import RunError
-    from finbench.runner.manifest import code_version
+    from finbench.core.version import code_version
     from finbench.shards import merge_shards
 
     cfg = run_dir.parent / "cfg.toml"
@@ -526,10 +526,10 @@ def test_scores_model_by_model_equal_scores_of_all_rows_at_once(run_dir, tmp_pat
     import shutil
     from collections import Counter
 
-    from finbench.core.config import baseline_names, interval_reference
     from finbench.runlog import forecast_table
     from finbench.runlog.rundir import load_run_config
-    from finbench.scoring.aggregate import SCORED_COLUMNS, aggregate, row_scores
+    from finbench.tracks.intraday.config import baseline_names, interval_reference
+    from finbench.tracks.intraday.score_cells import SCORED_COLUMNS, aggregate, row_scores
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)

@@ -132,7 +132,8 @@ def test_a_run_resumed_by_another_finbench_lists_each_in_its_manifest(tmp_path, 
     from its start). Resumed by the same FinBench, nothing is added. Its audit says which
     made it, and with which it derived the rows again."""
     from finbench.cli import main
-    from finbench.runner.manifest import code_version, describe_code, made_by
+    from finbench.core.version import code_version
+    from finbench.runner.manifest import describe_code, made_by
 
     cfg = write(tmp_path, sample_store, [COIN, RATE])
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)

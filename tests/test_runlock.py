@@ -14,7 +14,8 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
-from finbench.runlog.runlock import LOCK_FILE, RunLock
+from finbench.core.folder_lock import LOCK_FILE
+from finbench.runlog.runlock import RunLock
 from finbench.runner import run
 from tests.llm_server import ChatServer
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench.scoring import brier_loss, coverage_score, log_loss, skill, winkler_loss
-from finbench.scoring.aggregate import aggregate, row_scores
+from finbench.scoring import log_loss
+from finbench.scoring.rules import brier_loss, coverage_score, skill, winkler_loss
+from finbench.tracks.intraday.score_cells import aggregate, row_scores
 
 
 def test_frozen_reference_versus_in_sample_rate():
@@ -176,7 +177,7 @@ def test_two_kelly_growths_each_say_what_it_is_by_hand():
     # a ticker's row: a bettor asked that ticker's tasks alone (one bet a session)
     assert table.loc[("ticker", "B"), "kelly_session"] == pytest.approx(
         (math.log(1 - 0.6) + math.log(1)) / 2)
-    from finbench.scoring.decision import decision_table
+    from finbench.tracks.intraday.decision import decision_table
 
     rows = row_scores(forecasts, labels, tasks)
     growth = decision_table(rows, ["m"])[0].iloc[0]["growth_rate"]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from finbench.audit import audit_run
 from finbench.core import calendar, session_cache
 from finbench.core.calendar import from_library, get_calendar, is_calendar
-from finbench.core.config import TasksConfig
 from finbench.runner import run
+from finbench.tracks.intraday.config import TasksConfig
 from tests.helpers import aapl_config, baselines_toml
 from tests.reference import library_calendar
 

@@ -12,7 +12,8 @@ from finbench.core.errors import RunError
 from finbench.reports.show import show
 from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
 from finbench.runner import run
-from finbench.tracks.intraday.prompt import TEMPLATE_VERSION, messages_sha256
+from finbench.tracks.base import messages_sha256
+from finbench.tracks.intraday.prompt import TEMPLATE_VERSION
 from tests.helpers import aapl_config, cli, scripted_toml
 from tests.llm_server import ChatServer
 from tests.test_llm import config

@@ -10,8 +10,8 @@ import pytest
 
 from finbench.scoring.bootstrap import Draws, cluster_weights, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
-from finbench.scoring.decision import decision_table, max_drawdown, wealth_path
 from finbench.scoring.rules import kelly_growth_score
+from finbench.tracks.intraday.decision import decision_table, max_drawdown, wealth_path
 
 
 def test_bootstrap_is_reproducible_by_seed():
@@ -216,7 +216,7 @@ def test_a_session_of_certain_wrong_answers_is_ruin_reported_not_averaged():
 def test_cluster_codes_number_clusters_in_the_order_of_their_texts():
     """Bootstrap clusters from the columns' codes equal those numbered from the joined texts
     (``session`` and ``session|ticker`` sorted), with text and object columns alike."""
-    from finbench.reports.stats import cluster_codes_of
+    from finbench.tracks.intraday.report_data import cluster_codes_of
 
     rng = np.random.default_rng(0)
     sessions = pd.date_range("2020-01-01", periods=40).strftime("%Y-%m-%d").to_numpy()

@@ -433,8 +433,10 @@ def test_the_audits_row_picking_is_take_whatever_the_rows(rows, start, length):
 
 # -- the commands that read a run: each refuses files other than the ones the run recorded ----
 def _readers():
-    from finbench import merge_shards, paper, report, score_run
+    from finbench.reports.build import paper, report
     from finbench.reports.show import show
+    from finbench.runner.scores import score_run
+    from finbench.shards import merge_shards
 
     return {
         "score": score_run,
@@ -455,7 +457,7 @@ def test_a_command_reading_a_changed_run_refuses_it_and_writes_nothing(clean, tm
     """A label changed after the run wrote it (valid Parquet, one value) would flow into the
     scores, tables, the paper or a merged run; each command names the file and both hashes,
     and writes nothing."""
-    from finbench import RunError
+    from finbench.core.errors import RunError
 
     copy = tmp_path / "run"
     shutil.copytree(clean, copy)
@@ -472,7 +474,7 @@ def test_changed_scores_stop_the_report_until_score_writes_them_again(clean, tmp
     """scores.parquet is derived: a changed one is refused by the report with the command
     that mends it, `finbench score` (which reads the forecasts and labels, not the scores),
     after which the report reads the run's own scores again."""
-    from finbench import RunError
+    from finbench.core.errors import RunError
     from finbench.reports.show import show
 
     copy = tmp_path / "run"
@@ -492,7 +494,7 @@ def test_changed_scores_stop_the_report_until_score_writes_them_again(clean, tmp
 def test_a_torn_score_output_is_mended_by_score(clean, tmp_path, torn):
     """The refusal of a torn scores.parquet named `finbench score` as the mend, but score
     itself refused the run for that file."""
-    from finbench import RunError
+    from finbench.core.errors import RunError
 
     copy = tmp_path / "run"
     shutil.copytree(clean, copy)

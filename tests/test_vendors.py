@@ -8,12 +8,12 @@ import re
 import pandas as pd
 import pytest
 
-from finbench.core.config import TasksConfig
 from finbench.core.errors import DataError
 from finbench.data.fetch import fetch
 from finbench.data.ingest import ingest_bars
 from finbench.data.store import Store
 from finbench.data.vendors import sources
+from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.labels import compute_labels
 from finbench.tracks.intraday.tasks import build_tasks
 from tests.helpers import HEADER, store_files, write

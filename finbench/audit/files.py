@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from finbench.core.config import trial_config
 from finbench.core.errors import ConfigError
 from finbench.core.times import to_ns
-from finbench.forecasters.rows import FORECAST_SCHEMA
+from finbench.runlog.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import MANIFEST, file_hashes, journal_parts
 from finbench.tracks.configs import parse_config, shard_config
 

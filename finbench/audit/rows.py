@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from finbench.core.floats import within_ulps
 from finbench.core.lookup import positions, same_values
-from finbench.forecasters.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
-from finbench.runlog.journal import read_part
+from finbench.runlog.forecast_table import read_part
+from finbench.runlog.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 
 SHOWN = 20  # violations named per model and check; the rest are counted
 # answer columns a recomputation must give again (latency is a measurement, not an answer)

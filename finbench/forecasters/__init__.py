@@ -4,6 +4,6 @@ official ``openai`` client (cache, Batch API, stance judge, native head); a regi
 that tracks add their own baselines and references to."""
 
 from finbench.forecasters.base import Forecaster, build_forecaster, registry
-from finbench.forecasters.rows import FORECAST_COLUMNS
+from finbench.runlog.rows import FORECAST_COLUMNS
 
 __all__ = ["FORECAST_COLUMNS", "Forecaster", "build_forecaster", "registry"]

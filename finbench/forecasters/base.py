@@ -1,5 +1,5 @@
 """The forecaster base class: ``forecast`` times, validates and stamps around ``_answer``,
-and hands back forecast rows as an Arrow table (:mod:`finbench.forecasters.rows`)."""
+and hands back forecast rows as an Arrow table (:mod:`finbench.runlog.rows`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from finbench.core.jsontext import json_array
 from finbench.core.lookup import arrow_text
 from finbench.forecasters.answers import NOT_APPLICABLE, ParsedAnswer, parse_answer
-from finbench.forecasters.rows import (
+from finbench.runlog.rows import (
     ANSWERED,
     CLASS_COLUMNS,
     forecast_rows,

@@ -13,7 +13,7 @@ import json
 import pandas as pd
 
 from finbench.forecasters.llm import OpenAIForecaster
-from finbench.forecasters.rows import ANSWERED, ERROR
+from finbench.runlog.rows import ANSWERED, ERROR
 
 STANCES = ("up", "down", "neutral")
 TEMPLATE = "finbench-stance-judge-v1"

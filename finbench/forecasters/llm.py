@@ -36,7 +36,7 @@ from finbench.forecasters.answers import (
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
 from finbench.forecasters.completion import completion_dict
-from finbench.forecasters.rows import ANSWERED, ERROR
+from finbench.runlog.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
 
 DEFAULT_OUTPUT_TOKENS = 200

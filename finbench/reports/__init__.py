@@ -1,3 +1,3 @@
-"""Reports from a run's stored files alone: tables, figures (each drawn on its own),
-report.html and its receipt, one task shown; the commands ``report``, ``show`` and ``paper``
-ask the run's track for its own."""
+"""What every report shares (figures and their style, table writers, the "descriptive only"
+rule, the receipt ``report.json``) and the commands ``report``, ``show`` and ``paper``, which
+ask the run's track for its tables, figures and views."""

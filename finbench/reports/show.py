@@ -1,7 +1,6 @@
-"""One task of a run, in full (``finbench show RUN TASK_ID``): the task and its label, then
-per model its forecast and per-row scores, and for a language model the messages exactly as
-sent, the response as received, the answer and its rationale. Read from the run directory
-alone (tasks, labels, rows, forecasts, transcripts)."""
+"""One task of a run, in full (``finbench show RUN TASK_ID``), as the run's track views it
+(:meth:`~finbench.tracks.base.TrackPlugin.show`), read from the run directory alone; and
+that view as strict JSON."""
 
 from __future__ import annotations
 
@@ -12,16 +11,9 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.errors import RunError
 from finbench.reports.writers import json_number
 from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
-from finbench.runlog.transcripts import Transcripts
 from finbench.tracks import plugin_of
-
-SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
-FORECAST_COLUMNS = ("model", "kind", "p_up", "lower", "upper", "valid", "answer_status",
-                    "error", "p_fallback", "interval_note", "raw", "rationale", "input_sha256",
-                    "history_count", "detail")
 
 
 def show(run_dir: str | Path, task_id: str, model: str | None = None) -> dict:
@@ -31,80 +23,6 @@ def show(run_dir: str | Path, task_id: str, model: str | None = None) -> dict:
     run_dir = finished_run(run_dir)
     check_recorded(run_dir, INPUTS + SCORED)
     return plugin_of(load_run_config(run_dir)).show(run_dir, task_id, model)
-
-
-def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
-    """:func:`show` of a run of the intraday track (checked as finished and recorded)."""
-    task = _one(run_dir / "tasks.parquet", task_id)
-    if task is None:
-        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
-                       f"{_first_id(run_dir)})")
-    label = _one(run_dir / "labels.parquet", task_id) or {}
-    forecasts = _rows(run_dir / "forecasts.parquet", task_id)
-    scored = _rows(run_dir / "rows.parquet", task_id) if (run_dir / "rows.parquet").is_file() \
-        else pd.DataFrame({"model": []})
-    names = forecasts["model"].tolist()
-    if model is not None and model not in names:
-        raise RunError(f"{run_dir}: task {task_id} has no forecast of model {model!r} "
-                       f"(models: {', '.join(names)})")
-    baselines = set(forecasts.loc[forecasts["kind"].isin(
-        ["coin", "base_rate", "momentum", "climatology"]), "model"])
-    keep = [n for n in names if model is None or n == model or n in baselines]
-    transcripts = Transcripts(run_dir)
-    try:
-        out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
-               "models": []}
-        for name in keep:
-            row = forecasts[forecasts["model"] == name].iloc[0]
-            entry = {c: _plain(row[c]) for c in FORECAST_COLUMNS if c in row}
-            mine = scored[scored["model"] == name]
-            entry["scores"] = ({c: _plain(mine.iloc[0][c]) for c in SCORE_COLUMNS}
-                               if len(mine) else None)
-            entry["calls"] = transcripts.of(task_id, name)
-            out["models"].append(entry)
-    finally:
-        transcripts.close()
-    return out
-
-
-def render_show(found: dict) -> str:
-    """:func:`show`'s answer as text a person reads top to bottom."""
-    task = found["task"]
-    lines = [f"task {task['task_id']}: {task.get('ticker')} {task.get('session')} "
-             f"{task.get('horizon')}, forecast at {task.get('t_forecast')}, target "
-             f"{task.get('t_target')}",
-             f"label: status {task.get('status')}, r = {task.get('r')}, y = {task.get('y')}"]
-    for m in found["models"]:
-        lines += ["", f"== {m['model']} ({m['kind']}) " + "=" * 40]
-        answer = "valid" if m["valid"] else (
-            "ERROR (no answer)" if m.get("answer_status") == "error" else "INVALID")
-        interval = ("no interval" if m["lower"] is None
-                    else f"interval [{m['lower']}, {m['upper']}]")
-        lines.append(f"answer: {answer}; p_up = {m['p_up']}, {interval}"
-                     + (f"; {m['error']}" if m["error"] else ""))
-        for key in ("p_fallback", "interval_note", "rationale"):
-            if m.get(key):
-                lines.append(f"{key}: {m[key]}")
-        if m["scores"]:
-            lines.append("scores: " + ", ".join(f"{k} {v}" for k, v in m["scores"].items()))
-        for call in m["calls"]:
-            lines += [f"-- call, attempt {call['attempt']} (input_sha256 "
-                      f"{call['input_sha256'][:12]}) --"]
-            for msg in call["messages"]:
-                lines += [f"[{msg['role']}]", msg["content"]]
-            lines += ["[response]", json.dumps(call["response"].get("body", call["response"]),
-                                               indent=2, sort_keys=True)]
-    return "\n".join(lines)
-
-
-def _one(path: Path, task_id: str) -> dict | None:
-    rows = _rows(path, task_id)
-    return {k: _plain(v) for k, v in rows.iloc[0].items()} if len(rows) else None
-
-
-def _rows(path: Path, task_id: str) -> pd.DataFrame:
-    table = pq.read_table(path, filters=[("task_id", "=", task_id)])
-    return table.filter(pc.equal(table.column("task_id"), task_id)).to_pandas()
 
 
 def as_json(found: dict) -> str:
@@ -123,13 +41,27 @@ def as_json(found: dict) -> str:
 
     return json.dumps(strict(found), indent=2, sort_keys=True, default=str, allow_nan=False)
 
+def task_row(path: Path, task_id: str) -> dict | None:
+    """The row of ``task_id`` in a table of one row per task (None: no such task)."""
+    rows = task_rows(path, task_id)
+    return {k: plain(v) for k, v in rows.iloc[0].items()} if len(rows) else None
 
-def _first_id(run_dir: Path) -> str:
+
+def task_rows(path: Path, task_id: str) -> pd.DataFrame:
+    """The rows of ``task_id`` in a table (its row groups filtered first)."""
+    table = pq.read_table(path, filters=[("task_id", "=", task_id)])
+    return table.filter(pc.equal(table.column("task_id"), task_id)).to_pandas()
+
+
+def first_task_id(run_dir: Path) -> str:
+    """The run's first task id, quoted: what an unknown id's error shows task ids look like."""
     ids = pq.read_table(run_dir / "tasks.parquet", columns=["task_id"]).column("task_id")
     return repr(ids[0].as_py()) if len(ids) else "(none: the run has no tasks)"
 
 
-def _plain(value):
+def plain(value):
+    """A table's cell as plain Python (a time as ISO text, NaN as None, numpy scalars as
+    Python's)."""
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
     if value is None or (isinstance(value, float) and value != value):

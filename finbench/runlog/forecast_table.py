@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.outputs import writing
-from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.parquet_join import JoinError, RowGroupJoiner, row_group_rows
+from finbench.runlog.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 
 ROW_GROUP = 131_072  # rows per row group of the forecast table
 # Columns whose values differ from row to row (ids, digests, answers): Parquet would build a

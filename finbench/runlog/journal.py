@@ -24,14 +24,6 @@ import pyarrow.json as pj
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text
 from finbench.core.outputs import writing
-from finbench.forecasters.rows import (
-    ERROR,
-    FORECAST_COLUMNS,
-    FORECAST_SCHEMA,
-    TIME_COLUMNS,
-    to_table,
-    typed,
-)
 from finbench.runlog import forecast_table
 from finbench.runlog.forecast_table import (
     Part,
@@ -39,6 +31,14 @@ from finbench.runlog.forecast_table import (
     ordered_table,
     read_part,
     write_forecasts,
+)
+from finbench.runlog.rows import (
+    ERROR,
+    FORECAST_COLUMNS,
+    FORECAST_SCHEMA,
+    TIME_COLUMNS,
+    to_table,
+    typed,
 )
 from finbench.runlog.transcripts import Transcripts
 

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from finbench.core.errors import RunError
+from finbench.core.folder_lock import LOCK_FILE
 from finbench.core.location import copy_file, files_under, filesystem, is_uri, join
 from finbench.runlog.journal import JOURNAL
-from finbench.runlog.runlock import LOCK_FILE
 
 EVERY = 2.0  # seconds between uploads of what changed, at least
 BUSY = 9  # ... and at least 9 times the last upload's duration: uploading takes at most a

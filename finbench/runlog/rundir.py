@@ -16,7 +16,7 @@ from finbench.core.errors import RunError
 from finbench.core.location import is_uri
 from finbench.core.outputs import write_json
 from finbench.data.store import sha256_file
-from finbench.forecasters.rows import FORECAST_COLUMNS
+from finbench.runlog.rows import FORECAST_COLUMNS
 from finbench.tracks.configs import validated
 
 MANIFEST = "manifest.json"

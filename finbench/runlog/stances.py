@@ -10,8 +10,8 @@ from pathlib import Path
 
 from finbench.core.errors import RunError
 from finbench.core.outputs import writing
-from finbench.forecasters.rows import ERROR
 from finbench.runlog.journal import drop_torn_tail
+from finbench.runlog.rows import ERROR
 from finbench.runlog.transcripts import Transcripts
 
 STANCES_FILE = "stances.jsonl"

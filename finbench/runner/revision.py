@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from finbench.core.config import HOW_IT_RUNS, RunConfig
+from finbench.core.config import HOW_IT_RUNS
+from finbench.tracks.configs import validated
 
 
 @dataclass
@@ -27,12 +28,12 @@ class Revision:
         return not self.differing
 
 
-def revision(old: dict, new: RunConfig) -> Revision:
+def revision(old: dict, new) -> Revision:
     """Compare ``old`` (a manifest's ``config``, as dumped by the FinBench that wrote it) with
     ``new``. The old config is read by today's schema first, so a key added since with its
     default is no difference; one it cannot read differs as a whole."""
     try:
-        before = RunConfig.model_validate(old).model_dump(mode="json")
+        before = validated(old).model_dump(mode="json")
     except ValidationError:
         return Revision(differing=["(the run's config, which this FinBench cannot read)"])
     after = new.model_dump(mode="json")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from finbench.core.config import trial_config
 from finbench.core.errors import ConfigError
+from finbench.core.folder_lock import describe
 from finbench.core.location import is_uri
 from finbench.runlog.mirror import Mirror, scratch_folder
-from finbench.runlog.runlock import RunLock, describe
+from finbench.runlog.runlock import RunLock
 from finbench.runner.steps import Laps, RunSteps, load_run_config
 
 

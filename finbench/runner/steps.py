@@ -14,14 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from finbench.core.config import (
-    RunConfig,
-    describe_trial,
-    trial_mask,
-)
+from finbench.core.config import describe_trial, trial_mask
 from finbench.core.errors import ModelStopped, RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import sync_file, write_atomic, write_json
+from finbench.core.version import code_version
 from finbench.forecasters.base import Forecaster, build_forecaster
 from finbench.forecasters.batch import BatchJob
 from finbench.forecasters.judge import StanceJudge
@@ -37,14 +34,7 @@ from finbench.runlog.rundir import (
 )
 from finbench.runlog.stances import StanceLog
 from finbench.runner.forecasting import forecast_pass
-from finbench.runner.manifest import (
-    code_revisions,
-    code_version,
-    describe_code,
-    new_manifest,
-    same_finbench,
-    shard_field,
-)
+from finbench.runner.manifest import code_revisions, describe_code, new_manifest, same_finbench, shard_field
 from finbench.runner.revision import Revision, revision
 from finbench.runner.scores import rescore
 from finbench.tracks import plugin_of
@@ -52,7 +42,7 @@ from finbench.tracks.configs import load_config_file, shard_config
 
 
 def load_run_config(config_path: str | Path, shard: tuple | None
-                    ) -> tuple[RunConfig, dict]:
+                    ) -> tuple[object, dict]:
     """The config (cut to ``shard``'s dates) and its source: the file's hash, text and
     folder, which the manifest records."""
     config, config_sha, config_text = load_config_file(config_path)
@@ -128,7 +118,7 @@ class RunSteps:
     """What one run's steps share, in the order :func:`~finbench.runner.run` calls them.
     The run directory ``out`` is locked by the caller."""
 
-    def __init__(self, config: RunConfig, source: dict, out: Path, *, echo, shard,
+    def __init__(self, config, source: dict, out: Path, *, echo, shard,
                  laps: Laps, rate_share: float = 1.0, trial: dict | None = None,
                  results=None) -> None:
         self.config, self.source, self.out = config, source, out

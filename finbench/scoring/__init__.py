@@ -1,7 +1,8 @@
-"""Scores: the one scoring core every track uses (per-row rules in :mod:`.rules`,
-multiclass rules, the cluster bootstrap, calibration, decision scores), and the intraday
-track's score tables of a run directory (:mod:`.run`, which writes them under the run's
-lock). The rules and the bootstrap are numpy over plain arrays."""
+"""The one scoring core every track uses: per-row rules (:mod:`.rules`, validated; their
+unvalidated numpy kernels in :mod:`.kernels`), rules over ordered classes
+(:mod:`.multiclass`), the cluster bootstrap (:mod:`.bootstrap`) and calibration
+(:mod:`.calibration`), all numpy over plain arrays. A track's score tables of a run are its
+own (``finbench/tracks/<name>/``)."""
 
 from finbench.scoring.rules import (
     accuracy_score,

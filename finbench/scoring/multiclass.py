@@ -1,14 +1,13 @@
-"""Scores of a three-class forecast over an ordered partition of the return: ``down``,
-``flat``, ``up``, in that order (class 0, 1, 2; :mod:`finbench.tracks.intraday.classes`).
-Each function takes the observed class per row (``-1``: no scorable label) and the forecast
-probabilities as an ``n x 3`` array whose rows sum to 1, and gives one number per row (NaN
-where there is no label).
+"""Scores of a forecast over ``K`` ordered classes (the intraday track's three: ``down``,
+``flat``, ``up``, class 0, 1, 2). Each function takes the observed class per row (``-1``: no
+scorable label) and the forecast probabilities as an ``n x K`` array whose rows sum to 1,
+and gives one number per row (NaN where there is no label).
 
-- Brier: ``sum_k (p_k - o_k)^2`` over the three classes (0 to 2).
+- Brier: ``sum_k (p_k - o_k)^2`` over the classes (0 to 2 for three).
 - Log loss: ``-ln(clip(p_y))`` with ``p_y`` clipped to ``[clip, 1 - clip]``.
-- Ranked probability score: ``sum_{k=1}^{2} (P_k - O_k)^2`` over the cumulative
-  probabilities of the first ``k`` classes (0 to 2; it knows ``up`` is farther from ``down``
-  than ``flat`` is).
+- Ranked probability score: ``sum_{k=1}^{K-1} (P_k - O_k)^2`` over the cumulative
+  probabilities of the first ``k`` classes (0 to 2 for three; it knows ``up`` is farther
+  from ``down`` than ``flat`` is).
 - Accuracy: 1 when the observed class is the most probable one; shared maxima share the credit
   (``1/m`` for ``m`` tied classes).
 """
@@ -17,11 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from finbench.core.config import CLASSES
 
-
-def _observed(y: np.ndarray, n: int) -> np.ndarray:
-    onehot = np.zeros((n, len(CLASSES)))
+def _observed(y: np.ndarray, n: int, k: int) -> np.ndarray:
+    onehot = np.zeros((n, k))
     has = y >= 0
     onehot[np.flatnonzero(has), y[has]] = 1.0
     return onehot
@@ -34,7 +31,7 @@ def brier(y, p) -> np.ndarray:
     [0.40625]
     """
     y, p = np.asarray(y, np.int64), np.asarray(p, float)
-    out = ((p - _observed(y, len(y))) ** 2).sum(axis=1)
+    out = ((p - _observed(y, len(y), p.shape[1])) ** 2).sum(axis=1)
     return np.where(y >= 0, out, np.nan)
 
 
@@ -57,7 +54,7 @@ def rps(y, p) -> np.ndarray:
     """
     y, p = np.asarray(y, np.int64), np.asarray(p, float)
     cum_p = np.cumsum(p, axis=1)[:, :-1]
-    cum_o = np.cumsum(_observed(y, len(y)), axis=1)[:, :-1]
+    cum_o = np.cumsum(_observed(y, len(y), p.shape[1]), axis=1)[:, :-1]
     return np.where(y >= 0, ((cum_p - cum_o) ** 2).sum(axis=1), np.nan)
 
 

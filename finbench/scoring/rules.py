@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from finbench.scoring import _core
+from finbench.scoring import kernels
 
 LOG_LOSS_CLIP = 1e-6
 ALPHA = 0.2
@@ -62,7 +62,7 @@ def _interval(lower, upper, n: int) -> tuple[np.ndarray, np.ndarray]:
 def brier_loss(obs, prob) -> np.ndarray:
     """Brier score ``(prob - obs)**2`` per row."""
     y = _binary(obs)
-    return _core.brier(y, _prob(prob, len(y)))
+    return kernels.brier(y, _prob(prob, len(y)))
 
 
 def log_loss(obs, prob, *, clip: float = LOG_LOSS_CLIP) -> np.ndarray:
@@ -70,7 +70,7 @@ def log_loss(obs, prob, *, clip: float = LOG_LOSS_CLIP) -> np.ndarray:
     if not 0 < clip < 0.5:
         raise ValueError(f"clip: {clip} is not in (0, 0.5)")
     y = _binary(obs)
-    return _core.log_loss(y, _prob(prob, len(y)), clip)
+    return kernels.log_loss(y, _prob(prob, len(y)), clip)
 
 
 def winkler_loss(obs, lower, upper, *, alpha: float = ALPHA) -> np.ndarray:
@@ -80,33 +80,33 @@ def winkler_loss(obs, lower, upper, *, alpha: float = ALPHA) -> np.ndarray:
         raise ValueError(f"alpha: {alpha} is not in (0, 1)")
     r = _array("obs", obs)
     lo, hi = _interval(lower, upper, len(r))
-    return _core.winkler(r, lo, hi, alpha)
+    return kernels.winkler(r, lo, hi, alpha)
 
 
 def coverage_score(obs, lower, upper) -> np.ndarray:
     """1.0 where ``lower <= obs <= upper``, else 0.0."""
     r = _array("obs", obs)
     lo, hi = _interval(lower, upper, len(r))
-    return _core.covered(r, lo, hi).astype(float)
+    return kernels.covered(r, lo, hi).astype(float)
 
 
 def interval_width(lower, upper) -> np.ndarray:
     """``upper - lower`` per row (inf past the float range)."""
     lo, hi = _interval(lower, upper, np.asarray(lower).size)
-    return _core.width(lo, hi)
+    return kernels.width(lo, hi)
 
 
 def accuracy_score(obs, prob) -> np.ndarray:
     """1.0 where the call (up when ``prob > 0.5``) matches the outcome."""
     y = _binary(obs)
-    return _core.correct(y, _prob(prob, len(y))).astype(float)
+    return kernels.correct(y, _prob(prob, len(y))).astype(float)
 
 
 def kelly_growth_score(obs, prob) -> np.ndarray:
     """Log growth of a Kelly bettor at even odds, ``ln(1 + (2p - 1)(2y - 1))`` (−inf at ruin)."""
     y = _binary(obs)
     with np.errstate(divide="ignore"):
-        return _core.kelly(y, _prob(prob, len(y)))
+        return kernels.kelly(y, _prob(prob, len(y)))
 
 
 def skill(loss: float, reference_loss: float) -> float:

@@ -18,9 +18,12 @@ finbench.core.errors.ConfigError: track 'crypto' is not a registered track (regi
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from finbench.core.errors import ConfigError
-from finbench.tracks.base import Track, TrackPlugin
+
+if TYPE_CHECKING:  # the seam's classes import numpy and pandas: the registry itself does not
+    from finbench.tracks.base import Track, TrackPlugin
 
 # name -> the module exposing PLUGIN (imported when the track is first asked for)
 TRACKS: dict[str, str] = {
@@ -64,6 +67,8 @@ def get_track(name: str) -> TrackPlugin:
     if name not in table:
         raise ConfigError(f"track {name!r} is not a registered track (registered: "
                           f"{', '.join(sorted(table))})")
+    from finbench.tracks.base import TrackPlugin
+
     plugin = getattr(import_module(table[name].partition(":")[0]), "PLUGIN", None)
     if not isinstance(plugin, TrackPlugin) or plugin.name != name:
         raise ConfigError(f"track {name!r}: {table[name]} has no PLUGIN, a TrackPlugin named "

@@ -65,22 +65,16 @@ class Prompt(Protocol):
 
 @dataclass
 class Inputs:
-    """What a batch of tasks gives a forecaster: tasks, their gated contexts (None for
-    forecasters that need none), and the label history known to baselines (``history`` rows
-    carry ``label_known_at``; ``history_rows``: where each task lies in it, if the caller
-    knows). ``shared`` holds what forecasters given the same inputs compute
-    once (the baselines' receipts)."""
+    """What a batch of tasks gives a forecaster: the tasks, their gated contexts (the track's
+    own type; None for forecasters that need none) and the label history known to its
+    references (rows carrying ``label_known_at``). ``shared`` holds what forecasters given the
+    same inputs compute once (the references' receipts). A track that gives more (the
+    intraday track's indexed history) gives a subclass of its own."""
 
     tasks: pd.DataFrame
     contexts: object = None  # the track's gated contexts (intraday: gate.ContextIndex)
     history: pd.DataFrame | None = None
-    bars: object = None  # finbench.data.bars.BarArrays
     shared: dict = field(default_factory=dict)
-    history_rows: np.ndarray | None = None  # row of ``history`` holding each task, when known
-    sessions: np.ndarray | None = None  # the exchange's sessions over ``history`` (days since
-    # 1970, sorted): baselines count the sessions their windows skip
-    known: object = None  # the label history indexed for lookups (a track's History), built
-    # once per run; None: forecasters index ``history`` themselves
 
 
 @dataclass
@@ -177,7 +171,8 @@ class TrackPlugin(ABC):
     :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`, :meth:`report` and
     :meth:`show`. Optional (with defaults): :attr:`shardable`, :attr:`in_paper`,
     :meth:`score_inputs`, :meth:`score_notes`, :meth:`stance_judge`,
-    :meth:`setting_warnings` and :meth:`show_text`.
+    :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`) and
+    :meth:`show_text`.
     """
 
     name: ClassVar[str]  # what a config's ``track`` gives
@@ -240,6 +235,12 @@ class TrackPlugin(ABC):
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         """Everything the run holds about one task (a RunError where the track has no such
         view, saying where its rows are)."""
+
+    def paper(self, run_dirs: list, labels: list[str], out: Path, *,
+              allow_different_tasks: bool, echo) -> list[Path]:
+        """``finbench paper``: tables and figures of several runs of this track pooled into
+        ``out`` (``labels``: each run's distinct name); only where :attr:`in_paper`."""
+        raise NotImplementedError(f"track {self.name!r} pools no runs in a paper")
 
     def show_text(self, found: dict) -> str:
         """:meth:`show`'s answer as text a person reads (by default its JSON, indented)."""

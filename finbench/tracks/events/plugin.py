@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from finbench.core.errors import RunError
 from finbench.runlog.rundir import read_manifest, record_files
 from finbench.tracks.base import TrackPlugin
 from finbench.tracks.events import references  # noqa: F401 - registers its forecaster kinds
@@ -13,6 +12,7 @@ from finbench.tracks.events.audit import audit_events
 from finbench.tracks.events.config import EventRunConfig
 from finbench.tracks.events.report import event_report
 from finbench.tracks.events.scores import EVENT_FILES, write_event_scores
+from finbench.tracks.events.show import render_task, task_view
 from finbench.tracks.events.summary import render_event_summary
 from finbench.tracks.events.track import EventsTrack
 
@@ -47,9 +47,10 @@ class EventsPlugin(TrackPlugin):
         return event_report(run_dir)
 
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
-        raise RunError(f"{run_dir}: an event run; `finbench show` has no view of its tasks yet "
-                       "(its rows: rows.parquet, retrieved posts: retrieval.parquet, prompts "
-                       "and answers: transcripts.sqlite)")
+        return task_view(run_dir, task_id, model)
+
+    def show_text(self, found: dict) -> str:
+        return render_task(found)
 
 
 PLUGIN = EventsPlugin()

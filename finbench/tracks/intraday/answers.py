@@ -14,7 +14,7 @@ from finbench.forecasters.answers import (
     parse_class_answer,
 )
 from finbench.forecasters.llm import interpret
-from finbench.forecasters.logprobs import RULE, read_native
+from finbench.tracks.intraday.logprobs import RULE, read_native
 
 
 def response_schema() -> dict:
@@ -51,7 +51,7 @@ def read_answer(question: str, config, response: dict) -> ParsedAnswer:
     """A stored response read as the model was asked (``question``: binary, classes or
     native, :attr:`~finbench.tracks.intraday.prompt.PromptSettings.question`; ``config``: its
     model config): a binary forecast, three stated probabilities, or a native head from the
-    first token's top log-probabilities (:mod:`finbench.forecasters.logprobs`)."""
+    first token's top log-probabilities (:mod:`finbench.tracks.intraday.logprobs`)."""
     if question == "binary":
         return interpret(response, config.structured)
     if question == "classes":

@@ -27,14 +27,8 @@ from finbench.audit.rows import (
     raw_answers,
     where,
 )
-from finbench.audit.scores import csv_problems, score_problems
 from finbench.audit.transcripts import transcript_problems
-from finbench.core.config import (
-    BASELINE_KINDS,
-    CLASS_BASELINE_KINDS,
-    momentum_minutes,
-    trial_mask,
-)
+from finbench.core.config import trial_mask
 from finbench.core.errors import FinbenchError, RunError, StoreError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
@@ -42,11 +36,13 @@ from finbench.core.times import NO_TIME, from_ns, to_ns
 from finbench.data.store import Store
 from finbench.data.store_check import StoreCheck
 from finbench.forecasters.base import build_forecaster
-from finbench.forecasters.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.runlog.journal import Journal
+from finbench.runlog.rows import FORECAST_COLUMNS, FORECAST_SCHEMA
 from finbench.tracks.intraday.audit_labels import class_problems, consistency_problems, label_problems
 from finbench.tracks.intraday.audit_receipts import Receipts, receipt_problems
+from finbench.tracks.intraday.audit_scores import csv_problems, score_problems
 from finbench.tracks.intraday.baselines import given_digests
+from finbench.tracks.intraday.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, momentum_minutes
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
 from finbench.tracks.intraday.label_pass import resolve
 from finbench.tracks.intraday.plan import month_rows, plan_run
@@ -161,7 +157,7 @@ class Again:
                 rows = np.flatnonzero(self.asked[name][where])
                 if len(rows):  # answers in the order of their tasks (plan positions kept)
                     self.tables[name].append((where[rows], f.forecast(context_inputs(
-                        self.plan, self.resolved, chunk, contexts, bars, rows))))
+                        self.plan, self.resolved, chunk, contexts, rows))))
 
     def month(self, name: str, month: np.ndarray) -> tuple[pa.Table, np.ndarray]:
         """``name``'s answers again for the tasks (positions in the plan) of one month that

@@ -8,9 +8,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
 from finbench.core.lookup import same_values
 from finbench.core.times import NO_TIME, from_ns
+from finbench.tracks.intraday.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.history import baseline_digests
 from finbench.tracks.intraday.prompt import PromptSettings

@@ -53,7 +53,6 @@ from finbench.core.jsontext import Fields, json_array, json_fields
 from finbench.core.times import NO_TIME
 from finbench.forecasters.answers import NOT_APPLICABLE
 from finbench.forecasters.base import Forecaster, register
-from finbench.tracks.base import Inputs
 from finbench.tracks.intraday.history import (
     DEFAULT_MIN_COUNT,
     DEFAULT_WINDOW,
@@ -68,9 +67,10 @@ from finbench.tracks.intraday.history import (
     window_details,
     window_rows,
 )
+from finbench.tracks.intraday.inputs import IntradayInputs
 
 
-def _rows(inputs: Inputs) -> np.ndarray:
+def _rows(inputs: IntradayInputs) -> np.ndarray:
     """:func:`history_rows` of the inputs, computed once for every baseline given them."""
     if "history_rows" not in inputs.shared:
         inputs.shared["history_rows"] = (
@@ -82,7 +82,7 @@ def _rows(inputs: Inputs) -> np.ndarray:
 _DIGESTS = "baseline_digests"  # inputs.shared[(_DIGESTS, input_signs)]: the digests
 
 
-def given_digests(inputs: Inputs, digests: dict[tuple[str, ...], pa.Array]) -> Inputs:
+def given_digests(inputs: IntradayInputs, digests: dict[tuple[str, ...], pa.Array]) -> IntradayInputs:
     """``inputs`` with the digests of its tasks' baseline input lines already known (per
     tuple of sign columns read, as :attr:`_Baseline.input_signs`; e.g. the audit's receipts,
     derived for every task): baselines answering them then hash nothing again."""
@@ -93,7 +93,7 @@ def given_digests(inputs: Inputs, digests: dict[tuple[str, ...], pa.Array]) -> I
 class _Baseline(Forecaster):
     needs_context = False
 
-    def start_receipts(self, inputs: Inputs, helper: Sha256Helper | None = None) -> None:
+    def start_receipts(self, inputs: IntradayInputs, helper: Sha256Helper | None = None) -> None:
         """Have the digests of this baseline's input lines made (by ``helper``, while the
         caller goes on; else here, now), once for every baseline reading the same input."""
         key = (_DIGESTS, self.input_signs)
@@ -106,7 +106,7 @@ class _Baseline(Forecaster):
                                         self.input_signs, line=inputs.shared["input_line"])
             inputs.shared[key] = digests(lines, helper)
 
-    def _receipts(self, inputs: Inputs) -> tuple[np.ndarray, pa.Array | Future]:
+    def _receipts(self, inputs: IntradayInputs) -> tuple[np.ndarray, pa.Array | Future]:
         """(when the latest bar read became available, the input lines' digests: those
         made, or their Future while the helper makes them, shared by the baselines reading
         the same input)."""
@@ -118,7 +118,7 @@ class _Baseline(Forecaster):
         """The momentum sign columns this baseline reads (its receipt names them)."""
         return ()
 
-    def _bars_read(self, inputs: Inputs) -> np.ndarray:
+    def _bars_read(self, inputs: IntradayInputs) -> np.ndarray:
         """When the latest bar this baseline read became available (UTC ns; NO_TIME for
         none): it reads none."""
         return np.full(len(inputs.tasks), NO_TIME, np.int64)
@@ -127,12 +127,12 @@ class _Baseline(Forecaster):
         return (getattr(self.config, "window", DEFAULT_WINDOW),
                 getattr(self.config, "min_count", DEFAULT_MIN_COUNT))
 
-    def _shared(self, inputs: Inputs) -> History:
+    def _shared(self, inputs: IntradayInputs) -> History:
         if inputs.known is not None:
             return inputs.known
         return History(inputs.history, inputs.sessions)
 
-    def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
+    def _answer(self, inputs: IntradayInputs) -> tuple[pd.DataFrame, dict]:
         history = self._shared(inputs)
         p, details, fallback, last = self._probability(history, inputs)
         lower, upper, note, interval_last = self._interval(history, inputs)
@@ -147,7 +147,7 @@ class _Baseline(Forecaster):
         }
         return answers, extra
 
-    def _detail(self, history: History, inputs: Inputs, details: pd.DataFrame) -> pa.Array:
+    def _detail(self, history: History, inputs: IntradayInputs, details: pd.DataFrame) -> pa.Array:
         """The detail column: ``details`` as JSON, then :meth:`_detail_tail`'s fields. When
         they are the rolling rate's alone (:attr:`_rate_details`), the text is written once
         for every baseline with that window and min_count given the same inputs."""
@@ -164,17 +164,17 @@ class _Baseline(Forecaster):
         nothing else."""
         return False
 
-    def _detail_tail(self, history: History, inputs: Inputs) -> Fields | None:
+    def _detail_tail(self, history: History, inputs: IntradayInputs) -> Fields | None:
         """Detail fields this baseline shares with others given the same inputs, made once
         for them all (:func:`_window_fields`), or None."""
         return None
 
-    def _probability(self, history: History, inputs: Inputs):
+    def _probability(self, history: History, inputs: IntradayInputs):
         """(p, details frame, fallback reason or None, latest label time used or NO_TIME) per
         task."""
         raise NotImplementedError
 
-    def _interval(self, history: History, inputs: Inputs):
+    def _interval(self, history: History, inputs: IntradayInputs):
         """(lower, upper, interval_note, latest label time used or NO_TIME) per task: by default
         a baseline gives no interval (``not_applicable``)."""
         n = len(inputs.tasks)
@@ -182,7 +182,7 @@ class _Baseline(Forecaster):
                 pa.repeat(pa.scalar(NOT_APPLICABLE, pa.string()), n),
                 np.full(n, NO_TIME, np.int64))
 
-    def _rolling_rate(self, history: History, inputs: Inputs):
+    def _rolling_rate(self, history: History, inputs: IntradayInputs):
         """The rolling base rate with its details and fallback (to 0.5 below ``min_count``).
         The rate and the window's span are shared by the baselines given the same inputs
         (24 and 40 bytes a task, kept until the last baseline has answered); the details and
@@ -224,7 +224,7 @@ class BaseRate(_Baseline):
         rows = history.frame()
         return rows[((rows["session"] >= start) & (rows["session"] <= end)).to_numpy(bool)]
 
-    def _frozen(self, history: History, inputs: Inputs):
+    def _frozen(self, history: History, inputs: IntradayInputs):
         first_eval = inputs.tasks["session"].min()
         if str(self.config.train_end) >= first_eval:
             raise ConfigError(
@@ -256,7 +256,7 @@ class Momentum(_Baseline):
     def input_signs(self) -> tuple[str, ...]:
         return (self._sign_column,)
 
-    def _shared(self, inputs: Inputs) -> History:
+    def _shared(self, inputs: IntradayInputs) -> History:
         if self._sign_column not in inputs.history:
             raise KeyError(f"history lacks {self._sign_column}: compute it in the label pass")
         return super()._shared(inputs)
@@ -264,7 +264,7 @@ class Momentum(_Baseline):
     def _detail_tail(self, history, inputs):
         return _window_fields(history, inputs, self._window()[0])
 
-    def _bars_read(self, inputs: Inputs) -> np.ndarray:
+    def _bars_read(self, inputs: IntradayInputs) -> np.ndarray:
         column = f"momentum_seen_ns_{self.config.lookback_minutes}"
         return pick(inputs.history[column].to_numpy(np.int64), _rows(inputs), fill=NO_TIME)
 
@@ -331,7 +331,7 @@ class Climatology(_Baseline):
                 pa.nulls(len(short), pa.string()) if note is None else note, last)
 
 
-def _window_details(history: History, inputs: Inputs, window: int) -> dict[str, object]:
+def _window_details(history: History, inputs: IntradayInputs, window: int) -> dict[str, object]:
     """:func:`window_details` of the inputs' tasks, computed once for every baseline with
     that window given them."""
     key = ("window_details", window)
@@ -340,7 +340,7 @@ def _window_details(history: History, inputs: Inputs, window: int) -> dict[str, 
     return inputs.shared[key]
 
 
-def _window_fields(history: History, inputs: Inputs, window: int) -> Fields:
+def _window_fields(history: History, inputs: IntradayInputs, window: int) -> Fields:
     """The detail fields of :func:`_window_details` (the window's span; their keys sort after
     the baselines' own), written once for every baseline with that window given them."""
     key = ("window_fields", window)
@@ -350,7 +350,7 @@ def _window_fields(history: History, inputs: Inputs, window: int) -> Fields:
     return inputs.shared[key]
 
 
-def _shared_rate(history: History, inputs: Inputs, window: int, min_count: int):
+def _shared_rate(history: History, inputs: IntradayInputs, window: int, min_count: int):
     """:func:`rolling_rate` of the inputs' tasks, computed once for every baseline given them
     (callers copy before changing it)."""
     key = ("rolling_rate", window, min_count)
@@ -410,7 +410,7 @@ class _ClassBaseline(_Baseline):
     """A three-class reference: ``q_down``, ``q_flat``, ``q_up`` per task (no ``p_up``, no
     interval), read from the label history like the binary baselines."""
 
-    def _answer(self, inputs: Inputs) -> tuple[pd.DataFrame, dict]:
+    def _answer(self, inputs: IntradayInputs) -> tuple[pd.DataFrame, dict]:
         history = self._shared(inputs)
         q, count, fallback, last, details = self._classes(history, inputs)
         answers = pd.DataFrame({"q_down": q[:, 0], "q_flat": q[:, 1], "q_up": q[:, 2]})
@@ -418,7 +418,7 @@ class _ClassBaseline(_Baseline):
                          "detail": _detail_json(details, self._detail_tail(history, inputs)),
                          "history_max_input_time": last}
 
-    def _classes(self, history: History, inputs: Inputs):
+    def _classes(self, history: History, inputs: IntradayInputs):
         """(n x 3 probabilities, labels used, fallback reason or None, latest label time used
         or NO_TIME, details frame) per task."""
         raise NotImplementedError

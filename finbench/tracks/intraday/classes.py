@@ -31,9 +31,9 @@ def classes_of(r, band) -> np.ndarray:
 
 def class_columns(labels: pd.DataFrame, spec) -> dict[str, np.ndarray]:
     """``cls`` and ``class_band`` of each label row (``spec``: the config's
-    :class:`~finbench.core.config.ClassesConfig`).
+    :class:`~finbench.tracks.intraday.config.ClassesConfig`).
 
-    >>> from finbench.core.config import ClassesConfig
+    >>> from finbench.tracks.intraday.config import ClassesConfig
     >>> rows = pd.DataFrame({"p_ref": [100.0, 100.0, 100.0], "p_target": [100.005, 99.98, 100.02],
     ...                      "r": np.log([1.00005, 0.9998, 1.0002])})
     >>> class_columns(rows, ClassesConfig(band_ticks=1))["cls"].tolist()

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.calendar import get_calendar, previous_sessions
-from finbench.core.config import RunConfig
 from finbench.core.lookup import arrow_text, encoded, groups, positions
 from finbench.core.progress import Countdown
 from finbench.core.times import NO_TIME, local_midnights_ns, to_ns
 from finbench.data.bars import BarArrays
 from finbench.tracks.intraday.classes import CLASS_COLUMNS, class_columns
+from finbench.tracks.intraday.config import RunConfig
 from finbench.tracks.intraday.gate import daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.calendar import previous_sessions
-from finbench.core.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, RunConfig
 from finbench.core.lookup import groups
 from finbench.data.store import Store
+from finbench.tracks.intraday.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, RunConfig
 from finbench.tracks.intraday.tasks import build_tasks
 
 LOCAL_TZ_DEFAULT = "America/New_York"

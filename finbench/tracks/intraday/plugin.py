@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from finbench.core.config import RunConfig
-from finbench.reports.build import intraday_report
-from finbench.reports.show import render_show, task_view
-from finbench.scoring import run as scoring
 from finbench.tracks.base import TrackPlugin
 from finbench.tracks.intraday import baselines  # noqa: F401 - registers its forecaster kinds
+from finbench.tracks.intraday import scores as scoring
 from finbench.tracks.intraday.audit import audit_intraday
+from finbench.tracks.intraday.config import RunConfig
+from finbench.tracks.intraday.report import intraday_paper, intraday_report
+from finbench.tracks.intraday.show import render_show, task_view
 from finbench.tracks.intraday.summary import render_finished
 from finbench.tracks.intraday.track import IntradayTrack
 
@@ -64,6 +64,11 @@ class IntradayPlugin(TrackPlugin):
 
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         return task_view(run_dir, task_id, model)
+
+    def paper(self, run_dirs: list, labels: list[str], out: Path, *,
+              allow_different_tasks: bool, echo) -> list[Path]:
+        return intraday_paper(run_dirs, labels, out, allow_different_tasks=allow_different_tasks,
+                              echo=echo)
 
     def show_text(self, found: dict) -> str:
         return render_show(found)

@@ -43,7 +43,7 @@ class PromptSettings:
 
     @classmethod
     def of(cls, config) -> PromptSettings:
-        """The settings of a :class:`~finbench.core.config.RunConfig`."""
+        """The settings of a :class:`~finbench.tracks.intraday.config.RunConfig`."""
         names = tuple(sorted((t, tuple(n)) for t, n in config.context.company_names.items()))
         classes = config.tasks.classes
         band = "" if classes is None else (

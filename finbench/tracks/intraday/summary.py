@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench.core.config import RunConfig, baseline_names, binary_names, interval_reference
 from finbench.core.location import read_file
-from finbench.reports.tables import render_text, summary_frame
 from finbench.reports.writers import fmt
 from finbench.runlog.rundir import MANIFEST
 from finbench.runlog.unscored import invalid_reasons
+from finbench.tracks.intraday.config import RunConfig, baseline_names, binary_names, interval_reference
+from finbench.tracks.intraday.tables import render_text, summary_frame
 
 
 def render_summary(scores: pd.DataFrame, config: RunConfig, names: list[str]) -> str:

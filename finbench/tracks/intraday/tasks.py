@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.calendar import session_grid
-from finbench.core.config import TasksConfig
+from finbench.tracks.intraday.config import TasksConfig
 
 TIME_COLUMNS = ("t_forecast", "t_target", "session_open", "session_close")
 UTC_NS = "datetime64[ns, UTC]"

@@ -11,13 +11,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from finbench.core.config import (
-    BASELINE_KINDS,
-    CLASS_BASELINE_KINDS,
-    RunConfig,
-    momentum_minutes,
-)
 from finbench.tracks.base import ContextBatch, Inputs, Track
+from finbench.tracks.intraday.config import BASELINE_KINDS, CLASS_BASELINE_KINDS, RunConfig, momentum_minutes
 from finbench.tracks.intraday.contexts import context_chunks
 from finbench.tracks.intraday.facts import scorability, summary, unscorable_notes
 from finbench.tracks.intraday.inputs import context_inputs, plain_inputs
@@ -78,10 +73,9 @@ class IntradayTrack(Track):
     def context_batches(self, wanted: np.ndarray) -> Iterator[ContextBatch]:
         resolved = self._resolved()
         position = pd.Series(np.arange(len(self.tasks)), index=self.tasks["task_id"])
-        for chunk, contexts, bars in context_chunks(self.plan, self.tasks[wanted],
-                                                    resolved.daily):
-            def inputs(rows, chunk=chunk, contexts=contexts, bars=bars) -> Inputs:
-                return context_inputs(self.plan, resolved, chunk, contexts, bars, rows)
+        for chunk, contexts, _ in context_chunks(self.plan, self.tasks[wanted], resolved.daily):
+            def inputs(rows, chunk=chunk, contexts=contexts) -> Inputs:
+                return context_inputs(self.plan, resolved, chunk, contexts, rows)
 
             yield ContextBatch(position.loc[chunk["task_id"]].to_numpy(), inputs)
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from finbench.core.config import CLASSES
 from finbench.core.errors import ConfigError
+from finbench.tracks.intraday.config import CLASSES
 
 RULE = "native-v1"
 LISTED_SLACK = 1e-6  # rounding of the listed log-probabilities a sum may exceed 1 by

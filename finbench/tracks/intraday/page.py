@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.core.outputs import write_text
-from finbench.reports.stats import RunData
 from finbench.reports.writers import json_number
 from finbench.runlog.transcripts import Transcripts
+from finbench.tracks.intraday.report_data import RunData
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose prompt text is embedded

@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text, positions, take
-from finbench.forecasters.rows import ERROR
-from finbench.scoring import _core
+from finbench.runlog.rows import ERROR
+from finbench.scoring import kernels
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
 SCORED_COLUMNS = ("task_id", "model", "p_up", "lower", "upper", "valid", "answer_status",
@@ -69,13 +69,13 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     r = frame["r"].to_numpy(float)
     nan = np.full(len(frame), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        frame["brier"] = np.where(s, _core.brier(y, p), nan)
-        frame["log_loss"] = np.where(s, _core.log_loss(y, p, clip), nan)
-        frame["winkler"] = np.where(si, _core.winkler(r, lo, hi, alpha), nan)
-        frame["covered"] = np.where(si, _core.covered(r, lo, hi), nan)
-        frame["width"] = np.where(si, _core.width(lo, hi), nan)
-        frame["correct"] = np.where(s, _core.correct(y, p), nan)
-        frame["kelly"] = np.where(s, _core.kelly(y, p), nan)
+        frame["brier"] = np.where(s, kernels.brier(y, p), nan)
+        frame["log_loss"] = np.where(s, kernels.log_loss(y, p, clip), nan)
+        frame["winkler"] = np.where(si, kernels.winkler(r, lo, hi, alpha), nan)
+        frame["covered"] = np.where(si, kernels.covered(r, lo, hi), nan)
+        frame["width"] = np.where(si, kernels.width(lo, hi), nan)
+        frame["correct"] = np.where(s, kernels.correct(y, p), nan)
+        frame["kelly"] = np.where(s, kernels.kelly(y, p), nan)
         frame["tie"] = np.where(s, r == 0, nan)
     return frame
 
@@ -241,7 +241,7 @@ class Tally:
     def _session_growth(self, kind: str, to: np.ndarray, k: int, asked: np.ndarray,
                         bets: np.ndarray) -> np.ndarray:
         """Per slice (``to``: each cell's), the decision layer's Kelly growth of its bets
-        (:mod:`finbench.scoring.decision`): the mean over the slice's sessions of
+        (:mod:`finbench.tracks.intraday.decision`): the mean over the slice's sessions of
         ``ln(1 + (1/K) sum (2p - 1)(2y - 1))``, K the slice's tasks of the model in that
         session (an unscored one stakes nothing); -inf when a session lost every stake; NaN
         without a session."""

@@ -29,14 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text
-from finbench.scoring import _core
+from finbench.scoring import kernels
 
 
 def wealth_path(obs, prob) -> np.ndarray:
     """Log wealth after each of single bets placed one after the other (each resolved before
     the next), starting from 0 = wealth 1."""
     with np.errstate(divide="ignore"):
-        return np.cumsum(_core.kelly(np.asarray(obs, float), np.asarray(prob, float)))
+        return np.cumsum(kernels.kelly(np.asarray(obs, float), np.asarray(prob, float)))
 
 
 def max_drawdown(log_wealth) -> float:

@@ -16,12 +16,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from finbench.core.config import (
-    baseline_names,
-    binary_names,
-    interval_reference,
-    knowledge_cutoffs,
-)
 from finbench.core.errors import RunError
 from finbench.core.lookup import arrow_text, positions, take
 from finbench.core.outputs import (
@@ -38,9 +32,15 @@ from finbench.runlog.rundir import (
     read_manifest,
     record_files,
 )
-from finbench.scoring.aggregate import SCORED_COLUMNS, Tally, row_scores
-from finbench.scoring.classes import class_scores
-from finbench.scoring.export import Reference, row_table, task_text
+from finbench.tracks.intraday.config import (
+    baseline_names,
+    binary_names,
+    interval_reference,
+    knowledge_cutoffs,
+)
+from finbench.tracks.intraday.score_cells import SCORED_COLUMNS, Tally, row_scores
+from finbench.tracks.intraday.score_rows import Reference, row_table, task_text
+from finbench.tracks.intraday.scores3 import class_scores
 
 THREE_CLASS_FILES = ("scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv")
 SCORE_FILES = ("scores.parquet", "scores.csv", "rows.parquet", "rows.csv", *THREE_CLASS_FILES)
@@ -162,7 +162,7 @@ class RunScores:
                                         self._text, self.cutoffs.get(name))
 
     def class_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The three-class scores and their rows (:mod:`finbench.scoring.classes`); empty
+        """The three-class scores and their rows (:mod:`finbench.tracks.intraday.scores3`); empty
         without such models."""
         return class_scores(self.config, self.path, self.labels, self.tasks, self.skipped)
 

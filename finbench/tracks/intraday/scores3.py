@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from finbench.core.config import CLASS_BASELINE_KINDS, RunConfig, class_names
 from finbench.core.errors import RunError
-from finbench.forecasters.rows import ERROR
+from finbench.runlog.rows import ERROR
 from finbench.scoring import multiclass as mc
+from finbench.tracks.intraday.config import CLASS_BASELINE_KINDS, RunConfig, class_names
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
 READ = ["task_id", "model", "q_down", "q_flat", "q_up", "excluded_mass", "valid", "error",

@@ -1,4 +1,5 @@
-"""One-line numpy cores of the scoring rules; no validation here (see ``rules``)."""
+"""The one-line numpy cores of the scoring rules, unvalidated: for vectorised callers that
+validated their inputs once (the rules of :mod:`finbench.scoring.rules` validate each call)."""
 
 import numpy as np
 

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from finbench.core.config import CLASS_BASELINE_KINDS, CLASSES, class_names
-from finbench.reports.stats import RunData, cluster_codes_of, descriptive
+from finbench.reports.stats import descriptive
 from finbench.scoring.bootstrap import mean_ci, skill_ci
 from finbench.scoring.calibration import reliability_table
-from finbench.scoring.classes import READ, class_rows
+from finbench.tracks.intraday.config import CLASS_BASELINE_KINDS, CLASSES, class_names
+from finbench.tracks.intraday.report_data import RunData, cluster_codes_of
+from finbench.tracks.intraday.scores3 import READ, class_rows
 
 
 def scored_class_rows(run_dir: Path, data: RunData) -> pd.DataFrame:

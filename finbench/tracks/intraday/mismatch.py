@@ -1,5 +1,5 @@
 """The rationale–probability mismatch (the paper's pattern to measure at scale): per model with
-rationales, how often the rationale's stance (:mod:`finbench.scoring.stance`) argues one side
+rationales, how often the rationale's stance (:mod:`finbench.tracks.intraday.stance`) argues one side
 while ``p_up`` takes the other, and the Brier score of those rows beside the others'."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from finbench.reports.stats import RunData, descriptive
+from finbench.reports.stats import descriptive
 from finbench.scoring.bootstrap import mean_ci
-from finbench.scoring.stance import METHOD, mismatched
+from finbench.tracks.intraday.report_data import RunData
+from finbench.tracks.intraday.stance import METHOD, mismatched
 
 
 def stance_method(config) -> str:

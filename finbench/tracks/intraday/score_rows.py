@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text
-from finbench.scoring import _core
+from finbench.scoring import kernels
 
 ROW_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "p_up", "lower", "upper",
                "valid", "fallback_used", "scored", "interval_scored", "status", "r", "y",
@@ -41,8 +41,8 @@ class Reference:
         self.p_up, self.brier, self.winkler = (np.full(n_tasks, np.nan) for _ in range(3))
         self.p_up[task] = p
         with np.errstate(invalid="ignore"):
-            self.brier[task] = np.where(ok, _core.brier(y[task], p), np.nan)
-            self.winkler[task] = np.where(ok, _core.winkler(r[task], lo, hi, alpha), np.nan)
+            self.brier[task] = np.where(ok, kernels.brier(y[task], p), np.nan)
+            self.winkler[task] = np.where(ok, kernels.winkler(r[task], lo, hi, alpha), np.nan)
 
 
 TASK_TEXT = ("ticker", "session", "horizon", "status")  # text columns of the task or label
@@ -58,7 +58,7 @@ def task_text(tasks: pd.DataFrame, status: pd.Series) -> dict[str, pa.Dictionary
 def row_table(model: str, rows: pd.DataFrame, references: dict[str, Reference],
               interval_reference: str | None, text: dict[str, pa.DictionaryArray],
               cutoff: dt.date | None = None) -> pa.Table:
-    """The export of one model's scored rows (:func:`~finbench.scoring.aggregate.row_scores`,
+    """The export of one model's scored rows (:func:`~finbench.tracks.intraday.score_cells.row_scores`,
     each a task's): :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline
     ``b``, ``wss_<interval_reference>``, and ``possibly_memorised`` (the session is on or
     before the model's ``cutoff``; empty when it declares none); built column by column in

@@ -1,0 +1,83 @@
+"""One task of an event run, in full (``finbench show RUN TASK_ID``): the market's task and
+label, the posts retrieval found before ``t0`` (ids, times, scores: the receipt of what a
+retrieving model was shown), then per model its forecast, its per-row scores and, for a
+language model, its calls as sent and received. Read from the run directory alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from finbench.core.errors import RunError
+from finbench.reports.show import first_task_id, plain, task_row, task_rows
+from finbench.runlog.transcripts import Transcripts
+from finbench.tracks.events.config import REFERENCE_KINDS
+
+FORECAST_COLUMNS = ("model", "kind", "p_up", "valid", "answer_status", "error", "raw",
+                    "rationale", "input_sha256", "max_input_time", "detail")
+SCORE_COLUMNS = ("scored", "brier", "log_loss")
+
+
+def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
+    """``task`` (with its label), ``retrieved`` (best first) and ``models`` (per model: its
+    forecast, ``p_yes`` named as asked, ``scores`` and ``calls``). With ``model``, that
+    model and the references."""
+    task = task_row(run_dir / "tasks.parquet", task_id)
+    if task is None:
+        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
+                       f"{first_task_id(run_dir)})")
+    label = task_row(run_dir / "labels.parquet", task_id) or {}
+    forecasts = task_rows(run_dir / "forecasts.parquet", task_id)
+    scored = task_rows(run_dir / "rows.parquet", task_id)
+    names = forecasts["model"].tolist()
+    if model is not None and model not in names:
+        raise RunError(f"{run_dir}: task {task_id} has no forecast of model {model!r} "
+                       f"(models: {', '.join(names) or 'none: it was asked of no model'})")
+    references = set(forecasts.loc[forecasts["kind"].isin(REFERENCE_KINDS), "model"])
+    keep = [n for n in names if model is None or n == model or n in references]
+    retrieved = task_rows(run_dir / "retrieval.parquet", task_id).sort_values("rank")
+    out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
+           "retrieved": [{c: plain(r[c]) for c in ("rank", "post_id", "created_utc", "score")}
+                         for _, r in retrieved.iterrows()],
+           "models": []}
+    transcripts = Transcripts(run_dir)
+    try:
+        for name in keep:
+            row = forecasts[forecasts["model"] == name].iloc[0]
+            entry = {c: plain(row[c]) for c in FORECAST_COLUMNS if c in row}
+            entry["p_yes"] = entry.pop("p_up")
+            mine = scored[scored["model"] == name]
+            entry["scores"] = ({c: plain(mine.iloc[0][c]) for c in SCORE_COLUMNS}
+                               if len(mine) else None)
+            entry["calls"] = transcripts.of(task_id, name)
+            out["models"].append(entry)
+    finally:
+        transcripts.close()
+    out["task"] = {k: plain(v) for k, v in out["task"].items()}
+    return out
+
+
+def render_task(found: dict) -> str:
+    """:func:`task_view` as text a person reads top to bottom."""
+    task = found["task"]
+    lines = [f"task {task['task_id']}: market {task.get('market_id')}, asked at t0 "
+             f"{task.get('t0')}",
+             f"label: status {task.get('status')}, y = {task.get('y')} (1 YES, 0 NO)",
+             f"retrieved before t0: {len(found['retrieved'])} post(s)"]
+    lines += [f"  {p['rank']}. {p['post_id']} at {p['created_utc']} (score {p['score']:.3f})"
+              for p in found["retrieved"]]
+    for m in found["models"]:
+        lines += ["", f"== {m['model']} ({m['kind']}) " + "=" * 40]
+        answer = "valid" if m["valid"] else (
+            "ERROR (no answer)" if m.get("answer_status") == "error" else "INVALID")
+        lines.append(f"answer: {answer}; p_yes = {m['p_yes']}"
+                     + (f"; {m['error']}" if m.get("error") else ""))
+        if m.get("rationale"):
+            lines.append(f"rationale: {m['rationale']}")
+        if m["scores"] is not None:
+            lines.append("scores: " + ", ".join(f"{k} {v}" for k, v in m["scores"].items()))
+        for call in m["calls"]:
+            lines.append(f"call (attempt {call.get('attempt')}): {len(call.get('messages') or [])}"
+                         " message(s) sent")
+    return "\n".join(lines)
+
+

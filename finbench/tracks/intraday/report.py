@@ -1,0 +1,288 @@
+"""The intraday track's report: its tables (CSV, Markdown, LaTeX) and figures of a run, its
+page (report.html), and the paper's tables and figures pooled from several runs."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+
+from finbench.core.errors import RunError
+from finbench.core.outputs import write_atomic
+from finbench.reports import figures as F
+from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
+from finbench.runlog.rundir import (
+    INPUTS,
+    SCORED,
+    check_recorded,
+    finished_run,
+)
+from finbench.runlog.runlock import RunLock
+from finbench.tracks.intraday.config import knowledge_cutoffs
+from finbench.tracks.intraday.mismatch import mismatch_table
+from finbench.tracks.intraday.page import write_html
+from finbench.tracks.intraday.report3 import class_tables
+from finbench.tracks.intraday.report_data import (
+    RunData,
+    calibration_tables,
+    caption_facts,
+    decision,
+    load_run,
+    paired_table,
+    pooled,
+    score_table,
+    task_overlap,
+)
+
+
+def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
+    """Display columns: every skill beside the N of the rows it pairs, interval scores beside
+    the N of the rows that gave an interval (``n/a`` for a forecaster that gives none)."""
+    rows = []
+    skill = "bss" in table and table["bss_ref"].notna().any()
+    ref = table["bss_ref"].dropna().iloc[0] if skill else ""
+    for r in table.to_dict("records"):
+        row = {} if slice_name is None else {slice_name: r["slice"]}
+        row.update({"Model": r["model"], "N": r["n"], "Ties": r["ties"],
+                    "Acc.": fmt(r["accuracy"], 2),
+                    "BS [95% CI]": with_ci(r["brier"], r["brier_lo"], r["brier_hi"])})
+        if skill:
+            row[f"BSS_{ref} [95% CI]"] = with_ci(r["bss"], r["bss_lo"], r["bss_hi"])
+            row["N paired"] = _count(r["bss_n"])
+        na = r["interval"] == "not_applicable"
+        row.update({"N int.": "n/a" if na else r["n_interval"],
+                    "Cov@80": "n/a" if na else fmt(r["coverage"], 2),
+                    "Winkler@80": "n/a" if na else fmt(r["winkler"], 4)})
+        if "composite_secondary" in r:
+            row["Comp. (secondary)"] = fmt(r["composite_secondary"])
+        row.update({"Valid": fmt(r["validity"], 2), "Note": r["flag"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _count(value) -> str:
+    return "undef" if value is None or pd.isna(value) else str(int(value))
+
+
+ROWS_NOTE = ("N: rows whose probability is scored (valid answer, scorable label); BS and "
+             "accuracy on them. BSS on the N paired rows that both the model and the reference "
+             "scored. Cov@80 and Winkler@80 on the N int. rows that gave an interval; n/a: the "
+             "forecaster gives no interval (scored on its probability alone). Ties: scored "
+             "rows with r = 0 (y = 0).")
+
+
+def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
+    """Write every table of one run into ``folder``; returns the raw tables by name."""
+    facts = caption_facts(data)
+    level = f"{data.config.report.level:.0%}"
+    ci_note = (f"CIs: {level} percentile bootstrap over whole {data.config.report.cluster}s "
+               f"({data.config.report.bootstrap_replicates} replicates, seed "
+               f"{data.config.report.seed}); undef where fewer than two clusters.")
+    tables: dict[str, pd.DataFrame] = {}
+    shown: dict[str, tuple[pd.DataFrame, str]] = {}  # what each table shows, for report.html
+
+    def put(frame: pd.DataFrame, name: str, caption: str, raw=None) -> None:
+        write_table(frame, folder, name, caption, raw=raw)
+        shown[name] = (frame, caption)
+
+    classes = data.scores3
+    if classes is not None and not classes.empty:
+        if data.class_bins is None:  # a single run: intervals and bins from its rows
+            classes, bins3 = class_tables(data)
+        else:  # pooled runs: each run's, named after it
+            bins3 = data.class_bins
+        if not bins3.empty:
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / "reliability3_bins.csv", partial(
+                bins3.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
+        tables["reliability3_bins"] = bins3
+        put(_class_display(classes), "scores_three_class",
+            "Three classes (down, flat, up), per model and slice: N scored, multiclass Brier "
+            "(sum over classes), log loss, ranked probability score, accuracy, validity, the "
+            "excluded probability mass of valid rows (mean / median / max) and rows a minimum "
+            "mass rule made invalid; BSS3 and RPSS3 against each three-class baseline on the "
+            f"paired rows both scored (N beside). {ci_note} {facts}", raw=classes)
+        tables["scores_three_class"] = classes
+    if not data.models:  # three-class models alone: no binary tables
+        tables["_shown"] = shown
+        return tables
+    by_h = score_table(data, slice_kind="horizon")
+    overall = score_table(data, slice_kind="overall")
+    by_t = score_table(data, slice_kind="ticker")
+    put(_score_display(by_h, slice_name="Horizon"), "scores_by_horizon",
+                f"Scores by horizon and model. {ROWS_NOTE} {ci_note} {facts}", raw=by_h)
+    put(_score_display(overall, slice_name=None), "scores_aggregate",
+                f"Scores over all horizons. {ROWS_NOTE} {ci_note} {facts}", raw=overall)
+    put(_score_display(by_t, slice_name="Ticker"), "scores_by_ticker",
+                f"Scores by ticker. {ROWS_NOTE} {ci_note} {facts}", raw=by_t)
+    tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
+    cutoffs = knowledge_cutoffs(data.config)
+    if cutoffs:
+        by_c = score_table(data, slice_kind="cutoff")
+        by_c = by_c[by_c["validity"].notna()].reset_index(drop=True)  # cells a model has rows in
+        declared = "; ".join(f"{k} {v}" for k, v in cutoffs.items())
+        put(_score_display(by_c, slice_name="Cutoff"), "scores_by_cutoff",
+                    "Scores on each side of the models' knowledge cutoffs (" + declared + "): "
+                    "on a session up to its cutoff a model may have seen the outcome in "
+                    "training, so its scores there are possibly memorised, not forecasts. "
+                    "Baselines and models without a cutoff: 'no cutoff declared'. Skill is "
+                    f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
+        tables["scores_by_cutoff"] = by_c
+    for metric in ("brier", "winkler"):
+        paired = paired_table(data, metric=metric)
+        show = pd.DataFrame([{
+            "Model A": r["model_a"], "Model B": r["model_b"], "N": r["n"],
+            "Sessions": r["sessions"],
+            f"mean {metric} A - B [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
+            "p": fmt_p(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
+        put(show, f"paired_{metric}",
+                    f"Paired differences in mean {metric} on the rows both models scored "
+                    f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
+        tables[f"paired_{metric}"] = paired
+    summary, bins = calibration_tables(data)
+    show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
+                             ("brier", "brier_binned", "reliability", "resolution",
+                              "uncertainty", "ece")}) if len(summary) else summary
+    put(show, "calibration",
+                "Murphy decomposition (binned Brier = reliability - resolution + uncertainty) "
+                f"and ECE, {data.config.report.bins} equal-width and equal-mass bins. {facts}",
+                raw=summary)
+    if not bins.empty:
+        write_atomic(folder / "reliability_bins.csv", partial(
+            bins.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
+    tables.update(calibration=summary, reliability_bins=bins)
+    mismatch = mismatch_table(data)
+    if not mismatch.empty:
+        show = pd.DataFrame([{
+            "Model": r["model"], "N": r["n"], "With rationale": r["with_rationale"],
+            "Up / down / neutral": f"{r['up']} / {r['down']} / {r['neutral']}"
+            + (f" ({r['unjudged']} unjudged)" if r["unjudged"] else ""),
+            "Stated": r["stated"], "Mismatched": r["mismatched"],
+            "Rate": fmt(r["mismatch_rate"], 3),
+            "BS mismatched [95% CI] (n)": with_ci(r["brier_mismatched"], r["brier_mismatched_lo"],
+                                                  r["brier_mismatched_hi"])
+            + f" ({r['n_mismatched']})",
+            "BS matched [95% CI] (n)": with_ci(r["brier_matched"], r["brier_matched_lo"],
+                                               r["brier_matched_hi"]) + f" ({r['n_matched']})",
+            "Note": r["flag"]} for r in mismatch.to_dict("records")])
+        method = mismatch["method"].iloc[0]
+        how = (f"the documented lexicon ({method}, finbench/scoring/stance.py)"
+               if method.startswith("lexicon") else
+               f"a judge model ({method}; its answers in stances.jsonl)")
+        put(show, "rationale_mismatch",
+            f"Rationale-probability mismatch on scored rows: the rationale's stance by {how} "
+            "against the side of p_up; mismatched: an 'up' rationale with p_up < 0.5 or a "
+            "'down' one with p_up > 0.5; rate among rows whose rationale takes a side. "
+            f"{ci_note} {facts}", raw=mismatch)
+        tables["rationale_mismatch"] = mismatch
+    kelly, paths = decision(data)
+    show = pd.DataFrame([{
+        "Model": r["model"], "Bets": r["bets"], "Sessions": r["sessions"],
+        "Growth / session": "ruin" if r["ruin"] else fmt(r["growth_rate"], 4),
+        "Final log wealth": f"ruin ({r['ruin']})" if r["ruin"] else fmt(r["final_log_wealth"], 4),
+        "Max drawdown": fmt(r["max_drawdown"], 4), "Note": r["flag"]}
+        for r in kelly.to_dict("records")])
+    put(show, "decision_kelly",
+                "Decision layer (apart from forecast scores): a Kelly bettor at even odds. All "
+                "bets of a session resolve together at its target, so they are sized on the "
+                "wealth before the session: of K tasks asked that session each stakes "
+                "(2p - 1)/K (an unscored one stakes nothing); log wealth grows by "
+                "ln(1 + (1/K) sum (2p - 1)(2y - 1)) per session. Growth rate: mean per session. "
+                f"Ruin: every stake of a session lost (certain, wrong answers). {facts}",
+                raw=kelly)
+    tables.update(decision_kelly=kelly)
+    tables["_wealth_paths"] = paths
+    tables["_shown"] = shown
+    return tables
+
+
+def _class_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The three-class scores as shown: every skill beside its paired N."""
+    refs = [c[5:-2] for c in table.columns if c.startswith("bss3_") and c.endswith("_n")]
+    rows = []
+    for r in table.to_dict("records"):
+        row = {"Slice": r["slice"], "Model": r["model"], "N": r["n"],
+               "Brier3 [95% CI]": with_ci(r["brier"], r.get("brier_lo"), r.get("brier_hi")),
+               "Log loss": fmt(r["log_loss"]),
+               "RPS [95% CI]": with_ci(r["rps"], r.get("rps_lo"), r.get("rps_hi")),
+               "Acc.": fmt(r["accuracy"], 2)}
+        for ref in refs:
+            row[f"BSS3_{ref} [95% CI] (n)"] = (
+                with_ci(r[f"bss3_{ref}"], r.get(f"bss3_{ref}_lo"), r.get(f"bss3_{ref}_hi"))
+                + f" ({int(r[f'bss3_{ref}_n'])})")
+            row[f"RPSS3_{ref}"] = fmt(r[f"rpss3_{ref}"])
+        row.update({"Valid": fmt(r["validity"], 2),
+                    "Excluded mass": "n/a" if pd.isna(r["excluded_mass_mean"]) else "/".join(
+                        fmt(r[f"excluded_mass_{k}"], 3) for k in ("mean", "median", "max")),
+                    "Below min mass": r["n_below_min_mass"], "Sessions": r.get("sessions"),
+                    "Note": r.get("flag", "")})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
+    """Draw every figure (PNG and PDF) of one run into ``folder``; one that fails is recorded
+    in the returned set and the others are drawn."""
+    figs = F.FigureSet(folder)
+    bins3 = tables.get("reliability3_bins")
+    if bins3 is not None and not bins3.empty:
+        figs.draw("reliability_three_class", F.plot_class_reliability, bins3)
+    if "scores_by_horizon" not in tables:  # no binary scores to draw
+        return figs
+    by_h = tables["scores_by_horizon"]
+    first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
+    name = by_h["slice"].iloc[0] if len(by_h) else ""
+    synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
+    if "bss" in first:  # skill needs a reference: a run without baselines has none
+        figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first, title=f"{name}{synthetic}")
+    figs.draw("fig2_brier_vs_coverage", F.plot_brier_vs_coverage, by_h)
+    figs.draw("fig3_models_across_horizons", F.plot_across_horizons, by_h)
+    bins = tables["reliability_bins"]
+    if len(bins):
+        figs.draw("reliability", F.plot_reliability, bins[bins["binning"] == "uniform"])
+    figs.draw("coverage_by_horizon", F.plot_coverage_by_horizon, by_h)
+    figs.draw("width_by_horizon", F.plot_width_by_horizon, by_h)
+    figs.draw("kelly_wealth", F.plot_wealth, tables["_wealth_paths"])
+    return figs
+
+
+def intraday_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
+    """The intraday track's report of a run (:func:`report`): its tables, figures and page."""
+    data = load_run(run_dir)
+    shown = build_tables(data, run_dir / "tables")
+    figs = build_figures(data, shown, run_dir / "figures")
+    write_html(run_dir, data, shown["_shown"], figs.paths)
+    return sorted((run_dir / "tables").iterdir()), figs
+
+
+def intraday_paper(run_dirs: list, labels: list[str], out: Path, *,
+                   allow_different_tasks: bool, echo) -> list[Path]:
+    """The intraday track's :func:`paper`: its runs' tables and figures, pooled."""
+    datas = []
+    for r in run_dirs:  # read while no writer changes the run
+        with RunLock(d := finished_run(r), command="finbench paper", shared=True):
+            check_recorded(d, INPUTS + SCORED)
+            datas.append(load_run(r))
+    data = datas[0]
+    if len(datas) > 1:
+        overlap = task_overlap(datas, labels)
+        if overlap is not None and not allow_different_tasks:
+            raise RunError(f"the runs have different task sets ({overlap}): their models would "
+                           "be scored side by side on different tasks; give "
+                           "--allow-different-tasks to put them on one table anyway")
+        if overlap is not None:
+            echo(f"task sets differ: {overlap}; each skill is computed within its own run")
+        data = pooled(datas, labels)
+        parts = [(label, *class_tables(d)) for d, label in zip(datas, labels, strict=True)
+                 if d.scores3 is not None and not d.scores3.empty]
+        if parts:
+            data.scores3 = pd.concat([t.assign(model=f"{label}/" + t["model"])
+                                      for label, t, _ in parts], ignore_index=True)
+            data.class_bins = pd.concat([b.assign(model=f"{label}/" + b["model"])
+                                         for label, _, b in parts], ignore_index=True)
+    out = Path(out)
+    tables = build_tables(data, out / "tables")
+    figs = build_figures(data, tables, out / "figures")
+    figs.check()
+    return figs.paths
