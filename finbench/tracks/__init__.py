@@ -17,6 +17,7 @@ finbench.core.errors.ConfigError: track 'crypto' is not a registered track (regi
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -49,10 +50,16 @@ def unregister(name: str) -> None:
 
 def _table() -> dict[str, str]:
     """Every registered track: :data:`TRACKS` and the entry points of installed packages."""
+    return {**dict(_entry_points()), **TRACKS}
+
+
+@cache
+def _entry_points() -> tuple[tuple[str, str], ...]:
+    """The tracks installed packages declare (read once a process: scanning every
+    distribution's metadata takes milliseconds, and what is installed does not change)."""
     from importlib.metadata import entry_points
 
-    found = {e.name: e.value for e in entry_points(group=ENTRY_POINTS)}
-    return {**found, **TRACKS}
+    return tuple((e.name, e.value) for e in entry_points(group=ENTRY_POINTS))
 
 
 def list_tracks() -> list[str]:

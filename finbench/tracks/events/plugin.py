@@ -1,20 +1,15 @@
 """The event track's plugin (:class:`~finbench.tracks.base.TrackPlugin`): what the shared
-commands ask of it, each answered by the module of this package that holds it."""
+commands ask of it, each answered by the module of this package that holds it (imported by
+the method that needs it: a run does not load the report's or the audit's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from finbench.runlog.rundir import read_manifest, record_files
 from finbench.tracks.base import TrackPlugin
 from finbench.tracks.events import references  # noqa: F401 - registers its forecaster kinds
-from finbench.tracks.events.audit import audit_events
 from finbench.tracks.events.config import EventRunConfig
-from finbench.tracks.events.report import event_report
-from finbench.tracks.events.scores import EVENT_FILES, write_event_scores
-from finbench.tracks.events.show import render_task, task_view
-from finbench.tracks.events.summary import render_event_summary
-from finbench.tracks.events.track import EventsTrack
+from finbench.tracks.events.scores import EVENT_FILES
 
 
 class EventsPlugin(TrackPlugin):
@@ -29,27 +24,42 @@ class EventsPlugin(TrackPlugin):
     }
     score_files = EVENT_FILES
 
-    def open(self, config: EventRunConfig) -> EventsTrack:
+    def open(self, config: EventRunConfig):
+        from finbench.tracks.events.track import EventsTrack
+
         return EventsTrack(config)
 
     def score(self, run_dir: Path, config: EventRunConfig, *, skipped: dict, inputs=None):
+        from finbench.runlog.rundir import read_manifest, record_files
+        from finbench.tracks.events.scores import write_event_scores
+
         tables = write_event_scores(run_dir, config, skipped)
         record_files(run_dir, read_manifest(run_dir), list(EVENT_FILES))
         return tables["scores"]
 
     def summary(self, run_dir: Path) -> list[str]:
+        from finbench.tracks.events.summary import render_event_summary
+
         return [render_event_summary(run_dir)]
 
     def audit(self, run_dir: Path, manifest: dict, config: EventRunConfig, echo) -> list[str]:
+        from finbench.tracks.events.audit import audit_events
+
         return audit_events(run_dir, manifest, config, echo)
 
     def report(self, run_dir: Path):
+        from finbench.tracks.events.report import event_report
+
         return event_report(run_dir)
 
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
+        from finbench.tracks.events.show import task_view
+
         return task_view(run_dir, task_id, model)
 
     def show_text(self, found: dict) -> str:
+        from finbench.tracks.events.show import render_task
+
         return render_task(found)
 
 
