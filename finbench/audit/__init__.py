@@ -1,26 +1,14 @@
-"""Audit a run: re-derive everything it recorded from the store and from itself, and name every
-difference.
-
-- Files: each file's content against the hash the run recorded when writing it (forecasts,
-  labels, tasks, scores, rows, journal parts and lines); the config against its file's hash and
-  text (:mod:`.files`).
-- The store: its snapshot against the run's, every partition re-hashed and re-checked (beside
-  what follows: a large store by a helper process, :mod:`finbench.data.store_check`). When the
-  store's data cannot be read, its problems are named and nothing is derived again.
-- Tasks: the task list the config gives, its calendar built by exchange-calendars (never read
-  from the session cache, :mod:`finbench.core.session_cache`). Labels: re-derived from the
-  store's prices, and each consistent on its own (``y`` from ``r``, ``r`` from the prices) (:mod:`.labels`).
-- Forecast rows, model by model (:mod:`.rows`): every task asked of a model exactly once and no
-  other; each row equal to its journal record; baselines, replays and scripted forecasters
-  answering again from the store; LLM answers re-read from their raw text.
-- Receipts and the time gate, row by row (:mod:`.receipts`): each row's latest input time at or
-  before its horizon, its input digest and input times re-derived.
-- Transcripts of LLM calls (:mod:`.transcripts`): each row's call kept, its messages the prompt
-  re-rendered from the gated context, its response the row's raw text.
-- Scores: computed again from the stored forecasts and labels, and each CSV written again
-  from its Parquet file (:mod:`.scores`).
-- The report, when there is one: its files against their receipt and against the report
-  drawn again from the run (:mod:`.report`).
+"""Audit a run: re-derive everything it recorded from its data and from itself, and name
+every difference. What every run gets here: each file's content against the hash the run
+recorded when writing it (forecasts, labels, tasks, scores, rows, journal parts and lines),
+the config against its file's hash and text, and the tables' columns the re-derivations read
+(:mod:`.files`); then its track's own audit (:meth:`~finbench.tracks.base.TrackPlugin.audit`:
+the intraday track's in :mod:`finbench.tracks.intraday.audit`, the event track's in
+:mod:`finbench.tracks.events.audit`: the store, tasks, labels, every forecast row, receipts
+and the time gate, transcripts, scores); and the report, when there is one, against its
+receipt and against the report drawn again from the run (:mod:`.report`). The checks the
+tracks share: forecast rows against their journal and their answers (:mod:`.rows`), LLM
+transcripts (:mod:`.transcripts`), score tables against their recomputation (:mod:`.scores`).
 
 Floats that pass through libm are compared within 4 ULP (rows) or a relative 1e-9 (means of
 millions of rows), so a run made on one machine audits clean on another; everything else

@@ -182,7 +182,9 @@ class TrackPlugin(ABC):
     # its kind ("text", "number", "time", "true or false"): checked before anything is derived
     read_columns: ClassVar[dict[str, dict[str, str]]]
     score_files: ClassVar[tuple[str, ...]]  # every file :meth:`score` may write
-    shardable: ClassVar[bool] = False  # its runs split into date shards (--shard, Dask)
+    # its runs split into date shards (--shard, the Dask executor): its config's ``tasks`` then
+    # has ``start`` and ``end`` dates, and its tasks a ``session`` each
+    shardable: ClassVar[bool] = False
     in_paper: ClassVar[bool] = False  # ``finbench paper`` pools its runs
 
     @abstractmethod

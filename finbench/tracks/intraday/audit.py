@@ -1,7 +1,23 @@
 """The audit of an intraday run (docs/spec.md §9): everything the run recorded derived again
-from the store and from the run itself, every difference named (see
-:mod:`finbench.audit` for the whole list: the store, tasks, labels, forecast rows, receipts
-and the time gate, transcripts, scores)."""
+from the store and from the run itself, every difference named.
+
+- The store: its snapshot against the run's, every partition re-hashed and re-checked (beside
+  what follows: a large store by a helper process, :mod:`finbench.data.store_check`). When the
+  store's data cannot be read, its problems are named and nothing is derived again.
+- Tasks: the task list the config gives, its calendar built by exchange-calendars (never read
+  from the session cache, :mod:`finbench.core.session_cache`). Labels: re-derived from the
+  store's prices, and each consistent on its own (``y`` from ``r``, ``r`` from the prices)
+  (:mod:`.audit_labels`).
+- Forecast rows, model by model (:mod:`finbench.audit.rows`): every task asked of a model
+  exactly once and no other; each row equal to its journal record; baselines, replays and
+  scripted forecasters answering again from the store; LLM answers re-read from their raw
+  text.
+- Receipts and the time gate, row by row (:mod:`.audit_receipts`): each row's latest input
+  time at or before its horizon, its input digest and input times re-derived.
+- Transcripts of LLM calls (:mod:`finbench.audit.transcripts`): each row's call kept, its
+  messages the prompt re-rendered from the gated context, its response the row's raw text.
+- Scores: computed again from the stored forecasts and labels, and each CSV written again
+  from its Parquet file (:mod:`.audit_scores`)."""
 
 from __future__ import annotations
 
