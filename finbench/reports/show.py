@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from finbench.reports.writers import json_number
 from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
+from finbench.runlog.transcripts import Transcripts
 from finbench.tracks import plugin_of
 
 
@@ -69,3 +70,24 @@ def plain(value):
     if hasattr(value, "item"):
         return value.item()
     return value
+
+
+def model_views(run_dir: Path, task_id: str, forecasts: pd.DataFrame, scored: pd.DataFrame,
+                names: list[str], forecast_columns, score_columns) -> list[dict]:
+    """Per model of ``names`` (each with a row of ``task_id`` in ``forecasts``): its
+    forecast's ``forecast_columns``, its scored row's ``score_columns`` (None: not scored)
+    and ``calls``, the transcripts of its calls of the task, every attempt."""
+    transcripts = Transcripts(run_dir)
+    try:
+        out = []
+        for name in names:
+            row = forecasts[forecasts["model"] == name].iloc[0]
+            entry = {c: plain(row[c]) for c in forecast_columns if c in row}
+            mine = scored[scored["model"] == name]
+            entry["scores"] = ({c: plain(mine.iloc[0][c]) for c in score_columns}
+                               if len(mine) else None)
+            entry["calls"] = transcripts.of(task_id, name)
+            out.append(entry)
+        return out
+    finally:
+        transcripts.close()

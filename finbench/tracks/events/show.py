@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from finbench.core.errors import RunError
-from finbench.reports.show import first_task_id, plain, task_row, task_rows
-from finbench.runlog.transcripts import Transcripts
+from finbench.reports.show import first_task_id, model_views, plain, task_row, task_rows
 from finbench.tracks.events.config import REFERENCE_KINDS
 
 FORECAST_COLUMNS = ("model", "kind", "p_up", "valid", "answer_status", "error", "raw",
@@ -38,20 +37,10 @@ def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
            "retrieved": [{c: plain(r[c]) for c in ("rank", "post_id", "created_utc", "score")}
                          for _, r in retrieved.iterrows()],
-           "models": []}
-    transcripts = Transcripts(run_dir)
-    try:
-        for name in keep:
-            row = forecasts[forecasts["model"] == name].iloc[0]
-            entry = {c: plain(row[c]) for c in FORECAST_COLUMNS if c in row}
-            entry["p_yes"] = entry.pop("p_up")
-            mine = scored[scored["model"] == name]
-            entry["scores"] = ({c: plain(mine.iloc[0][c]) for c in SCORE_COLUMNS}
-                               if len(mine) else None)
-            entry["calls"] = transcripts.of(task_id, name)
-            out["models"].append(entry)
-    finally:
-        transcripts.close()
+           "models": model_views(run_dir, task_id, forecasts, scored, keep, FORECAST_COLUMNS,
+                                 SCORE_COLUMNS)}
+    for entry in out["models"]:
+        entry["p_yes"] = entry.pop("p_up")  # the event question's name of the probability
     out["task"] = {k: plain(v) for k, v in out["task"].items()}
     return out
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.reports.show import first_task_id, plain, task_row, task_rows
-from finbench.runlog.transcripts import Transcripts
+from finbench.reports.show import first_task_id, model_views, task_row, task_rows
 
 SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
 
@@ -39,21 +38,9 @@ def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     baselines = set(forecasts.loc[forecasts["kind"].isin(
         ["coin", "base_rate", "momentum", "climatology"]), "model"])
     keep = [n for n in names if model is None or n == model or n in baselines]
-    transcripts = Transcripts(run_dir)
-    try:
-        out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
-               "models": []}
-        for name in keep:
-            row = forecasts[forecasts["model"] == name].iloc[0]
-            entry = {c: plain(row[c]) for c in FORECAST_COLUMNS if c in row}
-            mine = scored[scored["model"] == name]
-            entry["scores"] = ({c: plain(mine.iloc[0][c]) for c in SCORE_COLUMNS}
-                               if len(mine) else None)
-            entry["calls"] = transcripts.of(task_id, name)
-            out["models"].append(entry)
-    finally:
-        transcripts.close()
-    return out
+    return {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
+            "models": model_views(run_dir, task_id, forecasts, scored, keep, FORECAST_COLUMNS,
+                                  SCORE_COLUMNS)}
 
 
 def render_show(found: dict) -> str:
