@@ -168,11 +168,12 @@ class TrackPlugin(ABC):
     and the CLI reach a track through this alone; none of them names one.
 
     Required: :attr:`name`, :attr:`description`, :attr:`config_class`, :attr:`read_columns`,
-    :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`, :meth:`report` and
-    :meth:`show`. Optional (with defaults): :attr:`shardable`, :attr:`in_paper`,
+    :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`,
+    :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`,
     :meth:`score_inputs`, :meth:`score_notes`, :meth:`stance_judge`,
-    :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`) and
-    :meth:`show_text`.
+    :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`) and :meth:`show_text`.
+    The module holding ``PLUGIN`` imports what a method needs inside that method, so looking
+    a track up costs its config class alone (and the forecaster kinds it registers).
     """
 
     name: ClassVar[str]  # what a config's ``track`` gives
@@ -235,8 +236,8 @@ class TrackPlugin(ABC):
 
     @abstractmethod
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
-        """Everything the run holds about one task (a RunError where the track has no such
-        view, saying where its rows are)."""
+        """Everything the run holds about one task, from its files alone (with ``model``:
+        that model and the track's references); a RunError naming an unknown task."""
 
     def paper(self, run_dirs: list, labels: list[str], out: Path, *,
               allow_different_tasks: bool, echo) -> list[Path]:
