@@ -387,3 +387,24 @@ def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> di
             "log_loss_model": log_loss(both["p_up"].to_numpy(float), y, s.log_loss_clip),
             "log_loss_reference": log_loss(both["p_up_ref"].to_numpy(float), y,
                                            s.log_loss_clip)}
+
+
+def naive_bm25_scores(texts: list[str], query: str):
+    """BM25 of ``texts`` against ``query`` from a ``bm25s`` index built of those texts alone
+    (a task's window): what :class:`finbench.tracks.events.retrieval.PostIndex` must give,
+    queried with that window, bit for bit."""
+    import bm25s
+    import numpy as np
+
+    if not texts:
+        return np.zeros(0)
+    corpus = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    if not corpus.vocab:  # every text is stopwords or shorter than a term (bm25s raises)
+        return np.zeros(len(texts))
+    index = bm25s.BM25()
+    index.index(corpus, show_progress=False)
+    terms = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    known = [t for t in terms if t in corpus.vocab]
+    if not known:
+        return np.zeros(len(texts))
+    return np.asarray(index.get_scores(known), dtype=np.float64)

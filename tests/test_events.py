@@ -19,11 +19,13 @@ from finbench.core.errors import ConfigError, DataError, StoreError
 from finbench.runner import run
 from finbench.tracks.configs import load_config
 from finbench.tracks.events.gate import retrieve
+from finbench.tracks.events.retrieval import PostIndex, top_k
 from finbench.tracks.events.store import MANIFEST, EventStore
 from finbench.tracks.events.synth import CUTOFF_LEAD, write_event_sample
 from tests.event_helpers import constants, event_config, make_store, market
 from tests.helpers import cli
 from tests.llm_server import ChatServer
+from tests.reference import naive_bm25_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "events_sample"
@@ -287,6 +289,28 @@ def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):
     b = retrieve(alone, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
     assert a.created == b.created and a.texts == b.texts and a.scores == b.scores
     assert all(t0 - lookback <= c.timestamp() < t0 for c in a.created)
+
+
+WORDS = ("river dam break flood the a of will vote election senate bitcoin price rise fall "
+         "storm team win match final ok is").split()
+
+
+@settings(max_examples=60)
+@given(st.lists(st.lists(st.sampled_from(WORDS), max_size=25), min_size=1, max_size=60),
+       st.data())
+def test_one_index_scores_every_window_as_an_index_of_that_window_alone(docs, data):
+    """One index over a batch of posts, queried with a window's statistics, gives the scores
+    of a bm25s index built of that window alone, bit for bit (tests/reference.py), so the
+    same posts in the same order: for random texts, windows and questions."""
+    texts = [" ".join(d) for d in docs]
+    index = PostIndex(texts)
+    lo = data.draw(st.integers(0, len(texts)))
+    hi = data.draw(st.integers(lo, len(texts)))
+    query = " ".join(data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)))
+    got, want = index.scores(lo, hi, query), naive_bm25_scores(texts[lo:hi], query)
+    assert got.tolist() == want.tolist()
+    created, ids = np.arange(hi - lo), np.array([f"p{i}" for i in range(hi - lo)], object)
+    assert top_k(got, created, ids, 5).tolist() == top_k(want, created, ids, 5).tolist()
 
 
 def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "configs" /

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from finbench.core.errors import LookaheadError
 from finbench.core.times import NO_TIME, to_ns
-from finbench.tracks.events.retrieval import bm25_scores, top_k
+from finbench.tracks.events.retrieval import PostIndex, top_k
 
 
 @dataclass
@@ -34,19 +34,19 @@ class Retrieved:
 def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k: int
              ) -> list[Retrieved]:
     """For each task, the best ``k`` posts of ``posts`` (sorted by created_utc) made in
-    ``[t0 - lookback, t0)`` against its question; the index of each is built from that
-    window alone."""
+    ``[t0 - lookback, t0)`` against its question, scored with that window's statistics alone
+    (one index of ``posts``, :class:`~finbench.tracks.events.retrieval.PostIndex`)."""
     created = posts.column("created_utc").cast(pa.int64()).to_numpy()
     ids = np.asarray(posts.column("post_id").to_pylist(), dtype=object)
     texts = posts.column("text").to_pylist()
     subs = posts.column("subreddit").to_pylist()
+    index = PostIndex(texts)
     out = []
     for row in tasks.itertuples(index=False):
         t0 = row.t0.value
         lo = int(np.searchsorted(created, t0 - lookback.value, side="left"))
         hi = int(np.searchsorted(created, t0, side="left"))  # strictly before t0
-        window = texts[lo:hi]
-        scores = bm25_scores(window, row.question)
+        scores = index.scores(lo, hi, row.question)
         best = top_k(scores, created[lo:hi], ids[lo:hi], k) + lo
         if (created[best] >= t0).any():  # cannot happen: the window ends before t0
             raise LookaheadError(f"{row.task_id}: a post made at or after t0 was retrieved")

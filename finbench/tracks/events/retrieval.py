@@ -1,30 +1,68 @@
-"""BM25 over the posts a task may see (docs/spec.md §11.4), with the maintained ``bm25s``
-library. The index of a task is built from its gated posts alone (made in
-``[t0 - lookback, t0)``): a later post can neither be returned nor change the statistics
-(document frequencies, lengths) that rank the earlier ones. Ties rank by time, then id."""
+"""BM25 over the posts a task may see (docs/spec.md §11.4), tokenized by the maintained
+``bm25s`` library. One inverted index is built over a batch of posts (sorted by time) and
+queried per task with the statistics of that task's window ``[t0 - lookback, t0)`` alone: the
+number of posts, their mean length and each term's document frequency are counted over the
+window, so a later post can neither be returned nor change a score. The scores are those of a
+``bm25s`` index built from the window alone, bit for bit (the Lucene variant, k1 1.5, b 0.75,
+English stopwords; each post's term score rounded to float32 and summed in float32 in the
+query's term order, as ``bm25s`` does); ``tests/test_events.py`` holds the two equal. Ties rank
+by time, then id."""
 
 from __future__ import annotations
 
+import math
+from itertools import chain
+
 import numpy as np
 
+K1, B = 1.5, 0.75  # bm25s' defaults, the Lucene variant
 
-def bm25_scores(texts: list[str], query: str) -> np.ndarray:
-    """The BM25 score (Lucene variant, k1 1.5, b 0.75; English stopwords) of each text
-    against ``query``: zero for a text sharing no term with it."""
-    if not texts:
-        return np.zeros(0)
-    import bm25s
 
-    corpus = bm25s.tokenize(texts, stopwords="en", show_progress=False)
-    if not corpus.vocab:  # every text is stopwords or shorter than a term (bm25s raises)
-        return np.zeros(len(texts))
-    index = bm25s.BM25()
-    index.index(corpus, show_progress=False)
-    terms = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
-    known = [t for t in terms if t in corpus.vocab]
-    if not known:
-        return np.zeros(len(texts))
-    return np.asarray(index.get_scores(known), dtype=np.float64)
+class PostIndex:
+    """An inverted index of ``texts`` (in their order, the posts sorted by time): per term, the
+    posts holding it (ascending) with its count in each, and every post's length in terms."""
+
+    def __init__(self, texts: list[str]) -> None:
+        import bm25s
+
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        self.vocab: dict[str, int] = tokens.vocab
+        self.lengths = np.fromiter((len(d) for d in tokens.ids), np.int64, len(texts))
+        self.cum_length = np.concatenate([[0], np.cumsum(self.lengths)])
+        n = len(texts)
+        doc = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
+        term = np.fromiter(chain.from_iterable(tokens.ids), np.int64, int(self.lengths.sum()))
+        pairs, tf = np.unique(term * max(n, 1) + doc, return_counts=True)  # by term, then post
+        self.post, self.tf = pairs % max(n, 1), tf.astype(np.float32)
+        self.start = np.searchsorted(pairs // max(n, 1), np.arange(len(self.vocab) + 1))
+
+    def scores(self, lo: int, hi: int, query: str) -> np.ndarray:
+        """The BM25 score of each post in ``[lo, hi)`` against ``query``, with the statistics
+        of those posts alone (zero for a post sharing no term with it)."""
+        import bm25s
+
+        n = hi - lo
+        out = np.zeros(n, np.float32)
+        if n == 0:
+            return out.astype(np.float64)
+        mean_length = (self.cum_length[hi] - self.cum_length[lo]) / n
+        terms = bm25s.tokenize([query], stopwords="en", show_progress=False,
+                               return_ids=False)[0]
+        for term in terms:
+            t = self.vocab.get(term)
+            if t is None:
+                continue
+            s, e = self.start[t], self.start[t + 1]
+            a = s + int(np.searchsorted(self.post[s:e], lo))
+            z = s + int(np.searchsorted(self.post[s:e], hi))
+            if a == z:  # no post of the window holds it
+                continue
+            df = z - a
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            posts, tf = self.post[a:z], self.tf[a:z]
+            tfc = tf / (K1 * ((1 - B) + B * self.lengths[posts] / mean_length) + tf)
+            out[posts - lo] += (idf * tfc).astype(np.float32)
+        return out.astype(np.float64)
 
 
 def top_k(scores: np.ndarray, created: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""Event retrieval: one index of a batch of posts, queried per task with its window's own
+statistics, against the reference of a bm25s index built from each task's window alone (what
+the event track did before), both measured in this run on the same synthetic posts.
+
+Prints: the index's build time per post, the query time per task (p50, p95) over windows of
+the given size, the reference's per-task time (timed on a few tasks), their ratio, that both
+rank the same posts with the same scores (bit for bit) on those tasks, and a projection to
+20,000 markets over 5M posts (the build grows with the posts, a query with the postings of
+its terms inside its window).
+Run: .venv/bin/python benchmarks/bench_retrieval.py [POSTS] [TASKS] [WINDOW]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from finbench.tracks.events.retrieval import PostIndex, top_k  # noqa: E402
+from tests.reference import naive_bm25_scores  # noqa: E402
+
+VOCABULARY = 20_000  # distinct words of the synthetic posts (Zipf-distributed)
+
+
+def synthetic_posts(n: int, seed: int = 1) -> list[str]:
+    """``n`` posts of 5-40 words drawn from a Zipf law over :data:`VOCABULARY` words."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(VOCABULARY)])
+    ranks = np.minimum(rng.zipf(1.2, size=n * 40), VOCABULARY) - 1
+    lengths = rng.integers(5, 41, n)
+    ends = np.cumsum(lengths)
+    flat = words[ranks[:ends[-1]]]
+    return [" ".join(flat[e - k:e]) for e, k in zip(ends, lengths, strict=True)]
+
+
+def main() -> None:
+    posts = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    tasks = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+    window = int(sys.argv[3]) if len(sys.argv) > 3 else 50_000
+    texts = synthetic_posts(posts)
+    rng = np.random.default_rng(2)
+    queries = [" ".join(f"w{int(i)}" for i in rng.integers(0, 2000, 8)) for _ in range(tasks)]
+    his = rng.integers(window, posts + 1, tasks)
+
+    t = time.process_time()
+    index = PostIndex(texts)
+    build = time.process_time() - t
+    spent = []
+    for hi, q in zip(his, queries, strict=True):
+        t = time.perf_counter()
+        index.scores(int(hi) - window, int(hi), q)
+        spent.append(time.perf_counter() - t)
+    p50, p95 = np.percentile(spent, [50, 95])
+
+    sample = 5
+    ref, same = [], True
+    for hi, q in zip(his[:sample], queries[:sample], strict=True):
+        lo, hi = int(hi) - window, int(hi)
+        t = time.perf_counter()
+        want = naive_bm25_scores(texts[lo:hi], q)
+        ref.append(time.perf_counter() - t)
+        got = index.scores(lo, hi, q)
+        ids = np.array([f"p{i}" for i in range(hi - lo)], object)
+        created = np.arange(hi - lo)
+        same &= got.tolist() == want.tolist() and \
+            top_k(got, created, ids, 5).tolist() == top_k(want, created, ids, 5).tolist()
+    per_task = float(np.median(ref))
+
+    print(f"{posts:,} posts, {tasks} tasks, windows of {window:,} posts")
+    print(f"index built once: {build:.2f} s CPU ({build / posts * 1e6:.1f} us a post)")
+    print(f"query: p50 {p50 * 1e3:.3f} ms, p95 {p95 * 1e3:.3f} ms")
+    print(f"reference, an index of the window per task: {per_task * 1e3:.1f} ms a task "
+          f"(median of {sample})")
+    print(f"speed-up per task: {per_task / p50:,.0f}x; the same posts and scores, bit for "
+          f"bit: {same}")
+    projected = build / posts * 5e6 + 2e4 * p50 * (window_scale := 5e6 / posts)
+    print(f"projected, 20,000 markets over 5M posts (build linear in posts, a query linear "
+          f"in its window's postings, windows {window_scale:.0f}x these): "
+          f"{projected / 60:.1f} CPU-minutes")
+
+
+if __name__ == "__main__":
+    main()
