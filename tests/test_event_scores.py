@@ -95,8 +95,13 @@ def test_a_frozen_frequency_asked_before_its_window_resolved_is_refused(tmp_path
     markets = [market(i, "NO", resolved="2024-03-20T12:00Z") for i in range(5)]
     models = ('[[models]]\nname = "frozen"\nkind = "frozen_frequency"\n'
               'train_from = 2024-03-01\ntrain_to = 2024-03-31\n')
-    with pytest.raises(LookaheadError, match="before the training window's last resolution"):
+    with pytest.raises(LookaheadError, match="before the training window's last resolution") \
+            as refused:
         _run(tmp_path, markets, models)
+    # found from the config and the cutoffs, in the label pass, before any post is retrieved
+    frames = [entry.name for entry in refused.traceback]
+    assert "_check_frozen" in frames and "_retrieve_all" not in frames
+    assert "5 task(s) are" in str(refused.value)
 
 
 def test_brier_parts_and_effective_events_by_hand():

@@ -57,21 +57,7 @@ class FrozenFrequency(_Reference):
     resolutions (else :class:`LookaheadError`)."""
 
     def _answer(self, inputs: Inputs):
-        c, history = self.config, inputs.history
-        day = history["resolved_at"].dt.date
-        train = history[(day >= c.train_from) & (day <= c.train_to)]
-        if c.categories is not None:
-            train = train[train["category"].isin(c.categories)]
-        if train.empty:
-            raise LookaheadError(f"models.{self.name}: no market resolved YES or NO in "
-                                 f"{c.train_from}..{c.train_to}: nothing to freeze")
-        last = train["resolved_at"].max()
-        early = inputs.tasks["t0"] <= last
-        if early.any():
-            task = inputs.tasks.loc[early, "task_id"].iat[0]
-            raise LookaheadError(f"models.{self.name}: task {task} is asked before the "
-                                 f"training window's last resolution ({last}); a frozen "
-                                 "frequency must be known at every t0 it answers")
+        train, last = frozen_window(self.config, inputs.history, inputs.tasks)
         p = float(train["y"].mean())
         n, yes = len(train), int(train["y"].sum())
         ids = ",".join(train["market_id"])
@@ -82,6 +68,31 @@ class FrozenFrequency(_Reference):
             "history_count": np.full(k, n, np.int64),
             "history_max_input_time": np.full(k, last.value, np.int64),
             "detail": json.dumps({"train": n, "yes": yes, "p": p})}
+
+
+def frozen_window(config, history: pd.DataFrame, tasks: pd.DataFrame
+                  ) -> tuple[pd.DataFrame, pd.Timestamp]:
+    """The markets a frozen frequency (``config``) is fitted on, of ``history``, and the last
+    of their resolutions; a LookaheadError when there are none, or when a task of ``tasks``
+    has its ``t0`` at or before that resolution (its frequency was not known then). The
+    event track checks its tasks with it before any retrieval, the reference when it
+    answers."""
+    day = history["resolved_at"].dt.date
+    train = history[(day >= config.train_from) & (day <= config.train_to)]
+    if config.categories is not None:
+        train = train[train["category"].isin(config.categories)]
+    if train.empty:
+        raise LookaheadError(f"models.{config.name}: no market resolved YES or NO in "
+                             f"{config.train_from}..{config.train_to}: nothing to freeze")
+    last = train["resolved_at"].max()
+    early = (tasks["t0"] <= last).to_numpy(bool)
+    if early.any():
+        task = tasks["task_id"].iat[int(np.argmax(early))]
+        raise LookaheadError(f"models.{config.name}: task {task} is asked before the "
+                             f"training window's last resolution ({last}); a frozen "
+                             "frequency must be known at every t0 it answers "
+                             f"({int(early.sum())} task(s) are)")
+    return train, last
 
 
 @register("category_rate")

@@ -17,6 +17,7 @@ from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
 from finbench.tracks.events.gate import EventContexts, Retrieved, retrieve
 from finbench.tracks.events.plan import EXCLUSIONS, OK, label_events, plan_events
 from finbench.tracks.events.prompt import EventPrompt
+from finbench.tracks.events.references import frozen_window
 
 
 class EventsTrack(Track):
@@ -55,6 +56,7 @@ class EventsTrack(Track):
         """Labels, and every task's retrieval (whatever the forecasters: reports split every
         model by whether relevant posts existed before ``t0``)."""
         labels = label_events(self.plan)
+        self._check_frozen(labels)  # (a config error needs no retrieval to be found)
         self.retrieved = self._retrieve_all(echo)
         top = np.array([r.scores[0] if r.scores else 0.0 for r in self.retrieved])
         self.labels = labels.assign(
@@ -62,6 +64,14 @@ class EventsTrack(Track):
             retrieval_top_score=top,
             retrieval_relevant=top >= self.config.context.relevant_min_score)
         return self.labels
+
+    def _check_frozen(self, labels: pd.DataFrame) -> None:
+        """Every frozen frequency known at every cutoff it will answer (the tasks that can be
+        scored: those asked), else its LookaheadError, before anything is retrieved."""
+        asked = self.tasks[(labels["status"] == OK).to_numpy(bool)]
+        for model in self.config.models:
+            if model.kind == "frozen_frequency":
+                frozen_window(model, self.history(), asked)
 
     def _retrieve_all(self, echo) -> list[Retrieved]:
         """Retrieval for every task, a calendar month of cutoffs at a time (posts read for
