@@ -408,3 +408,28 @@ def naive_bm25_scores(texts: list[str], query: str):
     if not known:
         return np.zeros(len(texts))
     return np.asarray(index.get_scores(known), dtype=np.float64)
+
+
+def naive_parse_instants(values):
+    """Times with a zone as UTC, one value at a time with ``pd.Timestamp`` (what the event
+    track's readers did): what :func:`finbench.tracks.events.markets.parse_instants` must
+    give, value for value."""
+    import numpy as np
+    import pandas as pd
+
+    from finbench.data.timestamps import END, FIRST
+
+    first, end = FIRST.tz_localize("UTC"), END.tz_localize("UTC")
+    out = pd.Series(pd.NaT, index=values.index, dtype="datetime64[ns, UTC]")
+    bad = np.zeros(len(values), dtype=bool)
+    for i, value in enumerate(values):
+        try:
+            stamp = pd.Timestamp(value)
+        except (TypeError, ValueError):
+            bad[i] = True
+            continue
+        if pd.isna(stamp) or stamp.tzinfo is None or not first <= stamp < end:
+            bad[i] = True
+        else:
+            out.iat[i] = stamp.tz_convert("UTC")
+    return out, bad

@@ -8,10 +8,14 @@ import json
 import pandas as pd
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.core.errors import DataError
+from finbench.tracks.events.markets import parse_instants
 from finbench.tracks.events.store import MANIFEST, EventStore
 from tests.helpers import cli, store_files
+from tests.reference import naive_parse_instants
 
 
 def gamma(i: int, **changes) -> dict:
@@ -163,3 +167,26 @@ def test_a_truncated_dump_names_its_file_and_byte_offset(tmp_path):
         EventStore.open_or_create(tmp_path / "s2").add_posts(two)
     two.write_bytes(first + second)  # whole: every post of both frames
     assert EventStore.open_or_create(tmp_path / "s3").add_posts(two)["posts"] == 300
+
+
+INSTANT_TEXTS = st.builds(
+    lambda y, mo, d, h, mi, sec, frac, sep, zone: f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}"
+    f"{sec}{frac}{zone}",
+    st.sampled_from([1899, 1970, 2024, 2261, 2262, 2300]), st.integers(1, 13),
+    st.integers(1, 31), st.integers(0, 24), st.integers(0, 59),
+    st.sampled_from(["", ":00", ":59", ":60"]), st.sampled_from(["", ".5", ".123456789"]),
+    st.sampled_from(["T", " "]), st.sampled_from(["Z", "+02:00", "-0530", "+14:00", "", " UTC"]))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(INSTANT_TEXTS, st.sampled_from(
+    ["2024-03-01", "garbage", "", None, 5, 1.5, "2024-03-01T12:00:00+0000"])),
+    min_size=1, max_size=12))
+def test_instants_read_a_column_at_a_time_as_one_by_one(values):
+    """ISO texts with a zone are read together, the rest one by one: every value's time and
+    flag are those of reading each value on its own (tests/reference.py)."""
+    column = pd.Series(values, dtype=object)
+    got, bad = parse_instants(column)
+    want, want_bad = naive_parse_instants(column)
+    assert bad.tolist() == want_bad.tolist()
+    assert all((pd.isna(a) and pd.isna(b)) or a == b for a, b in zip(got, want, strict=True))
