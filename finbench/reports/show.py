@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from finbench.core.errors import RunError
 from finbench.reports.writers import json_number
 from finbench.runlog.rundir import INPUTS, SCORED, check_recorded, finished_run, load_run_config
 from finbench.runlog.transcripts import Transcripts
@@ -91,3 +92,14 @@ def model_views(run_dir: Path, task_id: str, forecasts: pd.DataFrame, scored: pd
         return out
     finally:
         transcripts.close()
+
+
+def labelled_task(run_dir: Path, task_id: str) -> dict:
+    """The row of ``task_id`` in ``tasks.parquet`` with its label's columns beside it; a
+    RunError naming the id (and what ids look like) when the run has no such task."""
+    task = task_row(run_dir / "tasks.parquet", task_id)
+    if task is None:
+        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
+                       f"{first_task_id(run_dir)})")
+    label = task_row(run_dir / "labels.parquet", task_id) or {}
+    return {**task, **{k: v for k, v in label.items() if k != "task_id"}}

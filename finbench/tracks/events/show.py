@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from finbench.core.errors import RunError
-from finbench.reports.show import first_task_id, model_views, plain, task_row, task_rows
+from finbench.reports.show import labelled_task, model_views, plain, task_rows
 from finbench.tracks.events.config import REFERENCE_KINDS
 
 FORECAST_COLUMNS = ("model", "kind", "p_up", "valid", "answer_status", "error", "raw",
@@ -20,11 +20,7 @@ def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     """``task`` (with its label), ``retrieved`` (best first) and ``models`` (per model: its
     forecast, ``p_yes`` named as asked, ``scores`` and ``calls``). With ``model``, that
     model and the references."""
-    task = task_row(run_dir / "tasks.parquet", task_id)
-    if task is None:
-        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
-                       f"{first_task_id(run_dir)})")
-    label = task_row(run_dir / "labels.parquet", task_id) or {}
+    task = labelled_task(run_dir, task_id)
     forecasts = task_rows(run_dir / "forecasts.parquet", task_id)
     scored = task_rows(run_dir / "rows.parquet", task_id)
     names = forecasts["model"].tolist()
@@ -34,7 +30,7 @@ def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     references = set(forecasts.loc[forecasts["kind"].isin(REFERENCE_KINDS), "model"])
     keep = [n for n in names if model is None or n == model or n in references]
     retrieved = task_rows(run_dir / "retrieval.parquet", task_id).sort_values("rank")
-    out = {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
+    out = {"task": task,
            "retrieved": [{c: plain(r[c]) for c in ("rank", "post_id", "created_utc", "score")}
                          for _, r in retrieved.iterrows()],
            "models": model_views(run_dir, task_id, forecasts, scored, keep, FORECAST_COLUMNS,

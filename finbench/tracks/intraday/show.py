@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.reports.show import first_task_id, model_views, task_row, task_rows
+from finbench.reports.show import labelled_task, model_views, task_rows
 
 SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
 
@@ -23,11 +23,7 @@ FORECAST_COLUMNS = ("model", "kind", "p_up", "lower", "upper", "valid", "answer_
 
 def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     """:func:`show` of a run of the intraday track (checked as finished and recorded)."""
-    task = task_row(run_dir / "tasks.parquet", task_id)
-    if task is None:
-        raise RunError(f"{run_dir}: no task {task_id!r} (task ids look like "
-                       f"{first_task_id(run_dir)})")
-    label = task_row(run_dir / "labels.parquet", task_id) or {}
+    task = labelled_task(run_dir, task_id)
     forecasts = task_rows(run_dir / "forecasts.parquet", task_id)
     scored = task_rows(run_dir / "rows.parquet", task_id) if (run_dir / "rows.parquet").is_file() \
         else pd.DataFrame({"model": []})
@@ -38,7 +34,7 @@ def task_view(run_dir: Path, task_id: str, model: str | None = None) -> dict:
     baselines = set(forecasts.loc[forecasts["kind"].isin(
         ["coin", "base_rate", "momentum", "climatology"]), "model"])
     keep = [n for n in names if model is None or n == model or n in baselines]
-    return {"task": {**task, **{k: v for k, v in label.items() if k != "task_id"}},
+    return {"task": task,
             "models": model_views(run_dir, task_id, forecasts, scored, keep, FORECAST_COLUMNS,
                                   SCORE_COLUMNS)}
 
