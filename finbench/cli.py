@@ -8,6 +8,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from finbench.core.blas import one_blas_thread
 from finbench.core.errors import FinbenchError
 from finbench.core.memory import keep_freed_memory
 from finbench.core.version import describe_version
@@ -426,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # nothing imported yet that allocates through pyarrow
     # for the whole command (finbench.core.memory); a run keeps pyarrow's pages too
     keep_freed_memory(arrow_pages=args.func is _run)
+    one_blas_thread()  # small products, not spread over the cores (finbench.core.blas)
     try:
         return int(args.func(args) or 0)
     except FinbenchError as exc:

@@ -1,6 +1,7 @@
 """Freed memory kept inside a command (finbench.core.memory): glibc's heap keeps a freed block
 of 16 MiB where it would have handed it back, once the function has run or once a command has
-started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees."""
+started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees.
+And every command gives numpy's OpenBLAS one thread (finbench.core.blas)."""
 
 import os
 import subprocess
@@ -100,3 +101,44 @@ def test_too_late_to_keep_arrow_pages_once_pyarrow_is_loaded(monkeypatch):
     monkeypatch.delenv("MIMALLOC_PURGE_DELAY", raising=False)
     assert keep_freed_memory(arrow_pages=True) is False
     assert "MIMALLOC_PURGE_DELAY" not in os.environ  # nothing said that would not be heard
+
+
+BLAS_PROBE = """
+import ctypes, glob, os, sys
+from finbench.cli import main
+main(sys.argv[1:])  # a command that fails at once: its set-up is done
+import numpy as np
+found = glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*openblas*.so*"))
+threads = -1
+for path in found:  # numpy's own OpenBLAS (PyPI wheels): how many threads it was given
+    lib = ctypes.CDLL(path)
+    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
+        if hasattr(lib, name):
+            threads = getattr(lib, name)()
+            break
+print(os.environ.get("OPENBLAS_NUM_THREADS"), threads)
+"""
+
+
+@pytest.mark.parametrize(("given", "want"), [(None, "1"), ("2", "2")])
+def test_a_command_gives_numpy_one_blas_thread_unless_told(tmp_path, given, want):
+    """Every command asks OpenBLAS for one thread (finbench.core.blas), before numpy loads
+    it; a user's own setting is kept. Where numpy's library can be asked, it has them."""
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env = {**clean, "PYTHONPATH": str(ROOT), **({"OPENBLAS_NUM_THREADS": given} if given else {})}
+    done = subprocess.run([sys.executable, "-c", BLAS_PROBE, "report", str(tmp_path / "none")],
+                          capture_output=True, text=True, check=True, env=env)
+    setting, threads = done.stdout.split()
+    assert setting == want
+    if int(threads) >= 0:  # (-1: not numpy's wheel of OpenBLAS; the setting alone is checked)
+        assert int(threads) == min(int(want), os.cpu_count() or 1)
+
+
+def test_too_late_to_ask_for_one_blas_thread_once_numpy_is_loaded(monkeypatch):
+    import numpy  # noqa: F401 - loaded, as in this test process
+
+    from finbench.core.blas import one_blas_thread
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert one_blas_thread() is False
+    assert "OPENBLAS_NUM_THREADS" not in os.environ

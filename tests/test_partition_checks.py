@@ -18,7 +18,9 @@ ZONE = "America/New_York"
 FIRST = dt.date(2025, 1, 13)
 DEFECTS = ("none", "none", "swap", "off_date", "low_above_high", "repeat", "empty", "bad_ticker",
            "unreadable", "other_schema", "from_the_day_before", "unaligned", "ts_as_text",
-           "ts_renamed")
+           "ts_renamed", "nan_price", "infinite_price", "tiny_price", "open_above_high",
+           "close_below_low", "negative_volume", "nan_volume", "missing_ticker", "missing_ts",
+           "padded_ticker", "empty_ticker", "same_ts_twice")
 
 
 def partition(day: dt.date, bars: list[tuple[str, int]]) -> pd.DataFrame:
@@ -30,6 +32,18 @@ def partition(day: dt.date, bars: list[tuple[str, int]]) -> pd.DataFrame:
                                          dtype="datetime64[ns, UTC]"),
                          "open": 100.0, "high": 101.0, "low": 99.0, "close": 100.5,
                          "volume": 10.0})
+
+
+PRICES = ["open", "high", "low", "close"]
+VALUE_EDITS = {  # defect: (row, columns, the value written there)
+    "nan_price": (-1, PRICES, np.nan), "infinite_price": (-1, PRICES, np.inf),
+    "tiny_price": (-1, PRICES, 1e-13), "open_above_high": (0, ["open"], 101.5),
+    "close_below_low": (-1, ["close"], 98.0), "negative_volume": (0, ["volume"], -1.0),
+    "nan_volume": (0, ["volume"], np.nan), "missing_ticker": (-1, ["ticker"], None),
+    "missing_ts": (-1, ["ts"], pd.NaT),
+    "padded_ticker": (0, ["ticker"], " AAPL"),  # accepted by the ingest, which strips it
+    "empty_ticker": (0, ["ticker"], ""),
+}
 
 
 def damage(frame: pd.DataFrame, defect: str, before: pd.DataFrame | None) -> pd.DataFrame:
@@ -51,6 +65,13 @@ def damage(frame: pd.DataFrame, defect: str, before: pd.DataFrame | None) -> pd.
         frame = pd.concat([before.iloc[:1], frame]).reset_index(drop=True)
     elif defect == "unaligned":
         frame.loc[frame.index[0], "ts"] += pd.Timedelta(seconds=1)
+    elif defect in VALUE_EDITS:
+        rows, columns, value = VALUE_EDITS[defect]
+        frame = frame.astype({"ticker": object}) if columns == ["ticker"] else frame
+        frame.loc[frame.index[rows], columns] = value
+    elif defect == "same_ts_twice" and len(frame):  # the first bar again, with other prices
+        again = frame.iloc[:1].assign(close=100.25)
+        frame = pd.concat([again, frame]).reset_index(drop=True)
     return frame
 
 
@@ -113,32 +134,36 @@ def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows)
 @pytest.fixture
 def rule_calls(monkeypatch) -> list[tuple[str, int]]:
     """(file, rows) of every frame the ingest's rules are applied to ("batch": several
-    partitions at once)."""
+    partitions at once), and ("clean", rows) of every set of partitions checked on their
+    Arrow columns first."""
     import finbench.data.partition_checks as checks
 
     calls = []
-    real = checks._rule_problems
+    real, clean = checks._rule_problems, checks._clean
     monkeypatch.setattr(checks, "_rule_problems", lambda frame, file, seconds: calls.append(
         (file, len(frame))) or real(frame, file, seconds))
+    monkeypatch.setattr(checks, "_clean", lambda group, **kw: calls.append(
+        ("clean", sum(t.num_rows for *_, t in group))) or clean(group, **kw))
     return calls
 
 
 def test_clean_partitions_are_read_and_checked_as_one_frame(rule_calls):
-    """Eight clean partitions under the row budget: one check of them all (the rules' fixed
-    cost paid once); one broken among them: each checked alone, the broken one named."""
+    """Eight clean partitions under the row budget: one check of them all on their Arrow
+    columns (the fixed cost paid once), no frame made; one broken among them: the ingest's
+    rules on them together, then on each alone, the broken one named."""
     days = [FIRST + dt.timedelta(days=k) for k in range(8)]
     tables = {f"bars/date={d}/part.parquet": table_of(partition(d, [("AAPL", 0), ("MSFT", 1)]),
                                                       "none") for d in days}
     items = [(d, f"bars/date={d}/part.parquet") for d in days]
     assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == []
-    assert rule_calls == [("batch", 16)]
+    assert rule_calls == [("clean", 16)]
     rule_calls.clear()
     rel = items[5][1]
     tables[rel] = table_of(damage(partition(days[5], [("AAPL", 0), ("MSFT", 1)]), "swap", None),
                            "none")
     assert chunk_problems(items, tables.__getitem__, timezone=ZONE, bar_seconds=60) == [
         f"{rel}: rows are not sorted by ticker then ts"]
-    assert [c[0] for c in rule_calls] == ["batch", *(i[1] for i in items)]
+    assert [c[0] for c in rule_calls] == ["clean", "batch", *(i[1] for i in items)]
 
 
 @pytest.mark.parametrize("rows", [0, 1])
@@ -149,7 +174,28 @@ def test_a_partition_too_large_to_share_a_check_is_checked_alone(rows, rule_call
     want = [] if rows else ["small: rule 'file has at least one row'"]
     assert chunk_problems(items, {"big": big, "small": small}.__getitem__, timezone=ZONE,
                           bar_seconds=60, batch_rows=4) == want
-    assert rule_calls == [("big", 6), ("small", rows)]  # never one frame of both
+    # never one check of both; the empty one is sent to the ingest's rules, which name it
+    assert rule_calls == [("clean", 6), ("clean", rows), *([("small", 0)] if not rows else [])]
+
+
+@pytest.mark.parametrize("defect", [d for d in DEFECTS if d not in (
+    "none", "unreadable", "from_the_day_before", "ts_as_text", "ts_renamed", "other_schema")])
+def test_a_partition_breaking_a_rule_is_never_passed_by_the_arrow_check(defect):
+    """Each defect alone, in a partition of the store's layout: the check on Arrow columns
+    refuses it, and the ingest's rules name it (a padded ticker, which the ingest strips and
+    accepts, is refused by the first all the same: it is stricter, never laxer)."""
+    from finbench.data.partition_checks import _clean
+
+    rows = [("AAPL", 0), ("AAPL", 1), ("MSFT", 0), ("MSFT", 2)]
+    table = table_of(damage(partition(FIRST, rows), defect, None), defect)
+    assert not _clean([(FIRST, "p", table)], timezone=ZONE, bar_seconds=60)
+    said = bar_problems(table.to_pandas(), FIRST, "p", timezone=ZONE, bar_seconds=60)
+    if defect == "padded_ticker":
+        assert said == []
+    else:
+        assert said
+    assert _clean([(FIRST, "p", table_of(partition(FIRST, rows), "none"))], timezone=ZONE,
+                  bar_seconds=60)
 
 
 def test_verify_reads_each_partition_once(sample_store, monkeypatch):

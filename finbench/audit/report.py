@@ -15,8 +15,6 @@ from pathlib import Path
 
 from finbench.core.errors import FinbenchError
 from finbench.data.store import sha256_file
-from finbench.reports.build import report
-from finbench.reports.figures import FiguresFailed
 from finbench.reports.receipt import FORMAT, PAGE, REPORT, drawn_by, report_files
 from finbench.runlog.rundir import MANIFEST
 
@@ -64,6 +62,9 @@ def _receipt_problems(run_dir: Path, receipt: dict, files: dict, present: list[s
 def _drawn_again(run_dir: Path, receipt: dict) -> list[str]:
     """The report drawn again in a scratch folder from the run's files, file by file against
     the run's own."""
+    from finbench.reports.build import report  # (matplotlib: only where a report is)
+    from finbench.reports.figures import FiguresFailed
+
     ours = drawn_by()
     same = all(receipt.get(k) == v for k, v in ours.items())
     with tempfile.TemporaryDirectory(prefix="finbench-audit-report-") as tmp:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable
+from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,8 @@ def group_problems(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
     """The problems of partitions ``(day, rel, table)``: checked as one frame when they can
     be (more than one, every one holding rows, all of one schema) and that frame keeps
     every rule; else each alone (:func:`bar_problems`)."""
+    if _clean(group, timezone=timezone, bar_seconds=bar_seconds):
+        return []
     if len(group) > 1 and all(t.num_rows for *_, t in group) and all(
             t.schema.equals(group[0][2].schema) for *_, t in group):
         tables = [t for *_, t in group]
@@ -74,6 +77,52 @@ def group_problems(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
     return [p for day, rel, table in group
             for p in bar_problems(table.to_pandas(), day, rel, timezone=timezone,
                                   bar_seconds=bar_seconds)]
+
+
+def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
+           bar_seconds: int) -> bool:
+    """Whether partitions laid out as the store writes them (:data:`BARS_SCHEMA`) keep every
+    rule, decided on their Arrow columns with no frame made: True only when each rule the
+    ingest's check (:func:`bar_problems`) applies holds, and stricter where that is cheaper
+    (no text is stripped: a ticker with a space around it is sent to the full check, which
+    names it). False sends the partitions to the full check, which finds and words what
+    they break; so the problems found are the full check's, always."""
+    from finbench.core.names import ticker_problem
+    from finbench.data.schema import BARS_SCHEMA, PRICE_COLUMNS, PRICE_RANGE
+    from finbench.data.timestamps import END, FIRST
+
+    tables = [t for *_, t in group]
+    if not tables or not all(t.num_rows and t.schema.equals(BARS_SCHEMA) for t in tables):
+        return False
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if any(table.column(name).null_count for name in table.column_names):
+        return False
+    if any(ticker_problem(name) is not None
+           for name in pc.unique(table.column("ticker")).to_pylist()):
+        return False
+    v = {name: table.column(name).to_numpy() for name in (*PRICE_COLUMNS, "volume")}
+    low, high = PRICE_RANGE
+    with np.errstate(invalid="ignore"):
+        prices = reduce(np.logical_and, [(v[c] >= low) & (v[c] <= high) for c in PRICE_COLUMNS])
+        prices &= v["low"] <= v["high"]
+        for col in ("open", "close"):
+            prices &= (v["low"] <= v[col]) & (v[col] <= v["high"])
+        if not (prices.all() and (v["volume"] >= 0).all() and np.isfinite(v["volume"]).all()):
+            return False  # (NaN fails every comparison; an infinite price lies outside)
+    ts = table.column("ts").to_numpy().astype(np.int64)
+    first, end = FIRST.tz_localize("UTC").value, END.tz_localize("UTC").value
+    if not ((ts >= first) & (ts < end)).all() or (ts % (bar_seconds * 1_000_000_000)).any():
+        return False
+    lengths = np.array([t.num_rows for t in tables], np.int64)
+    # (ticker, ts) strictly increasing inside each partition: sorted, and no bar repeated
+    if not _sorted_by_ticker_ts(table, np.cumsum(lengths)[:-1], strict=True):
+        return False
+    days = np.array([day for day, *_ in group], "datetime64[D]")  # distinct: one a partition
+    lo, hi, steady = _date_bounds(days, timezone)
+    if not steady.all():  # near a change of offset: each start converted (:func:`_off_date`)
+        frame = pd.DataFrame({"ts": pd.DatetimeIndex(ts, tz="UTC")})
+        return not len(_off_date(frame, np.repeat(days, lengths), timezone))
+    return bool(((ts >= np.repeat(lo, lengths)) & (ts < np.repeat(hi, lengths))).all())
 
 
 def bar_problems(frame: pd.DataFrame, day: dt.date, rel: str, *, timezone: str,
@@ -155,17 +204,23 @@ def _date_bounds(days: np.ndarray, timezone: str) -> tuple[np.ndarray, np.ndarra
     return lo, hi, steady
 
 
-def _sorted_by_ticker_ts(frame: pd.DataFrame, starts: np.ndarray | None = None) -> bool:
-    """Whether rows are in (ticker, ts) order, ties allowed (compared as whole columns);
-    ``starts``: rows that begin a partition of their own, compared with no row before them."""
+def _sorted_by_ticker_ts(frame: pd.DataFrame | pa.Table, starts: np.ndarray | None = None,
+                         *, strict: bool = False) -> bool:
+    """Whether rows are in (ticker, ts) order, ties allowed unless ``strict`` (compared as
+    whole columns); ``starts``: rows that begin a partition of their own, compared with no
+    row before them."""
     if len(frame) < 2:
         return True
-    ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
-    ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    if isinstance(frame, pa.Table):
+        ticker = frame.column("ticker").combine_chunks()
+        ts = frame.column("ts").to_numpy().astype(np.int64)
+    else:
+        ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
+        ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
     later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
     after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
     same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
-    ordered = after | (same & (ts[1:] >= ts[:-1]))
+    ordered = after | (same & ((ts[1:] > ts[:-1]) if strict else (ts[1:] >= ts[:-1])))
     if starts is not None and len(starts):
         ordered[np.asarray(starts) - 1] = True  # the pair across a partition's start
     return bool(ordered.all())
