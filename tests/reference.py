@@ -433,3 +433,58 @@ def naive_parse_instants(values):
         else:
             out.iat[i] = stamp.tz_convert("UTC")
     return out, bad
+
+
+def naive_dump_post(line: str, number: int) -> tuple[tuple | None, list[str]]:
+    """One line of a posts dump, every rule checked in turn with no fast path: ``((post_id,
+    created ns, subreddit, kind, text), [])`` or ``(None, problems)``."""
+    import json
+
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, [f"line {number}: not JSON ({exc.msg})"]
+    if not isinstance(obj, dict):
+        return None, [f"line {number}: a JSON object per line (got {type(obj).__name__})"]
+    why = []
+    ident = obj.get("id")
+    if not isinstance(ident, str) or not ident.strip() or any(c.isspace() for c in ident):
+        why.append(f"id {ident!r}: a non-empty text without whitespace")
+    value = obj.get("created_utc")
+    created = _naive_seconds(value)
+    if created is None:
+        why.append(f"created_utc {value!r}: whole seconds since 1970 between 2005 and 2100")
+    kind = text = None
+    if "title" in obj:
+        title, body = obj.get("title"), obj.get("selftext")
+        body = body if isinstance(body, str) else ""
+        kind = "t3"
+        text = None if not isinstance(title, str) else (
+            title if not body.strip() else f"{title}\n\n{body}")
+    elif "body" in obj:
+        kind, text = "t1", obj.get("body")
+    else:
+        why.append("neither title (a submission) nor body (a comment)")
+    if kind and not isinstance(text, str):
+        why.append("title/selftext or body: text")
+    subreddit = obj.get("subreddit")
+    if not isinstance(subreddit, str) or not subreddit:
+        why.append(f"subreddit {subreddit!r}: a non-empty text")
+    if why:
+        return None, [f"line {number}: {w}" for w in why]
+    return (f"{kind}_{ident}", created * 1_000_000_000, subreddit,
+            "submission" if kind == "t3" else "comment", text), []
+
+
+def _naive_seconds(value) -> int | None:
+    """Whole seconds from 2005 to 2100, given as a number or as a numeric text."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if math.isfinite(number) and number == int(number) and (
+            1104537600 <= int(number) < 4102444800):  # 2005-01-01 to 2100-01-01
+        return int(number)
+    return None

@@ -626,3 +626,96 @@ def test_the_event_audit_names_a_column_taken_from_a_table(reference_run, tmp_pa
     problems = audit_run(copy)
     assert any(p.startswith(f"{table}.parquet: content differs from the hash") for p in problems)
     assert any(named in p for p in problems), problems
+
+
+DUMP_VALUES = {
+    "id": st.sampled_from(["abc", "", " ", "a b", "a\u2003b", "x\x1fy", 5, None, ["a"], "é1"]),
+    "created_utc": st.sampled_from([1704207600, 1704207600.0, 1704207600.5, "1704207600",
+                                    " 1704207600 ", "1.7e9", True, None, 10**400, 2**63,
+                                    1104537599, 4102444800, 4102444799, -5, "nan", 1e400]),
+    "subreddit": st.sampled_from(["x", "", None, 3, "wallstreetbets"]),
+    "title": st.sampled_from(["T", "", None, 4]), "selftext": st.sampled_from(["", "  ", "b", None]),
+    "body": st.sampled_from(["words", "", None, 7, "ü"]),
+}
+
+
+ABSENT = object()
+WELL_FORMED = [{"id": "abc", "created_utc": 1704207600, "subreddit": "x", "body": "words"},
+               {"id": "q1", "created_utc": 1704207601, "subreddit": "x", "title": "T",
+                "selftext": "b"}]
+
+
+def _dump_line(base: dict, changes: dict) -> str:
+    obj = {**base, **changes}
+    return json.dumps({k: v for k, v in obj.items() if v is not ABSENT})
+
+
+# a well-formed line with up to three fields changed (to another value, or taken away), or a
+# line that is no JSON object
+DUMP_LINES = st.one_of(
+    st.builds(_dump_line, st.sampled_from(WELL_FORMED), st.dictionaries(
+        st.sampled_from(sorted(DUMP_VALUES)), st.none(), max_size=3).flatmap(
+        lambda keys: st.fixed_dictionaries({k: st.one_of(st.just(ABSENT), DUMP_VALUES[k])
+                                            for k in keys}))),
+    st.sampled_from(["[1]", "{x", '"text"', "{} {}", '{"id": "a", "id": "b"}']))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(DUMP_LINES, min_size=1, max_size=12))
+def test_dump_lines_read_as_every_rule_checked_in_turn(lines):
+    """A dump's lines (well-formed or breaking any rule, in any mix) give the posts and the
+    problems of a reader checking every rule of every line in turn (tests/reference.py): the
+    shortcut for well-formed lines takes nothing the rules refuse, and the same values."""
+    from finbench.tracks.events.posts import POSTS_SCHEMA, _post
+    from tests.reference import naive_dump_post
+
+    columns = {name: [] for name in POSTS_SCHEMA.names}
+    problems, want_rows, want_problems = [], [], []
+    for number, line in enumerate(lines, 1):
+        _post(line, number, columns, problems)
+        row, why = naive_dump_post(line, number)
+        want_problems += why
+        want_rows += [row] if row else []
+    assert problems == want_problems
+    assert list(zip(*columns.values(), strict=True)) == want_rows
+
+
+def test_a_dump_is_stored_a_date_at_a_time_as_the_whole_table_would_be(tmp_path, monkeypatch):
+    """Posts read in batches of 7 lines, spread over three dates (one already in the store):
+    each date's partition is the one all its posts, old and new, sorted by time and id, give
+    when written whole; the spilled batches are gone as each date is done."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    import finbench.tracks.events.posts as posts
+    from finbench.tracks.events.posts import POSTS_SCHEMA, read_dump
+
+    monkeypatch.setattr(posts, "BATCH_LINES", 7)
+    day = 1704067200  # 2024-01-01
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(json.dumps({"id": f"a{i}", "created_utc": day + 86_400 + i * 97,
+                                         "subreddit": "x", "body": f"old {i}"}) + "\n"
+                             for i in range(5)))
+    second = tmp_path / "second.jsonl"
+    second.write_text("".join(json.dumps({"id": f"b{i}", "created_utc": day + (i % 3) * 86_400
+                                          + (40 - i) * 61, "subreddit": "y", "title": f"t{i}",
+                                          "selftext": ""}) + "\n" for i in range(40)))
+    store = EventStore.open_or_create(tmp_path / "store")
+    store.add_posts(first)
+    spilled = []
+    real = pq.write_table
+    monkeypatch.setattr(pq, "write_table", lambda t, f, **k: spilled.append(Path(f)) or real(
+        t, f, **k))
+    assert store.add_posts(second)["posts"] == 40
+    every = pa.concat_tables([t for dump in (first, second) for t in read_dump(dump, {})])
+    dates = every.column("created_utc").to_pandas().dt.date
+    for d in sorted(set(dates)):
+        want = every.filter(pa.array((dates == d).to_numpy()))
+        want = want.take(pc.sort_indices(want, [("created_utc", "ascending"),
+                                                        ("post_id", "ascending")]))
+        reference = tmp_path / f"want-{d}.parquet"
+        real(want, reference)
+        stored = tmp_path / "store" / f"posts/date={d}/part.parquet"
+        assert stored.read_bytes() == reference.read_bytes(), d
+        assert pq.read_table(stored).schema.equals(POSTS_SCHEMA)
+    assert spilled and not any(f.exists() for f in spilled)  # spills and finished dates moved

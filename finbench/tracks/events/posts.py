@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import io
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,7 @@ BATCH_LINES = 100_000
 MAX_PROBLEMS = 50
 # the dumps are compressed with long windows (zstd --long=31): the decoder must allow them
 MAX_WINDOW = 2 ** 31
+_NO_SPACE = re.compile(r"\S+")  # \S: what str.isspace() says is not whitespace
 
 
 class _Hashing(io.RawIOBase):
@@ -172,34 +174,45 @@ def _post(line: str, number: int, columns: dict[str, list], problems: list[str])
     if isinstance(obj, str):
         problems.append(f"line {number}: {obj}")
         return
-    why = []
-    ident = obj.get("id")
-    if not isinstance(ident, str) or not ident.strip() or any(c.isspace() for c in ident):
-        why.append(f"id {ident!r}: a non-empty text without whitespace")
-    created = _seconds(obj.get("created_utc"))
-    if created is None:
-        why.append(f"created_utc {obj.get('created_utc')!r}: whole seconds since 1970 "
-                   "between 2005 and 2100")
+    ident, created, subreddit = obj.get("id"), obj.get("created_utc"), obj.get("subreddit")
     if "title" in obj:
         kind, text = "t3", _join(obj.get("title"), obj.get("selftext"))
     elif "body" in obj:
         kind, text = "t1", obj.get("body")
     else:
         kind, text = None, None
-        why.append("neither title (a submission) nor body (a comment)")
-    if kind and not isinstance(text, str):
-        why.append("title/selftext or body: text")
-    subreddit = obj.get("subreddit")
-    if not isinstance(subreddit, str) or not subreddit:
-        why.append(f"subreddit {subreddit!r}: a non-empty text")
-    if why:
-        problems.extend(f"line {number}: {w}" for w in why)
-        return
+    # what nearly every line of a dump is (a text id, whole seconds as a JSON integer): taken
+    # at once; any other line is checked rule by rule below, and named where it breaks one
+    if not (type(ident) is str and _NO_SPACE.fullmatch(ident) and type(created) is int
+            and EARLIEST <= created < LATEST and kind and type(text) is str
+            and type(subreddit) is str and subreddit):
+        why = _problems(obj, ident, kind, text, subreddit)
+        if why:
+            problems.extend(f"line {number}: {w}" for w in why)
+            return
+        created = _seconds(created)
     columns["post_id"].append(f"{kind}_{ident}")
     columns["created_utc"].append(created * 1_000_000_000)
     columns["subreddit"].append(subreddit)
     columns["kind"].append("submission" if kind == "t3" else "comment")
     columns["text"].append(text)
+
+
+def _problems(obj: dict, ident, kind, text, subreddit) -> list[str]:
+    """The rules a dump line's object breaks."""
+    why = []
+    if not isinstance(ident, str) or not ident.strip() or any(c.isspace() for c in ident):
+        why.append(f"id {ident!r}: a non-empty text without whitespace")
+    if _seconds(obj.get("created_utc")) is None:
+        why.append(f"created_utc {obj.get('created_utc')!r}: whole seconds since 1970 "
+                   "between 2005 and 2100")
+    if kind is None:
+        why.append("neither title (a submission) nor body (a comment)")
+    elif not isinstance(text, str):
+        why.append("title/selftext or body: text")
+    if not isinstance(subreddit, str) or not subreddit:
+        why.append(f"subreddit {subreddit!r}: a non-empty text")
+    return why
 
 
 def _seconds(value) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -261,7 +262,7 @@ class EventStore:
                 pq.write_table(part, file)
                 chunks.setdefault(day.date(), []).append(file)
         updates, posts = {}, 0
-        for day, files in sorted(chunks.items()):
+        for day, files in sorted(chunks.items()):  # a date at a time, written out at once
             table = pa.concat_tables(pq.read_table(f) for f in files)
             posts += table.num_rows
             rel = _post_rel(day)
@@ -270,7 +271,11 @@ class EventStore:
             _refuse_duplicates(table, dump, day)
             order = pc.sort_indices(table, [("created_utc", "ascending"),
                                             ("post_id", "ascending")])
-            updates[rel] = _table_writer(table.take(order))
+            done = tmp / f"{day}.parquet"
+            pq.write_table(table.take(order), done)
+            for f in files:
+                f.unlink()
+            updates[rel] = _moved(done)
         return updates, {"posts": posts, "dates": len(chunks), **facts}, facts
 
     def _commit(self, updates: dict, *, source: dict | None = None, dump: dict | None = None
@@ -331,8 +336,10 @@ def _writer(frame: pd.DataFrame):
     return lambda tmp: frame.to_parquet(tmp, index=False)
 
 
-def _table_writer(table: pa.Table):
-    return lambda tmp: pq.write_table(table, tmp)
+def _moved(done: Path):
+    """A writer that moves the finished file ``done`` (beside the store: one file system)
+    into place."""
+    return lambda tmp: os.replace(done, tmp)
 
 
 def _refuse_duplicates(table: pa.Table, dump, day: dt.date) -> None:
