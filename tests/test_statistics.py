@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.scoring.bootstrap import Draws, cluster_weights, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
@@ -228,3 +230,46 @@ def test_cluster_codes_number_clusters_in_the_order_of_their_texts():
         by_text = pd.factorize(text.to_numpy(object), sort=True)[0]
         assert (cluster_codes_of(rows, kind) == by_text).all(), kind
         assert (cluster_codes_of(rows.astype(object), kind) == by_text).all(), kind
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6, allow_nan=False), st.sampled_from(
+    [0.0, 1.0, -1.0, 0.1, np.nan, np.inf, -np.inf])), min_size=0, max_size=400),
+       st.one_of(st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99, 1.0, 0.0]),
+                 st.floats(0, 1, allow_nan=False)))
+def test_percentile_interval_is_numpys_linear_rule_bit_for_bit(values, level):
+    """The bootstrap's interval of replicates (finite ones only) is what ``np.percentile``
+    gives, to the last bit, for any replicates (ties, one, none, infinities left out) and any
+    level."""
+    from finbench.scoring.bootstrap import _percentile
+
+    reps = np.array(values, float)
+    finite = reps[np.isfinite(reps)]
+    got = _percentile(reps, level)
+    if not len(finite):
+        assert all(math.isnan(v) for v in got)
+        return
+    tail = (1 - level) / 2 * 100
+    want = np.percentile(finite, [tail, 100 - tail])
+    assert np.array_equal(np.array(got), want), (got, want)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 30), st.floats(-100, 100, allow_nan=False)),
+                min_size=0, max_size=60),
+       st.sampled_from(["int64", "int32", "uint8", "float64", "str"]))
+def test_cluster_sums_by_code_are_those_through_sorted_values(rows, kind):
+    """Each cluster's sum and count, clusters given as small codes (summed by code) or as
+    other values (found through their sorted distinct values): the same arrays, bit for bit,
+    the same clusters in the same order."""
+    from finbench.scoring.bootstrap import _sums
+
+    codes = np.array([c for c, _ in rows], np.int64)
+    values = np.array([v for _, v in rows], float)
+    clusters = codes.astype("U3") if kind == "str" else codes.astype(kind)
+    _, inverse = np.unique(clusters, return_inverse=True)
+    k = inverse.max() + 1 if len(inverse) else 0
+    want = (np.bincount(inverse, weights=values, minlength=k), np.bincount(inverse, minlength=k))
+    got = _sums(values, clusters)  # (texts sort as texts: "10" before "2")
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert got[1].dtype.kind in "iu" and len(got[1]) == len(np.unique(codes))
