@@ -4,7 +4,10 @@ after 100 ms, in three layers measured in one run so each can be told from the n
 1. the server alone, driven by a bare asyncio client (raw HTTP/1.1): shows it is not the
    bottleneck (its own process; its CPU read from /proc);
 2. the official ``openai`` client alone (``client.post`` of the same request bodies, nothing
-   else): the floor any engine built on it has;
+   else): the floor any engine built on it has; and (2b) the same with the client's aiohttp
+   transport (``openai.DefaultAioHttpClient``, where aiohttp is installed), which the engine
+   does not use: it reports a connection the server dropped as a timeout (the client's
+   vendored transport maps every aiohttp connection error to ``httpx.ConnectTimeout``);
 3. FinBench's engine (``OpenAIForecaster.run_stream``: cache, rate limits, answer validation,
    journal, transcripts), prompts rendered beforehand and timed apart.
 
@@ -16,6 +19,7 @@ client CPU per call (target <= 2 ms for the engine), and prompt rendering per ta
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -70,12 +74,14 @@ async def raw_client(url: str, bodies: list[bytes]) -> None:
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
-async def sdk_alone(url: str, bodies: list[bytes]) -> None:
+async def sdk_alone(url: str, bodies: list[bytes], transport: str = "httpx") -> None:
     """The openai client alone: the same POSTs through ``client.post`` (bodies as the engine
-    sends them: JSON bytes), answers discarded."""
-    from openai import AsyncOpenAI
+    sends them: JSON bytes), answers discarded; ``transport``: the client's HTTP transport
+    (``httpx``, its default, or ``aiohttp``: ``openai.DefaultAioHttpClient``)."""
+    from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    clients = [AsyncOpenAI(api_key="sk-bench", base_url=url, timeout=30, max_retries=0)
+    clients = [AsyncOpenAI(api_key="sk-bench", base_url=url, timeout=30, max_retries=0,
+                           http_client=DefaultAioHttpClient() if transport == "aiohttp" else None)
                for _ in range(CONCURRENCY // 8)]
     semaphore = asyncio.Semaphore(CONCURRENCY)
 
@@ -129,6 +135,9 @@ def main() -> None:
         timed("1. server alone (raw asyncio client)", server.pid,
               lambda: asyncio.run(raw_client(url, raw)))
         timed("2. openai client alone", server.pid, lambda: asyncio.run(sdk_alone(url, raw)))
+        if importlib.util.find_spec("aiohttp"):
+            timed("2b. openai client alone, aiohttp", server.pid,
+                  lambda: asyncio.run(sdk_alone(url, raw, "aiohttp")))
         forecaster.plan = lambda _inputs: plan  # the engine without re-rendering
         with tempfile.TemporaryDirectory() as tmp:
             cache = ResponseCache(Path(tmp) / "c.sqlite")

@@ -455,6 +455,15 @@ def test_a_damaged_partition_stops_a_run_naming_it(tmp_path):
     assert checked.returncode != 0 and f"{rel}: content hash" in checked.stdout + checked.stderr
 
 
+def _as_from_a_shell() -> None:
+    """In the child before it runs: SIGINT at its default and not blocked, as a shell starts a
+    command. A test process may hold it ignored by the time this test runs (in the whole
+    suite under pytest-xdist it was, after the Dask tests: a child inherits that, and Python
+    then keeps SIGINT ignored, so the run went on to its end)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path, server,
                                                                       llm_env):
     """SIGINT (Ctrl-C) while a run makes its forecasts (a language model answering, each
@@ -469,7 +478,8 @@ def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path,
         llm_toml(server.base_url, "concurrency = 4\n"))
     started = subprocess.Popen([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
                                 str(tmp_path / "run")], env={**os.environ, **ENV_PATH},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_as_from_a_shell)
     deadline = time.monotonic() + 120
     while server.total < 5 and started.poll() is None:  # the model has begun answering
         assert time.monotonic() < deadline

@@ -660,7 +660,7 @@ DUMP_LINES = st.one_of(
     st.sampled_from(["[1]", "{x", '"text"', "{} {}", '{"id": "a", "id": "b"}']))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(DUMP_LINES, min_size=1, max_size=12))
 def test_dump_lines_read_as_every_rule_checked_in_turn(lines):
     """A dump's lines (well-formed or breaking any rule, in any mix) give the posts and the
