@@ -7,15 +7,18 @@ run and the floor are timed in turn, so that both meet the same spells of load):
     as the run reads them: the stricter reference), and a baselines-only `finbench run`
     (subprocess: wall time and peak RSS), as a ratio (target <= 2x; RSS <= 4 GB);
   - a floor under any such run: starting Python with the run's imports, the reference read,
-    and writing the run's forecast table (docs/spec.md §9's forecasts.parquet) once, computing
-    nothing; timed as the run is, as one new process (its parts are also printed, timed on
-    their own: the read and the write in this process, warm, which a new process is not);
+    and writing the run's outputs (its forecast table, docs/spec.md §9's forecasts.parquet,
+    encoded once; every other file the run writes, as bytes), computing nothing; timed as the
+    run is, as one new process (its parts are also printed, timed on their own: the read and
+    the table's write in this process, warm, which a new process is not);
   - the naive per-task reference (pandas filters over the whole frame) timed on a sample of
     tasks and extrapolated, as a speed-up (target >= 300x);
   - 10M rows of scoring with the validated public rules against bare numpy one-liners
     (target <= 1.5x), and a 1,000-replicate session bootstrap on those rows;
-  - `finbench report` of the run (every table with its 2,000-replicate session bootstraps,
-    500 tickers' rows among them, and the figures): wall time and peak RSS;
+  - `finbench audit` of the run, then `finbench report` (every table with its 2,000-replicate
+    session bootstraps, 500 tickers' rows among them, and the figures), each the median CPU of
+    three (with the processes they start) against the median CPU of the three runs (target
+    <= 1x), with wall time and peak RSS;
   - where the run's time goes: each step's wall time and CPU (all threads and the helper
     process hashing receipts, and the main thread's), and the two lower bounds they set on
     any run doing that work: start-up plus the CPU spread over every core, and start-up plus
@@ -114,18 +117,21 @@ def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float, float, float
     return [(name, *values) for name, values in best.items()]
 
 
-def command_cost(*args: str) -> tuple[float, float]:
-    """(seconds, peak RSS in GB) of the command ``finbench ARGS`` in a subprocess of its own
-    (its output discarded)."""
+def command_cost(*args: str) -> tuple[float, float, float]:
+    """(seconds, peak RSS in GB, CPU seconds: user and system, with the processes it started)
+    of the command ``finbench ARGS`` in a subprocess of its own (its output discarded)."""
     code = ("import resource, sys; from finbench.cli import main; rc = main(sys.argv[1:]); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
-            "sys.exit(rc)")
+            "own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, "
+            "resource.RUSAGE_CHILDREN)); "
+            "print(own.ru_maxrss, own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "
+            "file=sys.stderr); sys.exit(rc)")
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], check=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - t0
-    return seconds, int(done.stderr.split()[-1]) / 1024**2
+    rss, cpu = done.stderr.split()[-2:]
+    return seconds, int(rss) / 1024**2, float(cpu)
 
 
 def floor_parts(run_dir: Path) -> tuple[float, float]:
@@ -149,27 +155,37 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from finbench.runlog.forecast_table import write_forecasts
 t0 = time.perf_counter()
-table = pq.read_table(sys.argv[1])  # the table a run would hold: not part of the floor
+# what a run would hold, not part of the floor: the forecast table, and the bytes of every
+# other file it writes
+table = pq.read_table(sys.argv[1])
+run, out = Path(sys.argv[2]), Path(sys.argv[3])
+others = {{f.relative_to(run): f.read_bytes() for f in sorted(run.rglob("*"))
+          if f.is_file() and f.name != "forecasts.parquet"}}
 load = time.perf_counter() - t0
-for f in sys.argv[3:]:  # the reference read: one partition at a time, tickers as a dictionary
+for f in sys.argv[4:]:  # the reference read: one partition at a time, tickers as a dictionary
     pq.read_table(f, columns={NEEDED!r}, read_dictionary=["ticker"])
-write_forecasts(Path(sys.argv[2]), [table])
+write_forecasts(out / "forecasts.parquet", [table])  # the table encoded once
+for rel, data in others.items():  # every other file of the run, written as it is
+    (out / rel).parent.mkdir(parents=True, exist_ok=True)
+    (out / rel).write_bytes(data)
 print(load)
 """
 
 
-def floor_process(forecasts: Path, files: list[Path]) -> float:
+def floor_process(run_dir: Path, files: list[Path]) -> float:
     """The floor as one new process, timed as the run is: start Python with the run's
-    imports, read the bars as the reference read does, write the forecast table once, exit.
-    The seconds it spends loading that table (which a run makes rather than reads) are
-    left out."""
-    out = forecasts.with_name("floor.parquet")
+    imports, read the bars as the reference read does, write the run's outputs (its forecast
+    table encoded once, every other file it wrote as bytes), exit. The seconds it spends
+    loading what it writes (which a run makes rather than reads) are left out."""
+    out = run_dir.with_name(run_dir.name + "-floor")
+    out.mkdir()
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", FLOOR_PROCESS, str(forecasts), str(out),
-                           *map(str, files)], check=True, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", FLOOR_PROCESS, str(run_dir / "forecasts.parquet"),
+                           str(run_dir), str(out), *map(str, files)], check=True,
+                          capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - t0 - float(done.stdout)
-    out.unlink()
+    shutil.rmtree(out)
     return seconds
 
 
@@ -205,21 +221,27 @@ def main() -> None:
                 "'", '"'))
         # the run and the floor in turn, so that both are timed in the same spells of this
         # machine's load (the first run follows the store's writing)
-        run_times, rss, floors = [], [], []
+        run_times, rss, floors, run_cpu = [], [], [], []
         for k in range(RUNS):  # each run into a new folder: a whole run each time
             out = tmp / ("run" if k == 0 else f"run_{k}")
-            seconds, peak = command_cost("run", str(cfg), "--out", str(out))
+            seconds, peak, cpu = command_cost("run", str(cfg), "--out", str(out))
             run_times.append(seconds)
             rss.append(peak)
+            run_cpu.append(cpu)
             if k:
                 shutil.rmtree(out)
-            floors.append(floor_process(tmp / "run" / "forecasts.parquet", files))
+            floors.append(floor_process(tmp / "run", files))
         run_time, rss_gb, floor = min(run_times), max(rss), min(floors)
         tasks = pd.read_parquet(tmp / "run" / "tasks.parquet")
         n_forecasts = len(pd.read_parquet(tmp / "run" / "forecasts.parquet",
                                           columns=["task_id"]))
 
-        report_time, report_gb = command_cost("report", str(tmp / "run"))
+        # what a user does next, each against the run's CPU (the median of its runs): the
+        # audit of the run (before its report: an audit of a run with a report draws the
+        # report again), then the report
+        audits = [command_cost("audit", str(tmp / "run")) for _ in range(RUNS)]
+        reports = [command_cost("report", str(tmp / "run")) for _ in range(RUNS)]
+        run_cpu_median = float(np.median(run_cpu))
         phases = phase_times(cfg, tmp / "run_again")
         startup, table_write = floor_parts(tmp / "run_again")
         parts_floor = startup + bare + table_write
@@ -272,7 +294,12 @@ def main() -> None:
     print(f"{'  their sum, each part timed on its own':<52}{parts_floor:>10.2f}")
     print(f"{'floor: one new process doing the three (as the run)':<52}{floor:>10.2f}"
           f"   (fastest of {', '.join(f'{t:.2f}' for t in floors)}, each after a run)")
-    print(f"{'finbench report of the run (tables and figures)':<52}{report_time:>10.2f}")
+    for name, costs in (("audit", audits), ("report", reports)):
+        cpu = float(np.median([c for *_, c in costs]))
+        print(f"{'finbench ' + name + ' of the run, CPU (median)':<52}{cpu:>10.2f}   "
+              f"({cpu / run_cpu_median:.2f}x the run's {run_cpu_median:.2f} s of CPU, "
+              f"target <= 1x; wall {min(t for t, *_ in costs):.2f} s, peak RSS "
+              f"{max(g for _, g, _ in costs):.2f} GB)")
     print("where a run's time goes (steps timed in this process, fastest of "
           f"{RUNS}; CPU seconds of all threads and the receipts' hashing helper process, and "
           "of the main thread):")
@@ -297,7 +324,6 @@ def main() -> None:
           + ", ".join(f"{a / b:.2f}x" for a, b in zip(run_times, floors, strict=True)) + ")")
     print(f"run vs naive: {naive_total / run_time:,.0f}x (target >= 300x); scoring: "
           f"{public_score / bare_score:.2f}x numpy (target <= 1.5x)")
-    print(f"report: {report_time:.1f} s, peak RSS {report_gb:.2f} GB")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ HELPER_BYTES = 256 << 20  # stores of this many bytes or more are checked by a h
 # (an error not of the project's classes is raised here as a RunError naming its class).
 # It holds a partition per checking thread at a time and frees it, so it keeps freed memory
 # for reuse, pyarrow's pages too (finbench.core.memory): a year of 500 tickers, 605,000 page
-# faults -> 22,000, at the same peak (0.3 GB).
+# faults -> 24,000, at the same peak (0.3 GB).
 _CHILD = r"""
 import json, sys, traceback
 from finbench.core.memory import keep_freed_memory
