@@ -712,7 +712,7 @@ def test_a_dump_is_stored_a_date_at_a_time_as_the_whole_table_would_be(tmp_path,
     for d in sorted(set(dates)):
         want = every.filter(pa.array((dates == d).to_numpy()))
         want = want.take(pc.sort_indices(want, [("created_utc", "ascending"),
-                                                        ("post_id", "ascending")]))
+                                                ("post_id", "ascending")]))
         reference = tmp_path / f"want-{d}.parquet"
         real(want, reference)
         stored = tmp_path / "store" / f"posts/date={d}/part.parquet"
