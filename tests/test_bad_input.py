@@ -457,9 +457,9 @@ def test_a_damaged_partition_stops_a_run_naming_it(tmp_path):
 
 def _as_from_a_shell() -> None:
     """In the child before it runs: SIGINT at its default and not blocked, as a shell starts a
-    command. A test process may hold it ignored by the time this test runs (in the whole
-    suite under pytest-xdist it was, after the Dask tests: a child inherits that, and Python
-    then keeps SIGINT ignored, so the run went on to its end)."""
+    command in the foreground. The suite may run with SIGINT ignored (started in the
+    background: `nohup`, or `make test &` from a script, which starts commands so); a child
+    inherits that, Python then keeps SIGINT ignored, and the run went on to its end."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
