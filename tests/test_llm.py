@@ -527,3 +527,31 @@ def test_the_rate_spacing_holds_across_a_models_context_chunks(tmp_path, sample_
     at = sorted(r["at"] for r in server.requests)
     assert len(at) == 6  # 3 tasks in December, 3 in January: two chunks
     assert min(b - a for a, b in zip(at, at[1:], strict=False)) >= 0.3  # 0.5 s, less jitter
+
+
+def test_every_client_of_a_process_shares_one_tls_context(tmp_path, sample_store, server,
+                                                          monkeypatch):
+    """Making a TLS context reads the certificate store (about 20 ms); the engine made one
+    per client (a model's concurrency over 8) in every context chunk. Now the process makes
+    one, the way the client would (so ``SSL_CERT_FILE`` still counts), and every client's
+    connection pool holds that one."""
+    import httpx2
+    import openai
+
+    from finbench.forecasters import llm
+
+    made, pools = [], []
+    real = httpx2.create_ssl_context
+    monkeypatch.setattr(httpx2, "create_ssl_context",
+                        lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    llm.tls_context.cache_clear()
+    monkeypatch.setattr(openai, "DefaultAsyncHttpxClient", lambda **k: pools.append(
+        k["verify"]) or openai._base_client.AsyncHttpxClientWrapper(**k))
+    cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")],
+                 start="2024-12-31", end="2025-01-02", extra="concurrency = 20\n")
+    try:
+        run(cfg, tmp_path / "out", echo=lambda *_: None)
+    finally:
+        llm.tls_context.cache_clear()
+    assert len(server.requests) == 6  # two chunks (December, January) of 3 clients each
+    assert len(made) == 1 and len(pools) == 6 and all(p is made[0] for p in pools)
