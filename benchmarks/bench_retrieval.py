@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from finbench.tracks.events.retrieval import PostIndex, top_k  # noqa: E402
+from finbench.core.bm25 import PostIndex, top_k  # noqa: E402
 from tests.reference import naive_bm25_scores  # noqa: E402
 
 VOCABULARY = 20_000  # distinct words of the synthetic posts (Zipf-distributed)

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.audit import audit_run
+from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.errors import ConfigError, DataError, StoreError
 from finbench.runner import run
 from finbench.tracks.configs import load_config
 from finbench.tracks.events.gate import retrieve
-from finbench.tracks.events.retrieval import PostIndex, top_k
 from finbench.tracks.events.store import MANIFEST, EventStore
 from finbench.tracks.events.synth import CUTOFF_LEAD, write_event_sample
 from tests.event_helpers import constants, event_config, make_store, market

@@ -12,7 +12,7 @@ LAYERS = [
     ["finbench.core"],
     ["finbench.data"],
     ["finbench.tracks", "finbench.tracks.base", "finbench.tracks.configs",
-     "finbench.tracks.commands"],  # the seam
+     "finbench.tracks.commands", "finbench.tracks.tools"],  # the seam
     ["finbench.runlog"],
     ["finbench.forecasters"],
     ["finbench.scoring"],
@@ -24,7 +24,7 @@ LAYERS = [
     ["finbench.cli", "finbench.__main__"],
 ]
 SEAM = ("finbench.tracks", "finbench.tracks.base", "finbench.tracks.configs",
-        "finbench.tracks.commands")
+        "finbench.tracks.commands", "finbench.tracks.tools")
 TRACK_LAYER = 8
 PUBLIC_API = "finbench"  # finbench/__init__.py re-exports from every layer
 

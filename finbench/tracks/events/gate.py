@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.errors import LookaheadError
 from finbench.core.times import NO_TIME, to_ns
-from finbench.tracks.events.retrieval import PostIndex, top_k
 
 
 @dataclass

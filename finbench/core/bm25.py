@@ -1,10 +1,11 @@
-"""BM25 over the posts a task may see (docs/spec.md §11.4), tokenized by the maintained
-``bm25s`` library. One inverted index is built over a batch of posts (sorted by time) and
-queried per task with the statistics of that task's window ``[t0 - lookback, t0)`` alone: the
-number of posts, their mean length and each term's document frequency are counted over the
-window, so a later post can neither be returned nor change a score. The scores are those of a
+"""BM25 over the texts a task may see, tokenized by the maintained ``bm25s`` library: the
+event track's posts before ``t0`` (docs/spec.md §11.4), the intraday agents' headline search
+(headlines available at the task's ``now``). One inverted index is built over texts sorted by
+time and queried per task with the statistics of that task's window ``[lo, hi)`` alone: the
+number of texts, their mean length and each term's document frequency are counted over the
+window, so a later text can neither be returned nor change a score. The scores are those of a
 ``bm25s`` index built from the window alone, bit for bit (the Lucene variant, k1 1.5, b 0.75,
-English stopwords; each post's term score rounded to float32 and summed in float32 in the
+English stopwords; each text's term score rounded to float32 and summed in float32 in the
 query's term order, as ``bm25s`` does); ``tests/test_events.py`` holds the two equal. Ties rank
 by time, then id."""
 

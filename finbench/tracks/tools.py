@@ -1,0 +1,156 @@
+"""Tools an agent may call while it answers a task (docs/spec.md §12): what every track's tools
+share. A track that offers tools gives a :class:`ToolBox` (``Track.tools()``); each call is
+answered from the run's data snapshot at the task's own ``now`` (the intraday track: the
+forecast instant; the event track: ``t0``) and nothing else, as a :class:`ToolResult` whose
+canonical JSON text is what the model reads and whose digest is the call's receipt.
+
+A call asking for anything after ``now`` (a window ending later, a date in the future) is
+refused (``refusal = "future"``), never answered with the data clipped to ``now``; arguments
+that are no JSON object or break the tool's schema are refused (``"bad_arguments"``), an
+unknown tool too (``"unknown_tool"``), an answer of more items than a tool gives at once as
+well (``"too_many"``): the model may ask again. Every refusal is receipted like an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import pandas as pd
+
+from finbench.core.errors import LookaheadError
+
+REFUSALS = ("future", "bad_arguments", "unknown_tool", "too_many")
+
+
+def canonical(value) -> str:
+    """The canonical JSON text of ``value``: keys sorted, no spaces, UTF-8 as is (a tool's
+    arguments and results are hashed and compared in this form)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
+
+
+def instant_text(ts: pd.Timestamp | None) -> str | None:
+    """An instant as tools write it: ISO 8601 in UTC to the second (``...Z``)."""
+    if ts is None or pd.isna(ts):
+        return None
+    return pd.Timestamp(ts).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One call's answer: ``content``, the canonical JSON text handed to the model; ``items``,
+    how many data items it holds; ``max_available``, the latest availability among them
+    (None: no item); ``refusal``, one of :data:`REFUSALS` (None: answered)."""
+
+    content: str
+    items: int
+    max_available: pd.Timestamp | None
+    refusal: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+def refused(kind: str, now: pd.Timestamp, message: str) -> ToolResult:
+    """A refusal of ``kind`` (:data:`REFUSALS`) with what the model should know."""
+    if kind not in REFUSALS:
+        raise ValueError(f"{kind!r} is not a refusal ({', '.join(REFUSALS)})")
+    return ToolResult(canonical({"refused": kind, "message": message,
+                                 "now": instant_text(now)}), 0, None, kind)
+
+
+def answered(tool: str, now: pd.Timestamp, items: list[dict], available: pd.Series | list,
+             **extra) -> ToolResult:
+    """An answer of ``items`` (each a JSON object), ``available`` the availability of each
+    (UTC instants, in the items' order). An item available after ``now`` is a LookaheadError:
+    the gate is broken, whatever answered."""
+    times = pd.to_datetime(pd.Series(list(available), dtype="datetime64[ns, UTC]"))
+    latest = times.max() if len(times) else None
+    if latest is not None and latest > now:
+        raise LookaheadError(f"tool {tool}: an item available at {latest} is answered at "
+                             f"now = {now}")
+    content = canonical({"tool": tool, "now": instant_text(now), **extra, "items": items})
+    return ToolResult(content, len(items), latest)
+
+
+class ToolBox(Protocol):
+    """A track's tools over one data snapshot."""
+
+    names: tuple[str, ...]  # the tools a model config may name
+
+    def schemas(self, names: list[str]) -> list[dict]:
+        """The chat-completions ``tools`` of these tools (function name, description and
+        strict JSON schema of its arguments)."""
+
+    def now(self, task: Mapping) -> pd.Timestamp:
+        """The instant a task is asked at: what its tools may see is available by then."""
+
+    def call(self, name: str, arguments: str, now: pd.Timestamp) -> ToolResult:
+        """The answer to a call of tool ``name`` with ``arguments`` (the JSON text the model
+        sent) at ``now``: a function of these and the snapshot alone."""
+
+
+def arguments_of(text: str, schema: dict) -> tuple[dict | None, str | None]:
+    """``text`` read as a tool's arguments under ``schema`` (an object schema of the kinds
+    tools use: string, integer, number, string enums, nullable ones; every property listed
+    in ``required``, none other allowed; a nullable one left out is null, as a model not held
+    to the strict schema may send it): (arguments, None), or (None, what is wrong)."""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        return None, f"the arguments are no JSON ({exc})"
+    if not isinstance(value, dict):
+        return None, "the arguments are no JSON object"
+    properties = schema["properties"]
+    unknown = sorted(set(value) - set(properties))
+    if unknown:
+        return None, f"unknown argument(s): {', '.join(unknown)} (known: {', '.join(properties)})"
+    missing = [k for k in schema.get("required", []) if k not in value]
+    absent = [k for k in missing if not _nullable(properties[k])]
+    if absent:
+        return None, f"missing argument(s): {', '.join(absent)}"
+    value = {**dict.fromkeys(missing), **value}  # a nullable one left out: null
+    for key, given in value.items():
+        problem = _value_problem(given, properties[key])
+        if problem:
+            return None, f"{key}: {problem}"
+    return value, None
+
+
+def _nullable(spec: dict) -> bool:
+    return isinstance(spec["type"], list) and "null" in spec["type"]
+
+
+_KINDS = {"string": (str,), "integer": (int,), "number": (int, float)}
+
+
+def _value_problem(value, spec: dict) -> str | None:
+    kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    if value is None:
+        return None if "null" in kinds else "may not be null"
+    kind = next((k for k in kinds if k != "null"), "string")
+    if isinstance(value, bool) or not isinstance(value, _KINDS[kind]):
+        return f"{value!r} is not a{'n' if kind == 'integer' else ''} {kind}"
+    if "enum" in spec and value not in spec["enum"]:
+        return f"{value!r} is not one of {', '.join(map(str, spec['enum']))}"
+    if "minimum" in spec and value < spec["minimum"]:
+        return f"{value} is below {spec['minimum']}"
+    if "maximum" in spec and value > spec["maximum"]:
+        return f"{value} is above {spec['maximum']}"
+    if kind == "string" and not value.strip():
+        return "is empty"
+    return None
+
+
+def function_tool(name: str, description: str, properties: dict) -> dict:
+    """A chat-completions function tool with a strict schema: every property required (an
+    optional one is nullable), none other allowed."""
+    return {"type": "function", "function": {
+        "name": name, "description": description, "strict": True,
+        "parameters": {"type": "object", "properties": properties,
+                       "required": list(properties), "additionalProperties": False}}}

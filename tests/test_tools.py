@@ -1,0 +1,239 @@
+"""The intraday agent tools: answered at the task's ``now`` from the snapshot alone, later
+asks refused, every answer checked against the store read naively."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from finbench.core.errors import LookaheadError
+from finbench.data.store import Store
+from finbench.data.synth import CANARY_MARK
+from finbench.tracks.intraday.config import TasksConfig
+from finbench.tracks.intraday.tools import MAX_ITEMS, RESOLUTIONS, IntradayTools
+from finbench.tracks.tools import answered, arguments_of, canonical
+
+TICKERS = ["AAPL", "MSFT", "NVDA", "ZZZZ"]  # ZZZZ: in no store
+
+
+@pytest.fixture(scope="module")
+def tools(sample_store):
+    return IntradayTools(Store(sample_store), TasksConfig(tickers=["AAPL"], start="2025-01-15",
+                                                          end="2025-01-15"))
+
+
+def call(tools, name, now, **args):
+    result = tools.call(name, json.dumps(args), pd.Timestamp(now, tz="UTC"))
+    return result, json.loads(result.content)
+
+
+def test_bars_are_the_stores_bars_complete_by_end_summed_into_buckets(tools, sample_store):
+    now = "2025-01-15 17:30"  # 12:30 in New York
+    result, body = call(tools, "bars", now, ticker="AAPL", start="2025-01-15T11:00",
+                        end=None, resolution="15min")
+    raw = Store(sample_store).read_bars(tickers=["AAPL"], start=pd.Timestamp("2025-01-15").date(),
+                                        end=pd.Timestamp("2025-01-15").date())
+    start, stop = pd.Timestamp("2025-01-15 16:00", tz="UTC"), pd.Timestamp(now, tz="UTC")
+    kept = raw[(raw["ts"] >= start) & (raw["ts"] + pd.Timedelta(minutes=1) <= stop)]
+    assert result.refusal is None and result.items == len(body["items"]) == 6  # 11:00-12:30
+    first = body["items"][0]
+    head = kept.iloc[:15]
+    assert first["start"] == "2025-01-15T16:00:00Z" and first["bars"] == 15
+    assert first["open"] == head["open"].iloc[0] and first["close"] == head["close"].iloc[-1]
+    assert first["high"] == head["high"].max() and first["low"] == head["low"].min()
+    assert first["volume"] == head["volume"].sum()
+    assert first["available_at"] == "2025-01-15T16:15:00Z"
+    assert sum(b["bars"] for b in body["items"]) == len(kept) == 90
+    assert result.max_available == stop  # the 12:29 bar, complete at 12:30
+
+
+def test_a_window_ending_after_now_is_refused_not_clipped(tools):
+    result, body = call(tools, "bars", "2025-01-15 17:30", ticker="AAPL",
+                        start="2025-01-15T09:30", end="2025-01-15T12:31", resolution="1min")
+    assert result.refusal == "future" and result.items == 0 and "items" not in body
+    assert "after now" in body["message"]
+    result, _ = call(tools, "calendar", "2025-01-15 17:30", date="2025-01-16")
+    assert result.refusal == "future"
+
+
+def test_bad_arguments_and_unknown_tools_are_refused_with_the_rule(tools):
+    now = "2025-01-15 17:30"
+    for name, args, said in [
+            ("bars", {"ticker": "AAPL"}, "missing argument(s): start, resolution"),
+            ("bars", {"ticker": "AAPL", "start": "x", "end": None, "resolution": "1min"},
+             "start: 'x' is no ISO 8601 instant"),
+            ("bars", {"ticker": "AAPL", "start": "2025-01-15", "end": None, "resolution": "2h"},
+             "resolution: '2h' is not one of"),
+            ("daily", {"ticker": "AAPL", "sessions": 0}, "sessions: 0 is below 1"),
+            ("daily", {"ticker": "AAPL", "sessions": True}, "sessions: True is not an integer"),
+            ("daily", {"ticker": "AAPL", "sessions": 3, "more": 1}, "unknown argument(s): more"),
+            ("headlines", {"query": " ", "ticker": None, "limit": 3}, "query: is empty")]:
+        result, body = call(tools, name, now, **args)
+        assert result.refusal == "bad_arguments" and said in body["message"], (args, body)
+    result = tools.call("bars", "{not json", pd.Timestamp(now, tz="UTC"))
+    assert result.refusal == "bad_arguments"
+    result, body = call(tools, "orders", now)
+    assert result.refusal == "unknown_tool" and "bars, daily, headlines, calendar" in body["message"]
+
+
+def test_more_bars_than_a_call_gives_are_refused(tools):
+    result, body = call(tools, "bars", "2025-01-15 20:00", ticker="AAPL",
+                        start="2025-01-01T00:00", end=None, resolution="1min")
+    assert result.refusal == "too_many" and f"more than {MAX_ITEMS}" in body["message"]
+    result, _ = call(tools, "bars", "2025-01-15 20:00", ticker="AAPL",
+                     start="2025-01-01T00:00", end=None, resolution="1d")
+    assert result.refusal is None and result.items == 9  # 2-15 Jan, but 9 Jan (closed)
+
+
+def test_daily_summaries_are_sessions_complete_by_now(tools):
+    result, body = call(tools, "daily", "2025-01-15 17:30", ticker="MSFT", sessions=3)
+    assert [d["session"] for d in body["items"]] == ["2025-01-10", "2025-01-13", "2025-01-14"]
+    result, body = call(tools, "daily", "2025-01-15 21:00", ticker="MSFT", sessions=1)
+    assert [d["session"] for d in body["items"]] == ["2025-01-15"]  # closed at 16:00
+
+
+def test_calendar_says_early_closes_and_the_targets_rule(tools):
+    _, body = call(tools, "calendar", "2025-01-15 17:30", date="2024-12-24")
+    assert body["items"] == [{"date": "2024-12-24", "session": True,
+                              "open": "2024-12-24T14:30:00Z", "close": "2024-12-24T18:00:00Z",
+                              "early_close": True, "target": None}]  # early_close = "skip"
+    _, body = call(tools, "calendar", "2025-01-15 17:30", date="2025-01-15")
+    assert body["items"][0]["target"] == "2025-01-15T20:55:00Z"
+    _, body = call(tools, "calendar", "2025-01-15 17:30", date="2025-01-11")
+    assert body["items"] == [{"date": "2025-01-11", "session": False}]
+
+
+def test_headline_search_sees_only_what_was_available_and_its_statistics(tools):
+    now = pd.Timestamp("2025-01-15 17:30", tz="UTC")
+    result, body = call(tools, "headlines", "2025-01-15 17:30", query=f"{CANARY_MARK} AAPL mid ended",
+                        ticker="AAPL", limit=20)
+    assert result.refusal is None and body["items"]
+    for item in body["items"]:
+        assert pd.Timestamp(item["available_at"]) <= now and "AAPL" in item["tickers"]
+    # a canary is available 10 minutes after its day's target: the day before's is seen,
+    # today's is not
+    ids = [item["id"] for item in body["items"]]
+    assert "canary-AAPL-2025-01-14" in ids and "canary-AAPL-2025-01-15" not in ids
+    # scores are those of an index of the available headlines alone
+    later = tools.call("headlines", canonical({"query": "AAPL earnings", "ticker": None,
+                                               "limit": 5}), now + pd.Timedelta(days=30))
+    again = tools.call("headlines", canonical({"query": "AAPL earnings", "ticker": None,
+                                               "limit": 5}), now)
+    assert again.content == tools.call("headlines", canonical(
+        {"query": "AAPL earnings", "ticker": None, "limit": 5}), now).content
+    assert later.content != again.content
+
+
+def test_an_item_later_than_now_is_a_lookahead_error_whatever_answered():
+    now = pd.Timestamp("2025-01-15 17:30", tz="UTC")
+    with pytest.raises(LookaheadError, match="tool bars: an item available at"):
+        answered("bars", now, [{}], [now + pd.Timedelta(seconds=1)])
+
+
+def test_a_nullable_argument_left_out_is_null_and_others_are_required():
+    schema = {"properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]}},
+              "required": ["a", "b"]}
+    assert arguments_of('{"a": "x"}', schema) == ({"a": "x", "b": None}, None)
+    assert arguments_of('{"b": "x"}', schema) == (None, "missing argument(s): a")
+    assert arguments_of("[1]", schema) == (None, "the arguments are no JSON object")
+
+
+NOW = st.datetimes(min_value=pd.Timestamp("2024-12-20").to_pydatetime(),
+                   max_value=pd.Timestamp("2025-01-20").to_pydatetime())
+MINUTES = st.integers(-3 * 24 * 60, 24 * 60)  # from three days before now to a day after
+
+
+def instant(draw, now: pd.Timestamp):
+    """An instant near ``now`` (before or after it, in UTC or local text), or junk."""
+    kind = draw(st.sampled_from(["utc", "local", "date", "junk"]))
+    at = now + pd.Timedelta(minutes=draw(MINUTES))
+    if kind == "utc":
+        return at.isoformat()
+    if kind == "local":
+        return at.tz_convert("America/New_York").tz_localize(None).isoformat()
+    return at.date().isoformat() if kind == "date" else draw(st.sampled_from(["soon", ""]))
+
+
+@st.composite
+def calls(draw):
+    now = pd.Timestamp(draw(NOW), tz="UTC")
+    name = draw(st.sampled_from(["bars", "daily", "headlines", "calendar"]))
+    if name == "bars":
+        args = {"ticker": draw(st.sampled_from(TICKERS)), "start": instant(draw, now),
+                "end": draw(st.one_of(st.none(), st.just(0))),
+                "resolution": draw(st.sampled_from(list(RESOLUTIONS)))}
+        if args["end"] == 0:
+            args["end"] = instant(draw, now)
+    elif name == "daily":
+        args = {"ticker": draw(st.sampled_from(TICKERS)),
+                "sessions": draw(st.integers(-1, 70))}
+    elif name == "headlines":
+        args = {"query": draw(st.sampled_from([CANARY_MARK, "earnings", "ABOVE BELOW",
+                                               "Apple shares", "x"])),
+                "ticker": draw(st.sampled_from([None, *TICKERS])),
+                "limit": draw(st.integers(0, 21))}
+    else:
+        args = {"date": (now + pd.Timedelta(minutes=draw(MINUTES))).date().isoformat()}
+    if draw(st.integers(0, 9)) == 0:  # now and then an argument left out
+        args.pop(draw(st.sampled_from(sorted(args))))
+    return now, name, args
+
+
+ANSWERED = []  # (tool, items) of every call answered, for the test below to check its reach
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(call=calls())
+def test_no_tool_answers_anything_available_after_now(tools, call):
+    """Any tool, any arguments, any ``now``: every item answered was available by ``now``
+    (each item's own ``available_at``, and the result's latest), no canary of a day whose
+    target is not yet passed is returned, and a window or date after ``now`` is refused."""
+    now, name, args = call
+    result = tools.call(name, json.dumps(args), now)
+    body = json.loads(result.content)
+    if result.refusal is not None:
+        assert result.items == 0 and body["refused"] == result.refusal
+        return
+    ANSWERED.append((name, result.items))
+    assert len(body["items"]) == result.items
+    times = [pd.Timestamp(i["available_at"]) for i in body["items"] if "available_at" in i]
+    assert all(t <= now for t in times)
+    if result.max_available is not None:
+        assert result.max_available <= now and result.max_available == max(times)
+    for item in body["items"]:
+        if CANARY_MARK in item.get("headline", ""):
+            day = pd.Timestamp(item["id"][-10:])
+            target = day.tz_localize("America/New_York") + pd.Timedelta(hours=15, minutes=55)
+            assert target < now
+    if name == "bars" and args.get("end") not in (None, "soon", ""):
+        end = pd.Timestamp(args["end"])
+        assert (end.tz_localize("America/New_York") if end.tzinfo is None else end) <= now
+    if name == "calendar":
+        assert pd.Timestamp(args["date"]).date() <= now.tz_convert("America/New_York").date()
+
+
+def test_the_property_test_reaches_answers_with_items(tools):
+    """The random calls above are answered with items by every tool, bars among them (a
+    property test that reached only refusals would prove nothing): run here again, counted."""
+    ANSWERED.clear()
+    test_no_tool_answers_anything_available_after_now(tools)
+    reached = {name for name, items in ANSWERED if items}
+    assert reached == {"bars", "daily", "headlines", "calendar"}
+    assert sum(items for name, items in ANSWERED if name == "bars") > 100
+
+
+def test_answers_do_not_depend_on_calls_made_before(tools):
+    """A call's answer is a function of its arguments, ``now`` and the snapshot: asked
+    after other calls (other tickers, later instants) it is the same bytes."""
+    args = canonical({"ticker": "NVDA", "start": "2025-01-14T09:30", "end": None,
+                      "resolution": "5min"})
+    now = pd.Timestamp("2025-01-15 15:00", tz="UTC")
+    first = tools.call("bars", args, now)
+    for when in np.arange(5):
+        tools.call("headlines", canonical({"query": "earnings", "ticker": None, "limit": 5}),
+                   now + pd.Timedelta(days=int(when)))
+    assert tools.call("bars", args, now) == first
