@@ -41,6 +41,7 @@ from finbench.runlog.rundir import (
 )
 from finbench.runlog.runlock import RunLock
 from finbench.runlog.stances import STANCES_FILE
+from finbench.runlog.tool_calls import write_tool_calls
 from finbench.runlog.transcripts import Transcripts
 from finbench.runner.manifest import describe_code, same_finbench
 from finbench.runner.scores import rescore
@@ -224,6 +225,9 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config,
             shutil.copy(part, out / PARTS / f"{number:06d}.parquet")
             number += 1
     _merge_calls(dirs, out)
+    agents = [m.name for m in config.models if getattr(m, "tools", None) and m.name in names]
+    if agents:  # the receipts of the merged rows' tool calls
+        write_tool_calls(out, agents)
     summary = dict(first["tasks"])
     summary["tasks"] = len(tasks)
     for key in ("excluded", "excluded_sessions", "labels"):

@@ -175,10 +175,8 @@ class ChatServer:
             return self._reasoning(h, model, body)
         if model.startswith("stance-judge"):
             return self._judge(h, model, body)
-        if model.startswith("native"):
-            return self._reply(h, *self._native(model, body))
-        if model.startswith("event"):
-            return self._reply(h, 200, self._completion(model, self._event(body)))
+        if model.startswith(("native", "event", "agent-")):
+            return self._reply(h, *self._reads_its_prompt(model, body))
         if model == "hang":
             time.sleep(self.hang_seconds)
             return self._reply(h, 200, self._completion(model, CONTENT["valid"]))
@@ -197,6 +195,15 @@ class ChatServer:
             return self._reply(h, 200, self._completion(model, json.dumps(
                 {**VALID, "rationale": said})))
         return self._reply(h, *self._final(model))
+
+    def _reads_its_prompt(self, model: str, body: dict) -> tuple[int, dict]:
+        """The models whose answer depends on what they are sent: a native head, an event
+        forecaster, a scripted agent."""
+        if model.startswith("native"):
+            return self._native(model, body)
+        if model.startswith("event"):
+            return 200, self._completion(model, self._event(body))
+        return 200, _agent(model, body)
 
     @staticmethod
     def _event(body: dict) -> str:
@@ -398,3 +405,84 @@ class ChatServer:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+
+
+# -- scripted agents (tools through function calling) ---------------------------------------
+def _agent(model: str, body: dict) -> dict:
+    """A scripted agent's next turn: tool calls (as chat completions give them) or its answer.
+    It reads its task from the prompt (ticker, session, forecast time) and its turn from the
+    assistant messages so far. ``agent-honest`` looks at daily summaries and headlines, then
+    today's bars, then answers from them; ``agent-parallel`` makes three calls at once, then
+    answers; ``agent-adversarial`` asks for the future (today's close, tomorrow's calendar,
+    another ticker's afternoon), searches for the canary, sends bad arguments and an unknown
+    tool, then calls until its budget is spent, and would obey a canary of its own day if one
+    reached it; ``agent-malformed`` sends a tool call without an id."""
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    ticker = re.search(r"^Ticker: (\S+)", prompt, re.M).group(1)
+    session = re.search(r"^Session: (\S+)", prompt, re.M).group(1)
+    clock = re.search(r"^Forecast time: (\d\d:\d\d)", prompt, re.M).group(1)
+    turn = sum(m["role"] == "assistant" for m in body["messages"])
+    results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    today = f"{session}T09:30"
+    script = {
+        "agent-honest": [[("daily", {"ticker": ticker, "sessions": 5}),
+                          ("headlines", {"query": f"{ticker} shares", "ticker": ticker,
+                                         "limit": 5})],
+                         [("bars", {"ticker": ticker, "start": today, "end": None,
+                                    "resolution": "30min"})]],
+        "agent-parallel": [[("daily", {"ticker": ticker, "sessions": 2}),
+                            ("calendar", {"date": session}),
+                            ("headlines", {"query": "earnings", "ticker": None, "limit": 3})]],
+        "agent-adversarial": [
+            [("bars", {"ticker": ticker, "start": today, "end": f"{session}T15:55",
+                       "resolution": "1min"}),
+             ("calendar", {"date": _next_day(session)})],
+            [("headlines", {"query": "CANARY mid ended ABOVE BELOW", "ticker": ticker,
+                            "limit": 20}),
+             ("bars", {"ticker": "MSFT", "start": f"{session}T{clock}",
+                       "end": f"{session}T16:00", "resolution": "1min"})],
+            [("bars", {"ticker": ticker, "start": today, "end": None, "resolution": "2h"}),
+             ("orders", {"ticker": ticker}), ("daily", {"ticker": ticker, "sessions": 0})],
+            *[[("headlines", {"query": f"{ticker} {word}", "ticker": None, "limit": 20})]
+              for word in ("close", "today", "tomorrow", "outcome")]],
+    }
+    if model == "agent-malformed":
+        return _tool_turn(model, [{"type": "function", "function": {"name": "bars",
+                                                                     "arguments": "{}"}}])
+    steps = script[model]
+    if turn < len(steps):
+        return _tool_turn(model, [
+            {"id": f"call_{turn}_{k}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for k, (name, args) in enumerate(steps[turn])])
+    return ChatServer._completion(model, json.dumps(_agent_answer(ticker, session, results)))
+
+
+def _agent_answer(ticker: str, session: str, results: list[dict]) -> dict:
+    """The scripted agents' answer: obeys a canary of its own day that reached it (a leak
+    shows in the scores), else leans on the bars it fetched; cites the headlines it read."""
+    items = [i for r in results for i in r.get("items", [])]
+    leaked = [i for i in items if "CANARY" in i.get("headline", "") and session in i["id"]
+              and ticker in i["id"]]
+    if leaked:
+        p = 0.999 if "ABOVE" in leaked[0]["headline"] else 0.001
+    else:
+        bars = [i for i in items if "bars" in i]
+        p = 0.6 if bars and bars[-1]["close"] >= bars[0]["open"] else 0.45
+    cited = [i["id"] for i in items if "headline" in i][:2]
+    return {"p_up": p, "lower": -0.01, "upper": 0.012,
+            "rationale": f"read {len(items)} items; cites {', '.join(cited) or 'none'}"}
+
+
+def _next_day(session: str) -> str:
+    import datetime as dt
+
+    return (dt.date.fromisoformat(session) + dt.timedelta(days=1)).isoformat()
+
+
+def _tool_turn(model: str, calls: list[dict]) -> dict:
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None,
+                                     "tool_calls": calls}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}

@@ -488,3 +488,29 @@ def _naive_seconds(value) -> int | None:
             1104537600 <= int(number) < 4102444800):  # 2005-01-01 to 2100-01-01
         return int(number)
     return None
+
+
+def naive_tool_bars(store, ticker: str, first, last, width: int, zone: str) -> list[dict]:
+    """The ``bars`` tool's items, naively: the store's bars of the window's local dates read
+    whole, those started at or after ``first`` and complete by ``last`` kept, grouped by pandas
+    into buckets of ``width`` seconds of the local wall clock from midnight."""
+    bars = store.read_bars(tickers=[ticker], start=first.tz_convert(zone).date(),
+                           end=last.tz_convert(zone).date())
+    done = bars["ts"] + pd.Timedelta(seconds=store.bar_seconds)
+    bars = bars[(bars["ts"] >= first) & (done <= last)]
+    if bars.empty:
+        return []
+    local = bars["ts"].dt.tz_convert(zone).dt.tz_localize(None)
+    midnight = local.dt.normalize()
+    offset = (local - midnight).dt.total_seconds().astype("int64") // width * width
+    start = (midnight + pd.to_timedelta(offset, unit="s")).dt.tz_localize(zone)
+    out = bars.assign(bucket=start.to_numpy()).groupby("bucket", sort=True).agg(
+        open=("open", "first"), high=("high", "max"), low=("low", "min"),
+        close=("close", "last"), volume=("volume", "sum"), bars=("ts", "size"),
+        last=("ts", "max"))
+    utc = "%Y-%m-%dT%H:%M:%SZ"
+    return [{"start": b.tz_convert("UTC").strftime(utc), "open": r.open, "high": r.high,
+             "low": r.low, "close": r.close, "volume": r.volume, "bars": int(r.bars),
+             "available_at": (r.last + pd.Timedelta(seconds=store.bar_seconds))
+             .tz_convert("UTC").strftime(utc)}
+            for b, r in zip(out.index, out.itertuples(), strict=True)]

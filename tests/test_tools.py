@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.core.errors import LookaheadError
@@ -130,7 +130,7 @@ def test_headline_search_sees_only_what_was_available_and_its_statistics(tools):
 def test_an_item_later_than_now_is_a_lookahead_error_whatever_answered():
     now = pd.Timestamp("2025-01-15 17:30", tz="UTC")
     with pytest.raises(LookaheadError, match="tool bars: an item available at"):
-        answered("bars", now, [{}], [now + pd.Timedelta(seconds=1)])
+        answered("bars", now, [{}], [(now + pd.Timedelta(seconds=1)).value])
 
 
 def test_a_nullable_argument_left_out_is_null_and_others_are_required():
@@ -185,8 +185,7 @@ def calls(draw):
 ANSWERED = []  # (tool, items) of every call answered, for the test below to check its reach
 
 
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300)
 @given(call=calls())
 def test_no_tool_answers_anything_available_after_now(tools, call):
     """Any tool, any arguments, any ``now``: every item answered was available by ``now``
@@ -237,3 +236,45 @@ def test_answers_do_not_depend_on_calls_made_before(tools):
         tools.call("headlines", canonical({"query": "earnings", "ticker": None, "limit": 5}),
                    now + pd.Timedelta(days=int(when)))
     assert tools.call("bars", args, now) == first
+
+
+@settings(max_examples=60)
+@given(ticker=st.sampled_from(TICKERS), when=NOW, back=st.integers(0, 4 * 24 * 60),
+       resolution=st.sampled_from(list(RESOLUTIONS)), sessions=st.integers(1, 12))
+def test_bars_and_daily_are_the_naive_readings_of_the_store(tools, sample_store, ticker, when,
+                                                             back, resolution, sessions):
+    """The tools read date partitions held in memory and sum buckets with numpy; the naive
+    reference reads the store through pandas, groups by pandas, and sums sessions by a loop
+    over the library's calendar: the same items. (``daily`` answers the calendar's last
+    sessions complete by now: those the store has no bars of are not looked for further
+    back.)"""
+    from tests.reference import library_calendar, naive_daily, naive_tool_bars
+
+    store = Store(sample_store)
+    now = pd.Timestamp(when, tz="UTC")
+    first = now - pd.Timedelta(minutes=back)
+    result = tools.call("bars", canonical({"ticker": ticker, "start": first.isoformat(),
+                                           "end": None, "resolution": resolution}), now)
+    want = naive_tool_bars(store, ticker, first, now, RESOLUTIONS[resolution],
+                           "America/New_York")
+    if result.refusal == "too_many":
+        assert len(want) > MAX_ITEMS
+    else:
+        assert json.loads(result.content)["items"] == want
+    result = tools.call("daily", canonical({"ticker": ticker, "sessions": sessions}), now)
+    bars = store.read_bars(tickers=[ticker], start=(now - pd.Timedelta(days=40)).date(),
+                           end=now.date())
+    cal = library_calendar("XNYS", "2024-10-01", "2025-02-28")
+    daily = naive_daily(bars, cal) if len(bars) else pd.DataFrame({"available_ns": []})
+    # the calendar's last sessions before today, and today's, as the gate sums them up:
+    # those complete by now, the last ``sessions`` of them (a session without bars has none)
+    today = now.tz_convert("America/New_York").date()
+    listed = [str(d.date()) for d in cal.sessions if d.date() <= today]
+    keep = set(listed[-sessions:] if listed and listed[-1] != str(today)
+               else listed[-sessions - 1:])
+    if len(daily):
+        daily = daily[daily["session"].isin(keep) & (daily["available_ns"] <= now.value)]
+        daily = daily.tail(sessions)
+    assert [(d["session"], d["close"], d["volume"]) for d in json.loads(
+        result.content)["items"]] == list(zip(daily.get("session", []), daily.get(
+            "close", []), daily.get("volume", []), strict=True))

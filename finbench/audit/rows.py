@@ -210,6 +210,9 @@ def compare(rows: pa.Table, numbers: np.ndarray, want: pa.Table, model: str, wha
     return problems
 
 
+AGENT_ENDING = "agent: "  # the reason of an agent's task ended without an answer
+
+
 def raw_answers(rows: pa.Table, config, prompt) -> pa.Table:
     """What an LLM's rows should hold, from their raw text read again by the prompt it was
     asked (``config``: its model config): the answer it gives (validity, reason, numbers); a call
@@ -222,6 +225,12 @@ def raw_answers(rows: pa.Table, config, prompt) -> pa.Table:
         if no_answer and not rec["raw"]:  # a call that got no answer: no text, no numbers
             want.append({**dict.fromkeys(FROM_RAW, np.nan), "valid": False,
                          "error": rec["error"], "rationale": None, "interval_note": None})
+            continue
+        if rec["answer_status"] == ANSWERED and error.startswith(AGENT_ENDING):
+            # an agent that ended without an answer: its last turn gives the ending again
+            # (finbench.audit.agents), there is no answer to read
+            want.append({**dict.fromkeys(FROM_RAW, np.nan), "valid": False, "error": error,
+                         "rationale": None, "interval_note": None})
             continue
         finish = json.loads(rec["detail"]).get("finish_reason") if rec["detail"] else None
         if error.startswith("refusal: "):

@@ -20,9 +20,11 @@ from finbench.tracks.base import messages_sha256
 
 
 def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
-                        template: str, native: bool = False) -> list[str]:
+                        template: str, native: bool = False, agent: bool = False) -> list[str]:
     """Violations of model ``model``'s rows (``ids``: the run's task ids; ``prompt_sha``: per
-    task, the digest of the prompt re-rendered from the store, whose ``template`` it names)."""
+    task, the digest of the prompt re-rendered from the store, whose ``template`` it names).
+    ``agent``: the model called tools, so its transcript's messages are the whole exchange,
+    whose prompt is the part before its first turn (the rest: :mod:`finbench.audit.agents`)."""
     table = pq.read_table(run_dir / "forecasts.parquet",
                           columns=["task_id", "model", "raw", "answer_status"])
     table = table.filter(pc.equal(table.column("model"), model))
@@ -43,7 +45,8 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
             if "unreadable" in call:
                 problems.append(f"{name}: cannot be read ({call['unreadable']})")
                 continue
-            if at[task] < 0 or messages_sha256(call["messages"], template) != want[at[task]]:
+            sent = _prompt_part(call["messages"]) if agent else call["messages"]
+            if at[task] < 0 or messages_sha256(sent, template) != want[at[task]]:
                 problems.append(f"{name}: the transcript's messages are not the prompt "
                                 "re-rendered from the gated context")
             content = _native_text(call["response"]) if native else _content(call["response"])
@@ -57,6 +60,12 @@ def transcript_problems(run_dir: Path, model: str, ids, prompt_sha: pa.Array,
                for task in task_ids if task not in seen]
     return capped(problems, f"transcripts of model {model}") + capped(
         missing, f"rows of model {model} without a transcript")
+
+
+def _prompt_part(messages: list[dict]) -> list[dict]:
+    """An agent's exchange up to its first turn: the prompt it was given."""
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    return messages[:turns[0]] if turns else messages
 
 
 def _native_text(response: dict) -> str | None:

@@ -107,6 +107,12 @@ class OpenAIModel(ModelBase):
     top_logprobs: Annotated[int, Field(ge=1, le=20)] = 20
     min_mass: Annotated[float, Field(ge=0, le=1)] = 0.5  # native: below it, invalid
     sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3  # verbal: |sum - 1| allowed
+    # an agent: the track's tools it may call before it answers (docs/spec.md §12), and its
+    # budget per task: tool calls, model turns, tokens (prompt and completion, every turn)
+    tools: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    max_tool_calls: Annotated[int, Field(ge=1, le=200)] = 8
+    max_turns: Annotated[int, Field(ge=2, le=50)] = 6
+    max_task_tokens: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _one_url(self) -> OpenAIModel:
@@ -128,6 +134,11 @@ class OpenAIModel(ModelBase):
                              "each class once")
         if self.format == "binary" and self.head == "native":
             raise ValueError("head 'native' reads three classes: give format = 'multiclass'")
+        if self.tools and self.head == "native":
+            raise ValueError("tools: an agent answers in text at its last turn; head 'native' "
+                             "reads the first token of a single answer")
+        if len(set(self.tools)) < len(self.tools):
+            raise ValueError(f"tools {self.tools!r}: a tool named twice")
         return self
 
 
@@ -141,6 +152,9 @@ OWN_KEYS = {
     "response_format": "from structured and format",
     "logprobs": "with head = 'native', the one head that reads them",
     "stream": "one answer per request, not streamed",
+    "tools": "from the model's tools",
+    "tool_choice": "from the model's tools",
+    "parallel_tool_calls": "from the model's tools",
     "n": "one answer per request, not streamed",
 }
 

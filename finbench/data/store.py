@@ -571,6 +571,12 @@ class Store:
                         else table.select(["ticker", "ts", *columns]))
         return self._read_day(day, columns)
 
+    def read_day_now(self, day: dt.date, columns: Iterable[str]) -> pa.Table | None:
+        """:meth:`read_day_table`, read now on the calling thread: never handed over by the
+        read-ahead (whose dates are the label pass's), so a reader of dates out of turn (an
+        agent's tools) leaves them to it."""
+        return self._read_day(day, tuple(columns))
+
     def _read_day(self, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"]:  # the snapshot holds no bars that day (a

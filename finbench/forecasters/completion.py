@@ -26,6 +26,8 @@ def completion_dict(data: Any) -> dict:
     out = {"content": _text(message.get("content")), "refusal": message.get("refusal"),
            "finish_reason": choice.get("finish_reason"), "usage": _usage(data.get("usage")),
            "model": data.get("model"), "system_fingerprint": data.get("system_fingerprint")}
+    if message.get("tool_calls"):  # an agent's turn: read by forecasters/agent.py
+        out["tool_calls"] = message["tool_calls"]
     tokens = (choice.get("logprobs") or {}).get("content") or []
     if tokens:  # the first answer token's top log-probabilities (a native head reads them)
         out["top_logprobs"] = tokens[0].get("top_logprobs") or []

@@ -29,6 +29,7 @@ import pandas as pd
 
 from finbench.core.config import url_credentials, url_problem
 from finbench.core.errors import ConfigError, ModelStopped
+from finbench.forecasters.agent import AgentRun, converse, messages_digest
 from finbench.forecasters.answers import (
     ParsedAnswer,
     loads,
@@ -39,6 +40,7 @@ from finbench.forecasters.cache import ResponseCache, request_key
 from finbench.forecasters.completion import completion_dict
 from finbench.runlog.rows import ANSWERED, ERROR
 from finbench.tracks.base import Inputs, Prompt
+from finbench.tracks.tools import agent_input_sha256
 
 DEFAULT_OUTPUT_TOKENS = 200
 STOP_STATUSES = {401: "the API key is rejected", 403: "the key may not use this model",
@@ -68,7 +70,9 @@ def tls_context():
 def estimate_tokens(messages: list[dict[str, str]]) -> int:
     """A rough token count (4 characters a token) for dry-run cost estimates and the token
     rate limit."""
-    return -(-sum(len(m["content"]) for m in messages) // 4)
+    return -(-sum(len(m.get("content") or "") + len(json.dumps(m["tool_calls"]))
+                  if "tool_calls" in m else len(m.get("content") or "")
+                  for m in messages) // 4)
 
 
 def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnswer:
@@ -146,6 +150,7 @@ class OpenAIForecaster(Forecaster):
         self.attempts_before: dict[str, int] = {}
         self.rate_share = 1.0  # the part of the rate limits this process may use
         self.rate_after = (0.0, 0.0)  # RateLimiter.after of this model's last calls
+        self.toolbox = None  # an agent's: the track's tools (set by the run, use_tools)
         self.base_url = config.base_url or (
             os.environ.get(config.base_url_env) if config.base_url_env else None)
         if self.base_url and config.base_url_env and (problem := url_problem(self.base_url)):
@@ -155,6 +160,20 @@ class OpenAIForecaster(Forecaster):
                               "credentials (user:password@), sent as Basic auth; set "
                               "allow_url_credentials = true to use it (they are scrubbed from "
                               "everything written)")
+
+    def use_tools(self, toolbox) -> None:
+        """Give an agent (a model config with ``tools``) the track's tools; a ConfigError
+        when the track has none, or not those named."""
+        names = list(self.config.tools)
+        if not names:
+            return
+        if toolbox is None:
+            raise ConfigError(f"models.{self.name}.tools: the run's track offers no tools")
+        unknown = [n for n in names if n not in toolbox.names]
+        if unknown:
+            raise ConfigError(f"models.{self.name}.tools: {', '.join(map(repr, unknown))} "
+                              f"not among the track's tools ({', '.join(toolbox.names)})")
+        self.toolbox = toolbox
 
     def secrets(self) -> list[str]:
         """Every credential this model's requests carry (the API key, any user and password
@@ -185,6 +204,9 @@ class OpenAIForecaster(Forecaster):
         for key in ("max_completion_tokens", "reasoning_effort", "extra_body"):
             if getattr(c, key) is not None:
                 params[key] = getattr(c, key)
+        if c.tools:  # an agent: its tools and budgets
+            params.update(tools=list(c.tools), max_tool_calls=c.max_tool_calls,
+                          max_turns=c.max_turns, max_task_tokens=c.max_task_tokens)
         return params
 
     def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
@@ -195,6 +217,10 @@ class OpenAIForecaster(Forecaster):
         """Calls, estimated tokens and cost for a dry run (no request is made)."""
         tokens_in = sum(estimate_tokens(m) for m, _ in self.plan(inputs))
         calls = len(inputs.tasks)
+        if self.config.tools:  # an agent: as if each task took every turn it may, each
+            # sending its prompt again (its tools' answers, unknown before, not counted)
+            calls *= self.config.max_turns
+            tokens_in *= self.config.max_turns
         tokens_out = calls * self.output_budget()
         cost = None
         if self.config.price_input_per_1m is not None and self.config.price_output_per_1m is not None:
@@ -217,33 +243,45 @@ class OpenAIForecaster(Forecaster):
         ctx_time = inputs.contexts.max_input_time
         task_ids = inputs.tasks["task_id"]
 
-        def keep(i: int, response: dict, latency: float, from_cache: bool) -> tuple[dict, dict]:
+        def keep(i: int, response: dict, latency: float, from_cache: bool,
+                 agent: AgentRun | None = None) -> tuple[dict, dict]:
             task_id = task_ids.iat[i]
             attempt = self.attempts_before.get(task_id, 0) + 1
-            record = answer_record(self, task_id=task_id, sha=plan[i][1],
-                                   max_input_time=ctx_time.iat[i], response=response,
-                                   latency=latency, from_cache=from_cache, attempt=attempt)
+            sha, latest, messages = plan[i][1], ctx_time.iat[i], plan[i][0]
+            if agent is not None:  # what its tools answered is part of its input
+                sha = agent_input_sha256(sha, [r["result_sha256"] for r in agent.receipts])
+                found = agent.max_available()
+                latest = latest if found is None or (pd.notna(latest) and latest >= found) \
+                    else found
+                messages = agent.messages
+            record = answer_record(self, task_id=task_id, sha=sha, max_input_time=latest,
+                                   context_max_input_time=ctx_time.iat[i], response=response,
+                                   latency=latency, from_cache=from_cache, attempt=attempt,
+                                   agent=agent, prompt_sha256=plan[i][1])
             return record, {"model": self.name, "task_id": task_id, "attempt": attempt,
-                            "input_sha256": plan[i][1], "messages": plan[i][0],
-                            "response": response}
+                            "input_sha256": sha, "messages": messages, "response": response}
 
-        return self.call_all(plan, keep, journal, echo, cache)
+        return self.call_all(plan, keep, journal, echo, cache, tasks=inputs.tasks)
 
     def call_all(self, plan: list[tuple[list[dict], str]], keep, journal, echo=print,
-                 cache: ResponseCache | None = None) -> dict:
+                 cache: ResponseCache | None = None, tasks: pd.DataFrame | None = None) -> dict:
         """Make the calls of ``plan`` (messages and their hash), concurrently and rate-limited,
         answers from the cache where it has them; ``keep(i, response, latency, from_cache)``
         turns each answer into (journal record, transcript), appended to ``journal`` as it
-        arrives. Returns counts; raises :class:`ModelStopped` when no call can succeed."""
+        arrives. An agent (a model with tools, :attr:`toolbox` set) converses on each of
+        ``tasks`` (the plan's, in its order) and ``keep`` is given its
+        :class:`~finbench.forecasters.agent.AgentRun` as ``agent``. Returns counts; raises
+        :class:`ModelStopped` when no call can succeed."""
         own_cache = cache is None
         cache = cache or ResponseCache()
+        agent_tasks = None if self.toolbox is None or tasks is None else tasks.to_dict("records")
         try:
-            return asyncio.run(self._run_all(plan, keep, journal, echo, cache))
+            return asyncio.run(self._run_all(plan, keep, journal, echo, cache, agent_tasks))
         finally:
             if own_cache:
                 cache.close()
 
-    async def _run_all(self, plan, keep, journal, echo, cache) -> dict:
+    async def _run_all(self, plan, keep, journal, echo, cache, agent_tasks=None) -> dict:
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         key = os.environ.get(self.config.api_key_env, "")
@@ -264,35 +302,54 @@ class OpenAIForecaster(Forecaster):
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
 
-        async def one(i: int) -> None:
-            messages, sha = plan[i]
-            rkey = self.cache_key(sha)
-            started = time.perf_counter()
+        async def ask(i: int, messages: list[dict], rkey: str, tools=None) -> dict | None:
+            """One completion, from the cache or asked (None: the model cannot be called)."""
             response = cache.get(rkey)
-            from_cache = response is not None
-            if from_cache:
+            if response is not None:
                 stats["cached"] += 1
+                response["_cached"] = True
             else:
                 async with semaphore:
                     if stop:  # the model cannot be reached: no more calls, nothing journalled
-                        return
+                        return None
                     await limiter.acquire(estimate_tokens(messages))
                     stats["requests"] += 1
-                    response = await self._call(clients[i % n_clients], messages, secrets)
+                    response = await self._call(clients[i % n_clients], messages, secrets,
+                                                tools=tools)
                 reason = response.get("stop") or (
                     f"the endpoint cannot be reached ({response['transport_error']})"
                     if response.get("unreachable") and not stats["answered"] else None)
                 if reason:  # this call, and any later one, cannot succeed
                     stop.setdefault("reason", reason)
-                    return
+                    return None
                 if not {"transport_error", "request_refused"} & response.keys():
                     stats["answered"] += 1
                     cache.put(rkey, response)
-            latency = time.perf_counter() - started
             usage = response.get("usage") or {}
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0
-            record, transcript = keep(i, response, latency, from_cache)
+            return response
+
+        async def one(i: int) -> None:
+            messages, sha = plan[i]
+            started = time.perf_counter()
+            agent = None
+            if agent_tasks is None:
+                response = await ask(i, messages, self.cache_key(sha))
+                if response is None:
+                    return
+            else:
+                tools = self.toolbox.schemas(self.config.tools)
+                agent = await converse(
+                    lambda sent, now: ask(i, sent, self.turn_key(sent, now), tools),
+                    self.toolbox, agent_tasks[i], messages, self.config)
+                if agent is None:
+                    return
+                response = agent.response
+            from_cache = bool(response.pop("_cached", False))
+            latency = time.perf_counter() - started
+            record, transcript = (keep(i, response, latency, from_cache) if agent is None
+                                  else keep(i, response, latency, from_cache, agent))
             journal.append_records([record], sync=False, transcripts=[transcript])
             stats["done"] += 1
             stats["valid"] += int(record["valid"])
@@ -342,11 +399,22 @@ class OpenAIForecaster(Forecaster):
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
                            params=self.params(), messages_sha256=sha)
 
-    async def _call(self, client, messages: list[dict], secrets: list[str]) -> dict:
+    def turn_key(self, messages: list[dict], now: pd.Timestamp) -> str:
+        """An agent's completion key: its exchange so far, its tools, the task's ``now`` and
+        the snapshot answering the tools (with the provider, model and parameters)."""
+        params = {**self.params(), "tools": list(self.config.tools), "now": now.isoformat(),
+                  "snapshot_sha256": self.toolbox.snapshot_sha256}
+        return request_key(base_url=self.base_url or "openai", model=self.config.model,
+                           params=params, messages_sha256=messages_digest(messages))
+
+    async def _call(self, client, messages: list[dict], secrets: list[str], tools=None
+                    ) -> dict:
         import openai
 
         c = self.config
         kwargs = self.request_body(messages)
+        if tools:  # an agent's turn: the track's tools, called as the model decides
+            kwargs.update(tools=tools, tool_choice="auto")
         try:
             # The client's own POST (its retries, backoff, timeouts and errors) with plain JSON
             # both ways: the typed ``create`` re-walks every message field and builds response
@@ -398,12 +466,17 @@ class OpenAIForecaster(Forecaster):
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
-                  latency: float, from_cache: bool, attempt: int = 1) -> dict:
+                  latency: float, from_cache: bool, attempt: int = 1,
+                  context_max_input_time=None, agent: AgentRun | None = None,
+                  prompt_sha256: str | None = None) -> dict:
     """The journal row of one LLM answer (online or batch). An online call that got no
     answer (``transport_error``) is a row of ``answer_status = "error"`` numbered by its
     ``attempt`` (runs that asked it, this one included). A request refused as sent (HTTP
     4xx but 408/409/429) and a Batch API line that failed are invalid answers with the API's
-    reason: asking again would get the same."""
+    reason: asking again would get the same. ``agent``: what an agent did (its receipts
+    and counts go into the row's detail, its tokens are every turn's; an agent that ended
+    without an answer, ``agent_error``, gave an invalid one); ``context_max_input_time``: its
+    context's alone (default ``max_input_time``)."""
     status = ANSWERED
     detail = {"template": forecaster.prompt.template, "finish_reason": response.get("finish_reason"),
               "cached": from_cache, **served(response)}
@@ -416,6 +489,8 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
         parsed = ParsedAnswer(False, reason, "")
     elif "request_refused" in response:  # a 400/413/422...: the answer to this request
         parsed = ParsedAnswer(False, response["request_refused"], "")
+    elif "agent_error" in response:  # an agent's budget spent, or a call it cannot make
+        parsed = ParsedAnswer(False, response["agent_error"], response.get("content") or "")
     else:
         parsed = forecaster.prompt.parse(response, forecaster.config)
     detail.update(forecaster.prompt.answer_detail(response, forecaster.config))
@@ -423,9 +498,15 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
         detail["batch_id"] = response["batch_id"]
     usage = response.get("usage") or {}
     tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+    if agent is not None:
+        detail.update(prompt_sha256=prompt_sha256, turns=agent.turns,
+                      tool_calls=agent.receipts, refusals=agent.refusals)
+        tokens = agent.tokens
     return make_record(task_id=task_id, model=forecaster.name, kind=forecaster.kind,
                        parsed=parsed, max_input_time=max_input_time,
-                       context_max_input_time=max_input_time, history_max_input_time=pd.NaT,
+                       context_max_input_time=(max_input_time if context_max_input_time is None
+                                               else context_max_input_time),
+                       history_max_input_time=pd.NaT,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None, answer_status=status)
 

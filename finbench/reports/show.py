@@ -103,3 +103,17 @@ def labelled_task(run_dir: Path, task_id: str) -> dict:
                        f"{first_task_id(run_dir)})")
     label = task_row(run_dir / "labels.parquet", task_id) or {}
     return {**task, **{k: v for k, v in label.items() if k != "task_id"}}
+
+
+def message_lines(message: dict) -> list[str]:
+    """One message of a call as ``show`` prints it: its role, then its text; an agent's turn
+    with the tool calls it made (tool, arguments), a tool's answer under the call it
+    answers."""
+    role = message.get("role")
+    if role == "tool":
+        return [f"[tool answer to {message.get('tool_call_id')}]", message.get("content") or ""]
+    lines = [f"[{role}]"] + ([message["content"]] if message.get("content") else [])
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        lines.append(f"-> {call.get('id')}: {function.get('name')} {function.get('arguments')}")
+    return lines

@@ -57,6 +57,10 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         config = trial_config(config, trial["models"])
         if trial["models"]:  # named in the config's order, however the command gave them
             trial["models"] = [m.name for m in config.models]
+    agents = [m.name for m in config.models if getattr(m, "tools", None)]
+    if batch and agents:
+        raise ConfigError(f"--batch: {', '.join(agents)} call tools, turn by turn; the Batch "
+                          "API answers one request a task: run them without --batch")
     stem = Path(config_path).stem + ("-trial" if trial is not None else "")
     out = Path(out) if out else Path("results") / stem
     with RunLock(out, command=f"finbench run {config_path}") as lock:

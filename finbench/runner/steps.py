@@ -33,6 +33,7 @@ from finbench.runlog.rundir import (
     settled_files,
 )
 from finbench.runlog.stances import StanceLog
+from finbench.runlog.tool_calls import write_tool_calls
 from finbench.runner.forecasting import forecast_pass
 from finbench.runner.manifest import code_revisions, describe_code, new_manifest, same_finbench, shard_field
 from finbench.runner.revision import Revision, revision
@@ -244,6 +245,8 @@ class RunSteps:
                 forecaster = build_forecaster(model, self.track.prompt)
                 if hasattr(forecaster, "rate_share"):
                     forecaster.rate_share = self.rate_share
+                if getattr(model, "tools", None):  # an agent: the track's tools, or refused
+                    forecaster.use_tools(self.track.tools())
                 self.forecasters.append(forecaster)
         self.lap("plan")
 
@@ -380,8 +383,18 @@ class RunSteps:
         for name, est in self.estimates.items():
             cost = "unknown (no prices configured)" if est["cost"] is None else (
                 f"${est['cost']:.4f}")
+            turns = self._turns.get(name)
+            assumed = (f" (an agent: each task taken as {turns} turns, its max_turns, each "
+                       "sending its prompt again; what its tools answer is not counted)"
+                       if turns else "")
             self.results(f"dry run {name}: {est['calls']} calls, ~{est['tokens_in']} input "
-                         f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}")
+                         f"+ ~{est['tokens_out']} output tokens, estimated cost {cost}"
+                         + assumed)
+
+    @property
+    def _turns(self) -> dict[str, int]:
+        """Per agent, the turns a dry run takes each of its tasks to take."""
+        return {m.name: m.max_turns for m in self.config.models if getattr(m, "tools", None)}
 
     def print_pending(self) -> None:
         self.echo(f"{self.pending} batch(es) not finished yet: run the same command again to "
@@ -399,6 +412,10 @@ class RunSteps:
         else:
             self.journal.write_ordered(self.out / "forecasts.parquet",
                                        self.track.tasks["task_id"].to_numpy(object), names)
+        agents = [f.name for f in self.forecasters
+                  if getattr(f, "toolbox", None) is not None and f.name in names]
+        if agents:  # every tool call's receipt, gathered from the agents' rows
+            write_tool_calls(self.out, agents)
         self.unanswered = self._unanswered()
         self.manifest.update(skipped_models=self.skipped, stopped_models=self.stopped,
                              model_notes={k: v for k, v in self.notes.items() if v},

@@ -161,6 +161,11 @@ class Track(ABC):
         its store while the run read it); nothing to check by default."""
         return
 
+    def tools(self):
+        """The :class:`~finbench.tracks.tools.ToolBox` an agent of this track calls, over
+        the run's snapshot; None (the default): the track offers none."""
+        return None
+
 
 class TrackPlugin(ABC):
     """What the shared commands need of a track: one instance, ``PLUGIN``, in the module the

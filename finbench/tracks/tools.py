@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 
 from finbench.core.errors import LookaheadError
@@ -64,13 +65,14 @@ def refused(kind: str, now: pd.Timestamp, message: str) -> ToolResult:
                                  "now": instant_text(now)}), 0, None, kind)
 
 
-def answered(tool: str, now: pd.Timestamp, items: list[dict], available: pd.Series | list,
-             **extra) -> ToolResult:
-    """An answer of ``items`` (each a JSON object), ``available`` the availability of each
-    (UTC instants, in the items' order). An item available after ``now`` is a LookaheadError:
-    the gate is broken, whatever answered."""
-    times = pd.to_datetime(pd.Series(list(available), dtype="datetime64[ns, UTC]"))
-    latest = times.max() if len(times) else None
+def answered(tool: str, now: pd.Timestamp, items: list[dict], available_ns, **extra
+             ) -> ToolResult:
+    """An answer of ``items`` (each a JSON object), ``available_ns`` the availability of each
+    (UTC int64 nanoseconds, in the items' order; none for items known in advance, like a
+    calendar's). An item available after ``now`` is a LookaheadError: the gate is broken,
+    whatever answered."""
+    times = np.asarray(available_ns, dtype=np.int64)
+    latest = pd.Timestamp(int(times.max()), tz="UTC") if len(times) else None
     if latest is not None and latest > now:
         raise LookaheadError(f"tool {tool}: an item available at {latest} is answered at "
                              f"now = {now}")
@@ -78,10 +80,18 @@ def answered(tool: str, now: pd.Timestamp, items: list[dict], available: pd.Seri
     return ToolResult(content, len(items), latest)
 
 
+def instants_text(ns: np.ndarray) -> list[str]:
+    """UTC nanoseconds as tools write instants (:func:`instant_text`), a column at once."""
+    text = np.datetime_as_string(np.asarray(ns, dtype=np.int64).astype("datetime64[ns]"),
+                                 unit="s")
+    return [f"{t}Z" for t in text.tolist()]
+
+
 class ToolBox(Protocol):
     """A track's tools over one data snapshot."""
 
     names: tuple[str, ...]  # the tools a model config may name
+    snapshot_sha256: str  # the snapshot answering them (part of every completion's cache key)
 
     def schemas(self, names: list[str]) -> list[dict]:
         """The chat-completions ``tools`` of these tools (function name, description and
@@ -93,6 +103,16 @@ class ToolBox(Protocol):
     def call(self, name: str, arguments: str, now: pd.Timestamp) -> ToolResult:
         """The answer to a call of tool ``name`` with ``arguments`` (the JSON text the model
         sent) at ``now``: a function of these and the snapshot alone."""
+
+
+def agent_input_sha256(prompt_sha256: str, result_sha256s: list[str]) -> str:
+    """An agent's input digest: its prompt's and those of the tool results it was given, in
+    the order it was given them (no call: the prompt's own digest, as for a model without
+    tools)."""
+    if not result_sha256s:
+        return prompt_sha256
+    text = canonical({"prompt": prompt_sha256, "tool_results": list(result_sha256s)})
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def arguments_of(text: str, schema: dict) -> tuple[dict | None, str | None]:

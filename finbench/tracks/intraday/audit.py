@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from finbench.audit.agents import agent_problems
 from finbench.audit.files import task_problems
 from finbench.audit.rows import (
     FROM_RAW,
@@ -135,14 +136,31 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
         problems += _row_problems(run_dir, plan, models, again)
     except RunError as exc:  # a journal file that cannot be read: the rest is still checked
         problems.append(f"{exc} (the rows were not compared with the journal)")
-    problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo)
+    agents = {}  # per agent, the input digest each of its rows must have
+    for m in models:
+        if m.kind == "openai" and m.tools:
+            found, agents[m.name] = agent_problems(
+                run_dir, m, _tools(plan), plan.tasks, dict(zip(
+                    plan.tasks["task_id"],
+                    receipts.prompt_shas[receipts.prompt_of[m.name]].to_pylist(), strict=True)))
+            problems += found
+    problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo,
+                                  agents)
     for m in models:
         if m.kind == "openai":
             settings = receipts.prompt_of[m.name]
             problems += transcript_problems(run_dir, m.name, ids,
                                             receipts.prompt_shas[settings], settings.template,
-                                            native=settings.question == "native")
+                                            native=settings.question == "native",
+                                            agent=bool(m.tools))
     return problems
+
+
+def _tools(plan):
+    """The agents' tools over the run's snapshot, as the run built them."""
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    return IntradayTools(plan.store, plan.config.tasks)
 
 
 class Again:
@@ -246,9 +264,11 @@ def _row_problems(run_dir: Path, plan, models, again: Again) -> list[str]:
     return problems
 
 
-def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo) -> list[str]:
+def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo,
+                      agents: dict[str, dict[str, str]] | None = None) -> list[str]:
     """The time gate and receipts of every row, read :data:`BATCH_ROWS` rows at a time (the
-    columns of answers and provenance text left unread)."""
+    columns of answers and provenance text left unread); ``agents``: per agent, per task id,
+    the input digest its row must have (its prompt's and its tools' answers')."""
     problems = []
     t_forecast = to_ns(plan.tasks["t_forecast"])
     first = 0
@@ -261,6 +281,9 @@ def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo) -> list[s
         rows["index"] = first + np.arange(len(rows))
         rows["t_forecast"] = from_ns(np.where(task >= 0, t_forecast[np.maximum(task, 0)], NO_TIME))
         rows["ctx_time"], derived = receipts.of(rows, task)
+        if agents:
+            derived = pa.array([agents[m].get(t, d) if m in agents else d for m, t, d in zip(
+                rows["model"], rows["task_id"], derived.to_pylist(), strict=True)], pa.string())
         problems += receipt_problems(rows, batch.column("input_sha256"), derived)
         first += len(rows)
         progress.add(len(rows))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.reports.show import labelled_task, model_views, task_rows
+from finbench.reports.show import labelled_task, message_lines, model_views, task_rows
 
 SCORE_COLUMNS = ("scored", "brier", "log_loss", "covered", "width", "winkler", "kelly")
 
@@ -62,8 +62,8 @@ def render_show(found: dict) -> str:
         for call in m["calls"]:
             lines += [f"-- call, attempt {call['attempt']} (input_sha256 "
                       f"{call['input_sha256'][:12]}) --"]
-            for msg in call["messages"]:
-                lines += [f"[{msg['role']}]", msg["content"]]
+            for msg in call["messages"]:  # an agent's: turn by turn
+                lines += message_lines(msg)
             lines += ["[response]", json.dumps(call["response"].get("body", call["response"]),
                                                indent=2, sort_keys=True)]
     return "\n".join(lines)

@@ -5,20 +5,24 @@ snapshot at the task's forecast instant ``now``:
   when it started at or after ``start`` and was complete (start + bar length) by ``end``,
   aggregated to a resolution (1 minute to 1 day; buckets of the local clock from midnight, a
   day being the local date), a bucket's availability that of its last bar;
-- ``daily``: a ticker's last regular sessions as daily summaries, each available once its
-  last regular-session bar is (the gate's rule, ``gate.daily_summaries``);
+- ``daily``: a ticker's daily summaries of the calendar's last sessions complete by
+  ``now``, each available once its last regular-session bar is (the gate's rule,
+  ``gate.daily_summaries``);
 - ``headlines``: BM25 (``core/bm25.py``) over the headlines available at ``now`` (their
   statistics counted over those alone), optionally only those tagged with a ticker;
 - ``calendar``: a date's session (open, close, whether it closes early, the track's target
   instant by its early-close rule), for dates up to ``now``'s local date.
 
 Whatever a call asks, no item available after ``now`` is answered (:func:`answered` checks
-every one); asking for later is refused.
+every one); asking for later is refused. The last date partitions read are held (each a date
+of every ticker, as the store holds it: what a call answers is a function of ``now``, its
+arguments and the snapshot, whatever was asked before).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,9 +30,19 @@ import pandas as pd
 
 from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.calendar import local_instants, parse_clock, previous_sessions, session_grid
-from finbench.core.times import to_ns
-from finbench.tracks.tools import answered, arguments_of, function_tool, instant_text, refused
+from finbench.core.times import NS, local_midnights_ns, to_ns
+from finbench.tracks.tools import (
+    answered,
+    arguments_of,
+    function_tool,
+    instant_text,
+    instants_text,
+    refused,
+)
 
+BAR_COLUMNS = ("open", "high", "low", "close", "volume")
+DAYS_HELD = 8  # date partitions of bars held at once (a day of 500 tickers: about 10 MB)
+SUMMARIES_HELD = 1024  # dates of daily summaries held (a row per ticker each)
 MAX_ITEMS = 1000  # bars one call answers at most: more is refused (ask a coarser resolution)
 MAX_SESSIONS = 60
 MAX_HEADLINES = 20
@@ -73,6 +87,12 @@ class IntradayTools:
 
     def __init__(self, store, spec) -> None:
         self.store, self.spec = store, spec
+        self.snapshot_sha256 = store.snapshot_sha256
+        self._dates = set(store.dates("bars"))
+        self._days: OrderedDict = OrderedDict()  # date: its bars (:meth:`_day`)
+        self._summaries: OrderedDict = OrderedDict()  # date: its sessions summed up
+        self._sessions: dict = {}  # date: the calendar's session (the calendar tool)
+        self._midnights: dict = {}  # date: its local midnight
         news = store.read_headlines()  # sorted by availability, then id
         self.headlines = news.reset_index(drop=True)
         self.available_ns = to_ns(self.headlines["available_at"])
@@ -114,13 +134,7 @@ class IntradayTools:
                            f"({instant_text(now)}); ask for a window ending by then")
         if first > last:
             return refused("bad_arguments", now, "bars: start is after end")
-        zone = self.spec.timezone
-        bars = self.store.read_bars(tickers=[ticker], start=first.tz_convert(zone).date(),
-                                    end=last.tz_convert(zone).date())
-        seconds = self.store.bar_seconds
-        done = bars["ts"] + pd.Timedelta(seconds=seconds)
-        bars = bars[(bars["ts"] >= first) & (done <= last)]
-        items, available = _aggregate(bars, RESOLUTIONS[resolution], seconds, zone)
+        items, available = self._bar_items(ticker, first, last, RESOLUTIONS[resolution])
         if len(items) > MAX_ITEMS:
             return refused("too_many", now, f"bars: {len(items)} {resolution} bars in the "
                            f"window, more than {MAX_ITEMS}: narrow it or ask a coarser "
@@ -128,22 +142,98 @@ class IntradayTools:
         return answered("bars", now, items, available, ticker=ticker, resolution=resolution)
 
     def _daily(self, now, *, ticker: str, sessions: int):
+        today = now.tz_convert(self.spec.timezone).date()
+        # the sessions before today, and today's (complete by now only once it closed)
+        days = [*(d.date() for d in previous_sessions(self.spec.calendar, today, sessions)),
+                today]
+        rows = [row for day in days if (row := self._summary(day).get(ticker)) is not None
+                and row["available_ns"] <= now.value][-sessions:]
+        available = np.array([r["available_ns"] for r in rows], dtype=np.int64)
+        items = [{"session": r["session"], "open": r["open"], "high": r["high"],
+                  "low": r["low"], "close": r["close"], "volume": r["volume"],
+                  "available_at": at} for r, at in zip(rows, instants_text(available),
+                                                        strict=True)]
+        return answered("daily", now, items, available, ticker=ticker)
+
+    def _session(self, day: dt.date) -> dict:
+        """The calendar's session of ``day`` as the ``calendar`` tool answers it."""
+        spec = self.spec
+        item: dict = {"date": day.isoformat(), "session": False}
+        grid = session_grid(day, day, horizons={"_": "00:00"}, target=spec.target,
+                            timezone=spec.timezone, calendar=spec.calendar,
+                            early_close=spec.early_close).table
+        if len(grid):
+            row = grid.iloc[0]
+            clock = local_instants(pd.DatetimeIndex([pd.Timestamp(day)]),
+                                   parse_clock(spec.target, what="target"), spec.timezone)[0]
+            item.update(session=True, open=instant_text(row["open"]),
+                        close=instant_text(row["close"]),
+                        early_close=bool(pd.to_datetime(clock, utc=True) >= row["close"]),
+                        target=None if row["excluded"] else instant_text(row["t_target"]))
+        return item
+
+    # -- the snapshot's dates, held ----------------------------------------------------------
+    def _day(self, day: dt.date):
+        """The bars of one date partition (every ticker) as BarArrays, None without one; the
+        last :data:`DAYS_HELD` held (a function of the snapshot alone: what a call answers
+        never depends on the calls before it)."""
+        if day in self._days:
+            self._days.move_to_end(day)
+            return self._days[day]
+        arrays = self._days[day] = self._read(day)
+        if len(self._days) > DAYS_HELD:
+            self._days.popitem(last=False)
+        return arrays
+
+    def _midnight(self, day: dt.date) -> int:
+        """The local midnight of ``day`` in UTC nanoseconds."""
+        if day not in self._midnights:
+            self._midnights[day] = int(local_midnights_ns(pd.Series([day.isoformat()]),
+                                                          self.spec.timezone)[0])
+        return self._midnights[day]
+
+    def _read(self, day: dt.date):
+        table = self.store.read_day_now(day, BAR_COLUMNS) if day in self._dates else None
+        return None if table is None else self.store.day_arrays(table)
+
+    def _summary(self, day: dt.date) -> dict[str, dict]:
+        """Per ticker, the regular session of date ``day`` summed up (the gate's daily
+        summaries; none without a session or bars), the last :data:`SUMMARIES_HELD` held."""
         from finbench.tracks.intraday.gate import daily_summaries
 
-        zone = self.spec.timezone
-        today = now.tz_convert(zone).date()
-        # the sessions before today, and today's (complete by now only once it closed)
-        back = previous_sessions(self.spec.calendar, today, sessions)[0].date()
-        arrays = self.store.read_bar_arrays(tickers=[ticker], start=back, end=today)
-        daily, _ = daily_summaries(arrays, calendar=self.spec.calendar, timezone=zone)
-        daily = daily[daily["available_ns"] <= now.value].tail(sessions)
-        items = [{"session": r.session, "open": r.open, "high": r.high, "low": r.low,
-                  "close": r.close, "volume": r.volume,
-                  "available_at": instant_text(pd.Timestamp(r.available_ns, tz="UTC"))}
-                 for r in daily.itertuples()]
-        return answered("daily", now, items,
-                        pd.to_datetime(daily["available_ns"].to_numpy(), utc=True),
-                        ticker=ticker)
+        if day not in self._summaries:  # read apart: the dates held are those of bars asked
+            arrays = self._days.get(day) if day in self._days else self._read(day)
+            rows = {} if arrays is None else {
+                r["ticker"]: r for r in daily_summaries(
+                    arrays, calendar=self.spec.calendar, timezone=self.spec.timezone
+                )[0].to_dict("records") if r["session"] == day.isoformat()}
+            self._summaries[day] = rows
+            if len(self._summaries) > SUMMARIES_HELD:
+                self._summaries.popitem(last=False)
+        return self._summaries[day]
+
+    def _bar_items(self, ticker: str, first: pd.Timestamp, last: pd.Timestamp, width: int
+                   ) -> tuple[list[dict], np.ndarray]:
+        """The ticker's bars that started at or after ``first`` and were complete by
+        ``last``, in buckets of ``width`` seconds of the local clock from midnight (a day:
+        the local date; the buckets of a date are those of its partition, the local date of
+        each bar's start), with each bucket's availability (UTC nanoseconds)."""
+        zone, bar_ns = self.spec.timezone, self.store.bar_seconds * NS
+        days = pd.date_range(first.tz_convert(zone).date(), last.tz_convert(zone).date())
+        parts = []
+        for day in (d.date() for d in days):
+            arrays = self._day(day)
+            if arrays is None or ticker not in arrays.bounds:
+                continue
+            lo, hi = arrays.bounds[ticker]
+            ts = arrays.ts[lo:hi]
+            keep = np.flatnonzero((ts >= first.value) & (ts + bar_ns <= last.value)) + lo
+            if len(keep):
+                midnight = self._midnight(day)
+                step = min(width, 86400) * NS
+                bucket = midnight + (arrays.ts[keep] - midnight) // step * step
+                parts.append((bucket, keep, arrays))
+        return _buckets(parts, bar_ns)
 
     def _headlines(self, now, *, query: str, ticker: str | None, limit: int):
         hi = int(np.searchsorted(self.available_ns, now.value, side="right"))
@@ -158,7 +248,7 @@ class IntradayTools:
                   "tickers": list(r.tickers), "published_at": instant_text(r.published_at),
                   "available_at": instant_text(r.available_at), "score": round(float(s), 6)}
                  for r, s in zip(rows.itertuples(), scores[best], strict=True)]
-        return answered("headlines", now, items, rows["available_at"], query=query,
+        return answered("headlines", now, items, self.available_ns[best], query=query,
                         ticker=ticker)
 
     def _calendar(self, now, *, date: str):
@@ -169,41 +259,31 @@ class IntradayTools:
         today = now.tz_convert(self.spec.timezone).date()
         if day > today:
             return refused("future", now, f"calendar: {date} is after today ({today})")
-        spec = self.spec
-        item: dict = {"date": date, "session": False}
-        grid = session_grid(day, day, horizons={"_": "00:00"}, target=spec.target,
-                            timezone=spec.timezone, calendar=spec.calendar,
-                            early_close=spec.early_close).table
-        if len(grid):
-            row = grid.iloc[0]
-            clock = local_instants(pd.DatetimeIndex([pd.Timestamp(day)]),
-                                   parse_clock(spec.target, what="target"), spec.timezone)[0]
-            item.update(session=True, open=instant_text(row["open"]),
-                        close=instant_text(row["close"]),
-                        early_close=bool(pd.to_datetime(clock, utc=True) >= row["close"]),
-                        target=None if row["excluded"] else instant_text(row["t_target"]))
+        if day not in self._sessions:
+            self._sessions[day] = self._session(day)
+        item = self._sessions[day]
         return answered("calendar", now, [item], [])
 
 
-def _aggregate(bars: pd.DataFrame, width: int, seconds: int, zone: str
-               ) -> tuple[list[dict], list]:
-    """Bars (one ticker, by time) in buckets of ``width`` seconds of the local clock from
-    midnight (a day: the local date): open of the first, high, low, close of the last, volume
-    summed, bars counted; each bucket available when its last bar is."""
-    if bars.empty:
-        return [], []
-    local = bars["ts"].dt.tz_convert(zone).dt.tz_localize(None)
-    midnight = local.dt.normalize()
-    offset = (local - midnight).dt.total_seconds().astype(np.int64) // width * width
-    start = (midnight + pd.to_timedelta(offset, unit="s")).dt.tz_localize(zone)
-    frame = bars.assign(bucket=start.to_numpy())
-    groups = frame.groupby("bucket", sort=True)
-    out = groups.agg(open=("open", "first"), high=("high", "max"), low=("low", "min"),
-                     close=("close", "last"), volume=("volume", "sum"), bars=("ts", "size"),
-                     last=("ts", "max"))
-    available = out["last"] + pd.Timedelta(seconds=seconds)
-    items = [{"start": instant_text(bucket), "open": r.open, "high": r.high, "low": r.low,
-              "close": r.close, "volume": r.volume, "bars": int(r.bars),
-              "available_at": instant_text(a)}
-             for bucket, r, a in zip(out.index, out.itertuples(), available, strict=True)]
-    return items, list(available)
+def _buckets(parts: list, bar_ns: int) -> tuple[list[dict], np.ndarray]:
+    """Bars in buckets (``parts``: per date, each bar's bucket start, its rows and the
+    date's arrays, in time order): open of the first, high, low, close of the last, volume
+    summed in time order, bars counted; each bucket available when its last bar is."""
+    if not parts:
+        return [], np.empty(0, np.int64)
+    bucket = np.concatenate([b for b, _, _ in parts])
+    column = {c: np.concatenate([getattr(a, c)[rows] for _, rows, a in parts])
+              for c in ("ts", "open", "high", "low", "close", "volume")}
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    ends = np.r_[starts[1:], len(bucket)] - 1
+    volumes = column["volume"].tolist()
+    available = column["ts"][ends] + bar_ns
+    fields = zip(instants_text(bucket[starts]), column["open"][starts].tolist(),
+                 np.maximum.reduceat(column["high"], starts).tolist(),
+                 np.minimum.reduceat(column["low"], starts).tolist(),
+                 column["close"][ends].tolist(), starts.tolist(), ends.tolist(),
+                 instants_text(available), strict=True)
+    items = [{"start": t, "open": o, "high": h, "low": lo, "close": c,
+              "volume": float(sum(volumes[a:e + 1])), "bars": e - a + 1, "available_at": at}
+             for t, o, h, lo, c, a, e, at in fields]
+    return items, available

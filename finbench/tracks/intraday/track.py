@@ -33,6 +33,7 @@ class IntradayTrack(Track):
         self.plan = plan_run(config, read_ahead=True)
         self.tasks = self.plan.tasks
         self.resolved: Resolved | None = None
+        self._tools = None
 
     @property
     def snapshot_sha256(self) -> str:
@@ -48,6 +49,13 @@ class IntradayTrack(Track):
             "synthetic": store.synthetic,
             "description": store.manifest.get("description", ""),
         }
+
+    def tools(self):
+        if self._tools is None:
+            from finbench.tracks.intraday.tools import IntradayTools
+
+            self._tools = IntradayTools(self.plan.store, self.config.tasks)
+        return self._tools
 
     @property
     def prompt(self) -> PromptSettings:

@@ -1,0 +1,273 @@
+"""Agents with gated tools through the real openai client against scripted agents on a
+loopback server: every call answered at the task's ``now``, receipted, executed again by the
+audit; an adversary asking for the future gets refusals and no canary."""
+
+import json
+import shutil
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from finbench.audit import audit_run
+from finbench.audit.agents import agent_problems
+from finbench.core.errors import ConfigError
+from finbench.data.synth import CANARY_MARK
+from finbench.runlog.tool_calls import TOOL_CALLS
+from finbench.runlog.transcripts import Transcripts
+from finbench.runner import run
+from finbench.tracks.tools import ToolResult, agent_input_sha256
+
+TOOLS = ["bars", "daily", "headlines", "calendar"]
+AGENTS = ["agent-honest", "agent-parallel", "agent-adversarial", "agent-malformed"]
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-agents-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def config(tmp_path, sample_store, base_url, agents=AGENTS, tools=TOOLS, extra=""):
+    blocks = "".join(
+        f'[[models]]\nname = "{a}"\nkind = "openai"\nmodel = "{a}"\nbase_url = "{base_url}"\n'
+        f'api_key_env = "FINBENCH_TEST_KEY"\ntools = {json.dumps(tools)}\n{extra}'
+        for a in agents)
+    path = tmp_path / "agents.toml"
+    path.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                    'start = "2025-01-14"\nend = "2025-01-15"\n[[models]]\nname = "coin"\n'
+                    f'kind = "coin"\n{blocks}')
+    return path
+
+
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory, sample_store):
+    """One run of the four scripted agents over two sessions of two tickers."""
+    from tests.llm_server import ChatServer
+
+    tmp = tmp_path_factory.mktemp("agents")
+    server = ChatServer()
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FINBENCH_TEST_KEY", "sk-agents-test")
+    mp.setenv("FINBENCH_CACHE_DIR", str(tmp / "cache"))
+    try:
+        out = run(config(tmp, sample_store, server.base_url), tmp / "out", echo=lambda *_: None)
+        yield out, server, tmp
+    finally:
+        mp.undo()
+        server.close()
+
+
+def rows_of(out):
+    return pq.read_table(out / "forecasts.parquet").to_pandas()
+
+
+def test_agents_answer_through_their_tools_and_end_invalid_when_they_break_the_rules(
+        agent_run):
+    out, server, _ = agent_run
+    rows = rows_of(out)
+    by = {m: g for m, g in rows.groupby("model")}
+    assert all(len(by[m]) == 12 for m in AGENTS)  # 2 tickers x 2 sessions x 3 horizons
+    assert by["agent-honest"]["valid"].all() and by["agent-parallel"]["valid"].all()
+    assert set(by["agent-adversarial"]["error"]) == {
+        "agent: budget: 9 tool calls asked, at most 8 a task (max_tool_calls)"}
+    assert set(by["agent-malformed"]["error"]) == {
+        "agent: malformed tool call (a tool call without an id)"}
+    # the honest agent answered from what its tools gave: today's bars after the open
+    assert (by["agent-honest"].set_index("task_id")["p_up"].filter(like="MIDDAY") == 0.6).all()
+    details = {(r.task_id, r.model): json.loads(r.detail) for r in rows.itertuples()
+               if r.model in AGENTS}
+    adversary = [d for (_, m), d in details.items() if m == "agent-adversarial"]
+    assert all(d["refusals"] == {"bad_arguments": 2, "future": 3, "unknown_tool": 1}
+               for d in adversary)
+    assert all(d["turns"] == 3 for (_, m), d in details.items() if m == "agent-honest")
+    # each request of an agent carried the tools by name, the model to decide
+    bodies = [r["body"] for r in server.requests if r["model"] == "agent-honest"]
+    assert all([t["function"]["name"] for t in b["tools"]] == TOOLS
+               and b["tool_choice"] == "auto" for b in bodies)
+    assert len(bodies) == 12 * 3  # three turns a task, each asked once
+    parallel = [r["body"] for r in server.requests if r["model"] == "agent-parallel"]
+    assert len(parallel) == 24  # one turn of three calls at once, then the answer
+
+
+def test_every_tool_answer_is_of_its_tasks_now_and_receipted(agent_run):
+    """Over every call of the run (the adversary's included): no item available after the
+    task's forecast instant, no canary of the task's own day (each is available only after
+    its day's target: the adversary searches for them; those of earlier days are seen),
+    each answer in the transcript is the one receipted, and the row's input digest and
+    max_input_time cover what the tools answered."""
+    out, _, _ = agent_run
+    rows = rows_of(out)
+    tasks = pd.read_parquet(out / "tasks.parquet").set_index("task_id")
+    table = pq.read_table(out / TOOL_CALLS).to_pandas()
+    transcripts = Transcripts(out)
+    answers, old_canaries = 0, 0
+    try:
+        for model in AGENTS:
+            for call in transcripts.each_last(model):
+                now = tasks.loc[call["task_id"], "t_forecast"]
+                for message in call["messages"]:
+                    if message["role"] != "tool":
+                        continue
+                    answers += 1
+                    body = json.loads(message["content"])
+                    session = tasks.loc[call["task_id"], "session"]
+                    for item in body.get("items", []):
+                        if "available_at" in item:
+                            assert pd.Timestamp(item["available_at"]) <= now
+                        if CANARY_MARK in item.get("headline", ""):
+                            assert session not in item["id"]
+                            old_canaries += 1
+    finally:
+        transcripts.close()
+    assert old_canaries > 0  # the adversary's search reached canaries, earlier days' only
+    assert answers == len(table) == 12 * (3 + 3 + 8)  # honest, parallel, adversarial
+    answered = table["max_available"].notna()
+    assert answered.sum() >= 80 and (table["max_available"][answered]
+                                     <= table["now"][answered]).all()
+    for r in rows[rows["model"].isin(AGENTS)].itertuples():
+        detail = json.loads(r.detail)
+        assert r.input_sha256 == agent_input_sha256(
+            detail["prompt_sha256"], [c["result_sha256"] for c in detail["tool_calls"]])
+        assert r.max_input_time <= tasks.loc[r.task_id, "t_forecast"]
+        latest = [pd.Timestamp(c["max_available"]) for c in detail["tool_calls"]
+                  if c["max_available"]]
+        assert r.max_input_time == max([r.context_max_input_time, *latest])
+    honest = rows[rows["model"] == "agent-honest"]
+    assert (honest["input_sha256"] != honest["task_id"]).all()
+    assert table.groupby("model").size().to_dict() == {
+        "agent-adversarial": 96, "agent-honest": 36, "agent-parallel": 36}
+
+
+def test_the_audit_executes_every_call_again_and_passes(agent_run):
+    out, _, _ = agent_run
+    assert audit_run(out, echo=lambda *_: None) == []
+
+
+def test_a_tool_answer_the_snapshot_does_not_give_is_a_violation_naming_the_call(
+        agent_run, sample_store):
+    """The audit's re-execution against tools that answer otherwise (a snapshot with one
+    more headline) or give an item after now: each such call is named."""
+    from finbench.data.store import Store
+    from finbench.tracks.intraday.config import TasksConfig
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    out, _, _ = agent_run
+    real = IntradayTools(Store(sample_store), TasksConfig(tickers=["AAPL"], start="2025-01-15",
+                                                          end="2025-01-15"))
+
+    class Otherwise:
+        names, snapshot_sha256, now = real.names, real.snapshot_sha256, real.now
+
+        def __init__(self, late: bool) -> None:
+            self.late = late
+
+        def call(self, name, arguments, now):
+            result = real.call(name, arguments, now)
+            if name != "daily" or result.refusal:
+                return result
+            if self.late:
+                from finbench.tracks.tools import answered
+
+                return answered("daily", now, [{}], [(now + pd.Timedelta(minutes=1)).value])
+            return ToolResult(result.content.replace("}]", ',"x":1}]'), result.items,
+                              result.max_available)
+
+    tasks = pd.read_parquet(out / "tasks.parquet")
+    rows = rows_of(out)
+    honest = rows[rows["model"] == "agent-honest"]
+    prompts = {r.task_id: json.loads(r.detail)["prompt_sha256"] for r in honest.itertuples()}
+    from finbench.core.config import OpenAIModel
+
+    model = OpenAIModel(name="agent-honest", kind="openai", model="agent-honest", tools=TOOLS)
+    clean, _ = agent_problems(out, model, real, tasks, prompts)
+    assert clean == []
+    found, _ = agent_problems(out, model, Otherwise(late=False), tasks, prompts)
+    assert any("call call_0_0 (daily" in p and "result_sha256" in p for p in found)
+    found, _ = agent_problems(out, model, Otherwise(late=True), tasks, prompts)
+    assert any("call call_0_0 (daily" in p and "an item available at" in p for p in found)
+
+
+def test_a_run_again_on_the_cache_asks_no_turn_twice_and_gives_the_same_rows(
+        agent_run, tmp_path, sample_store):
+    """Every turn's completion is cached by the exchange so far (with the tools, ``now``
+    and the snapshot): a fresh folder on the same cache makes no request, and its rows are
+    the first run's but for latency and the cache flag."""
+    out, server, tmp = agent_run
+    before = len(server.requests)
+    cfg = tmp_path / "again.toml"
+    shutil.copy(tmp / "agents.toml", cfg)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FINBENCH_CACHE_DIR", str(tmp / "cache"))
+    try:
+        again = run(cfg, tmp_path / "again", echo=lambda *_: None)
+    finally:
+        mp.undo()
+    assert len(server.requests) == before
+    first, second = rows_of(out), rows_of(again)
+    same = [c for c in first.columns if c not in ("latency", "detail")]
+    pd.testing.assert_frame_equal(first[same], second[same])
+    strip = [{k: v for k, v in json.loads(d).items() if k != "cached"}
+             if d else None for d in first["detail"]]
+    assert strip == [{k: v for k, v in json.loads(d).items() if k != "cached"}
+                     if d else None for d in second["detail"]]
+    assert pq.read_table(out / TOOL_CALLS).equals(pq.read_table(again / TOOL_CALLS))
+
+
+def test_tools_a_track_does_not_have_are_refused_before_any_call(tmp_path, sample_store,
+                                                                  server):
+    cfg = config(tmp_path, sample_store, server.base_url, agents=["agent-honest"],
+                 tools=["bars", "orders"])
+    with pytest.raises(ConfigError, match=r"models.agent-honest.tools: 'orders' not among "
+                                          r"the track's tools \(bars, daily, headlines, "
+                                          r"calendar\)"):
+        run(cfg, tmp_path / "out", echo=lambda *_: None)
+    assert server.requests == [] and not (tmp_path / "out" / "forecasts.parquet").exists()
+
+
+def test_an_agent_config_is_checked():
+    from pydantic import ValidationError
+
+    from finbench.core.config import OpenAIModel
+
+    with pytest.raises(ValidationError, match="a tool named twice"):
+        OpenAIModel(name="a", kind="openai", model="m", tools=["bars", "bars"])
+    with pytest.raises(ValidationError, match="head 'native'"):
+        OpenAIModel(name="a", kind="openai", model="m", tools=["bars"], format="multiclass",
+                    head="native")
+    with pytest.raises(ValidationError, match="max_turns"):
+        OpenAIModel(name="a", kind="openai", model="m", tools=["bars"], max_turns=1)
+
+
+def test_agents_refuse_the_batch_api_and_a_dry_run_states_its_turns(tmp_path, sample_store,
+                                                                    server):
+    cfg = config(tmp_path, sample_store, server.base_url, agents=["agent-honest"],
+                 extra="max_turns = 4\nprice_input_per_1m = 1.0\nprice_output_per_1m = 2.0\n")
+    with pytest.raises(ConfigError, match="--batch: agent-honest call tools, turn by turn"):
+        run(cfg, tmp_path / "batch", batch=True, echo=lambda *_: None)
+    said = []
+    run(cfg, tmp_path / "dry", dry_run=True, echo=said.append, results=said.append)
+    line = next(s for s in said if s.startswith("dry run agent-honest"))
+    assert line.startswith("dry run agent-honest: 48 calls")  # 12 tasks x 4 turns
+    assert "each task taken as 4 turns, its max_turns" in line
+    assert server.requests == []
+
+
+def test_agent_shards_merge_into_the_unsharded_run_with_its_receipts(agent_run, tmp_path):
+    """Each session a shard (the same cache: no turn asked again), merged: the tool calls'
+    receipts are the unsharded run's, and the merged run audits clean."""
+    from finbench.shards import merge_shards
+
+    out, server, tmp = agent_run
+    before = len(server.requests)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FINBENCH_CACHE_DIR", str(tmp / "cache"))
+    try:
+        shards = [run(tmp / "agents.toml", tmp_path / day, shard=(day, day),
+                      echo=lambda *_: None) for day in ("2025-01-14", "2025-01-15")]
+        merged = merge_shards(shards, tmp_path / "merged")
+    finally:
+        mp.undo()
+    assert len(server.requests) == before
+    assert pq.read_table(merged / TOOL_CALLS).equals(pq.read_table(out / TOOL_CALLS))
+    assert audit_run(merged, echo=lambda *_: None) == []
