@@ -271,3 +271,96 @@ def test_agent_shards_merge_into_the_unsharded_run_with_its_receipts(agent_run, 
     assert len(server.requests) == before
     assert pq.read_table(merged / TOOL_CALLS).equals(pq.read_table(out / TOOL_CALLS))
     assert audit_run(merged, echo=lambda *_: None) == []
+
+
+def _rows_but_timing(path):
+    rows = pq.read_table(path / "forecasts.parquet").to_pandas()
+    rows["detail"] = [json.dumps({k: v for k, v in json.loads(d).items() if k != "cached"},
+                                 sort_keys=True) if d else d for d in rows["detail"]]
+    return rows.drop(columns=["latency"])
+
+
+@pytest.mark.slow
+def test_a_run_killed_during_agent_turns_resumes_paying_no_turn_twice(tmp_path, sample_store,
+                                                                      monkeypatch):
+    """SIGKILL while the agents converse, then the same command: every turn (the exchange so
+    far) was asked once, but those in flight at the kill; the rows are those of a run never
+    killed, on a cache of its own."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.llm_server import ChatServer
+
+    slow = ChatServer(delay=0.1)
+    try:
+        cfg = config(tmp_path, sample_store, slow.base_url,
+                     agents=["agent-honest", "agent-adversarial"], extra="concurrency = 2\n")
+        out = tmp_path / "out"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        proc = subprocess.Popen([sys.executable, "-m", "finbench", "run", str(cfg), "--out",
+                                 str(out)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        journal = out / "journal.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (journal.is_file() and sum(
+                '"model": "agent-' in x for x in journal.read_text().splitlines()) >= 3):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        asked_before = slow.total
+        run(cfg, out, echo=lambda *_: None)
+        repeated = [key for key, n in slow.counts.items() if n > 1]
+        assert asked_before > 3 and len(repeated) <= 2 * 2  # in flight: 2 per agent
+        monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "another-cache"))
+        fresh = run(cfg, tmp_path / "fresh", echo=lambda *_: None)
+        pd.testing.assert_frame_equal(_rows_but_timing(out), _rows_but_timing(fresh))
+        assert pq.read_table(out / TOOL_CALLS).equals(pq.read_table(fresh / TOOL_CALLS))
+        assert audit_run(out, echo=lambda *_: None) == []
+    finally:
+        slow.close()
+
+
+def _rehash(run_dir, name):
+    import hashlib
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["files"][name] = hashlib.sha256((run_dir / name).read_bytes()).hexdigest()
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def test_an_edited_receipt_or_transcript_answer_is_named_by_the_audit(agent_run, tmp_path):
+    """``tool_calls.parquet`` with a refusal taken out (its hash made again in the manifest),
+    and a transcript whose tool answer was changed (transcripts are not hashed): each named."""
+    import sqlite3
+
+    from finbench.runlog.transcripts import pack, unpack
+
+    out, _, _ = agent_run
+    edited = tmp_path / "edited"
+    shutil.copytree(out, edited)
+    table = pq.read_table(edited / TOOL_CALLS).to_pandas()
+    table.loc[table["refusal"].notna().idxmax(), "refusal"] = None
+    pq.write_table(pq.read_table(edited / TOOL_CALLS).from_pandas(
+        table, schema=pq.read_schema(edited / TOOL_CALLS), preserve_index=False),
+        edited / TOOL_CALLS)
+    _rehash(edited, TOOL_CALLS)
+    db = sqlite3.connect(edited / "transcripts.sqlite")
+    zdict = db.execute("SELECT zdict FROM dictionary WHERE id = 1").fetchone()[0]
+    task, blob = db.execute("SELECT task_id, messages FROM transcripts WHERE model = "
+                            "'agent-honest' ORDER BY task_id LIMIT 1").fetchone()
+    messages = unpack(blob, zdict)
+    tool = next(m for m in messages if m["role"] == "tool")
+    tool["content"] = tool["content"].replace('"items":[', '"items":[{"close":1.0},', 1)
+    db.execute("UPDATE transcripts SET messages = ? WHERE model = 'agent-honest' AND "
+               "task_id = ?", (pack(messages, zdict), task))
+    db.commit()
+    db.close()
+    problems = audit_run(edited, echo=lambda *_: None)
+    assert any(p.startswith(f"{TOOL_CALLS}: the rows of model agent-adversarial")
+               for p in problems), problems
+    assert any(f"({task}, agent-honest) call call_0_0: the answer in the transcript is not "
+               "the one receipted" in p for p in problems), problems
