@@ -6,6 +6,7 @@ The request's ``model`` names a scripted behaviour; the server counts requests p
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -418,6 +419,8 @@ def _agent(model: str, body: dict) -> dict:
     tool, then calls until its budget is spent, and would obey a canary of its own day if one
     reached it; ``agent-malformed`` sends a tool call without an id."""
     prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if prompt.startswith("Question: "):
+        return _event_agent(model, body, prompt)
     ticker = re.search(r"^Ticker: (\S+)", prompt, re.M).group(1)
     session = re.search(r"^Session: (\S+)", prompt, re.M).group(1)
     clock = re.search(r"^Forecast time: (\d\d:\d\d)", prompt, re.M).group(1)
@@ -486,3 +489,41 @@ def _tool_turn(model: str, calls: list[dict]) -> dict:
                          "message": {"role": "assistant", "content": None,
                                      "tool_calls": calls}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+
+
+def _event_agent(model: str, body: dict, prompt: str) -> dict:
+    """A scripted event agent's next turn. ``agent-event-honest`` searches the posts, reads
+    its market's prices and searches the markets known before its cutoff, then answers the
+    last price; ``agent-event-adversarial`` searches a year of posts for the canary of its
+    own question, asks for prices after its cutoff, sends a bad look back, then searches
+    until its budget is spent, and would obey a canary of its own question that reached it."""
+    question = prompt.split("\n")[0].removeprefix("Question: ")
+    asof = re.search(r"^Forecast as of: (.+) UTC$", prompt, re.M).group(1)
+    turn = sum(m["role"] == "assistant" for m in body["messages"])
+    results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    later = (dt.datetime.fromisoformat(asof) + dt.timedelta(days=1)).isoformat()
+    script = {
+        "agent-event-honest": [[("posts", {"query": question, "days": 30, "limit": 5}),
+                                ("prices", {"start": None}),
+                                ("markets", {"query": question, "limit": 3})]],
+        "agent-event-adversarial": [
+            [("posts", {"query": f"CANARY resolved YES {question}", "days": 365,
+                        "limit": 20}), ("prices", {"start": later})],
+            [("markets", {"query": question, "limit": 20}),
+             ("posts", {"query": question, "days": 0, "limit": 5})],
+            *[[("posts", {"query": f"{question} {word}", "days": 365, "limit": 20})]
+              for word in ("resolved", "outcome", "winner", "final", "result", "YES")]],
+    }[model]
+    if turn < len(script):
+        return _tool_turn(model, [
+            {"id": f"call_{turn}_{k}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for k, (name, args) in enumerate(script[turn])])
+    items = [i for r in results for i in r.get("items", [])]
+    leaked = [i for i in items if "CANARY" in i.get("text", "") and question in i["text"]]
+    prices = [i["price"] for i in items if "price" in i]
+    p = (0.999 if "resolved YES" in leaked[0]["text"] else 0.001) if leaked else (
+        prices[-1] if prices else 0.5)
+    cited = [i["post_id"] for i in items if "post_id" in i][:2]
+    return ChatServer._completion(model, json.dumps(
+        {"p_yes": p, "rationale": f"read {len(items)} items; cites {', '.join(cited) or 'none'}"}))

@@ -391,7 +391,7 @@ def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> di
 
 def naive_bm25_scores(texts: list[str], query: str):
     """BM25 of ``texts`` against ``query`` from a ``bm25s`` index built of those texts alone
-    (a task's window): what :class:`finbench.tracks.events.retrieval.PostIndex` must give,
+    (a task's window): what :class:`finbench.core.bm25.PostIndex` must give,
     queried with that window, bit for bit."""
     import bm25s
     import numpy as np

@@ -162,8 +162,8 @@ def test_a_tool_answer_the_snapshot_does_not_give_is_a_violation_naming_the_call
         def __init__(self, late: bool) -> None:
             self.late = late
 
-        def call(self, name, arguments, now):
-            result = real.call(name, arguments, now)
+        def call(self, name, arguments, now, task=None):
+            result = real.call(name, arguments, now, task)
             if name != "daily" or result.refusal:
                 return result
             if self.late:
@@ -364,3 +364,60 @@ def test_an_edited_receipt_or_transcript_answer_is_named_by_the_audit(agent_run,
                for p in problems), problems
     assert any(f"({task}, agent-honest) call call_0_0: the answer in the transcript is not "
                "the one receipted" in p for p in problems), problems
+
+
+EVENT_TOOLS = ["posts", "prices", "markets"]
+
+
+def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
+    """The event pilot with a scripted honest and adversarial agent: no post at or after a
+    task's ``t0`` (the adversary searches a year of posts for its own question's canary), no
+    price after it, no market not yet resolved before it (its own included); refusals
+    counted; the audit executes every call again and passes."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(root / "data" / "events_sample" / "store"))
+    text = text[:text.index("[[models]]\nname = \"GPT-4o Mini with posts\"")]
+    for agent in ("agent-event-honest", "agent-event-adversarial"):
+        text += (f'[[models]]\nname = "{agent}"\nkind = "openai"\nmodel = "{agent}"\n'
+                 f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+                 f'retrieval = "none"\ntools = {json.dumps(EVENT_TOOLS)}\n')
+    cfg = tmp_path / "events_agents.toml"
+    cfg.write_text(text)
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    rows = rows_of(out).set_index(["model", "task_id"])
+    tasks = pd.read_parquet(out / "tasks.parquet").set_index("task_id")
+    markets = pd.read_parquet(root / "data" / "events_sample" / "store" / "markets.parquet"
+                              ).set_index("market_id")
+    honest = rows.loc["agent-event-honest"]
+    assert honest["valid"].all() and len(honest) == 42
+    adversary = rows.loc["agent-event-adversarial"]
+    assert set(adversary["error"]) == {"agent: budget: no answer after 6 turns (max_turns 6)"}
+    table = pq.read_table(out / TOOL_CALLS).to_pandas()
+    assert len(table) == 42 * (3 + 7)  # the adversary's sixth turn asks a call it cannot make
+    refusals = table[table["model"] == "agent-event-adversarial"]["refusal"].value_counts()
+    assert refusals.to_dict() == {"future": 42, "bad_arguments": 42}
+    transcripts = Transcripts(out)
+    seen = 0
+    try:
+        for model in ("agent-event-honest", "agent-event-adversarial"):
+            for call in transcripts.each_last(model):
+                t0 = tasks.loc[call["task_id"], "t0"]
+                own = tasks.loc[call["task_id"], "market_id"]
+                question = markets.loc[own, "question"]
+                for message in (m for m in call["messages"] if m["role"] == "tool"):
+                    for item in json.loads(message["content"]).get("items", []):
+                        seen += 1
+                        at = pd.Timestamp(item["available_at"])
+                        assert at <= t0 and (at < t0 or "price" in item)
+                        assert not ("CANARY" in item.get("text", "")
+                                    and question in item["text"])
+                        if "market_id" in item:
+                            assert item["market_id"] != own
+                            assert pd.Timestamp(item["opened_at"]) < t0
+    finally:
+        transcripts.close()
+    assert seen > 1000
+    assert audit_run(out, echo=lambda *_: None) == []

@@ -278,3 +278,62 @@ def test_bars_and_daily_are_the_naive_readings_of_the_store(tools, sample_store,
     assert [(d["session"], d["close"], d["volume"]) for d in json.loads(
         result.content)["items"]] == list(zip(daily.get("session", []), daily.get(
             "close", []), daily.get("volume", []), strict=True))
+
+
+# -- the event track's tools ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def event_tools():
+    from pathlib import Path
+
+    from finbench.core.config import ConfigText
+    from finbench.tracks.configs import load_config_file
+    from finbench.tracks.events.track import EventsTrack
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "configs" / "pilot_events.toml"
+    config = load_config_file(ConfigText.read(path))[0]
+    track = EventsTrack(config)
+    return track.tools(), track.plan.tasks, track.plan.markets.set_index("market_id")
+
+
+EVENT_QUERIES = ["CANARY resolved YES", "CANARY resolved NO", "win final match", "election",
+                 "Will price above", "x"]
+
+
+@settings(max_examples=200)
+@given(data=st.data())
+def test_no_event_tool_answers_anything_known_only_from_its_cutoff_on(event_tools, data):
+    """Any tool, arguments, task and ``now`` (its cutoff, or any instant): no post made at or
+    after ``now``, no price after it, no market not created and resolved before it (so
+    neither the task's own nor a sibling still open), no canary of the task's own question;
+    a start after ``now`` refused."""
+    tools, tasks, markets = event_tools
+    task = tasks.iloc[data.draw(st.integers(0, len(tasks) - 1))].to_dict()
+    now = tools.now(task) + pd.Timedelta(hours=data.draw(st.sampled_from([0, 0, -100, 500])))
+    name = data.draw(st.sampled_from(["posts", "prices", "markets"]))
+    if name == "posts":
+        args = {"query": data.draw(st.sampled_from(EVENT_QUERIES)),
+                "days": data.draw(st.integers(0, 400)), "limit": data.draw(st.integers(0, 21))}
+    elif name == "prices":
+        args = {"start": data.draw(st.one_of(st.none(), st.integers(-2000, 200).map(
+            lambda h: (now + pd.Timedelta(hours=h)).isoformat())))}
+    else:
+        args = {"query": data.draw(st.sampled_from(EVENT_QUERIES)),
+                "limit": data.draw(st.integers(0, 21))}
+    result = tools.call(name, json.dumps(args), now, task)
+    body = json.loads(result.content)
+    if result.refusal is not None:
+        assert result.items == 0
+        return
+    question = markets.loc[task["market_id"], "question"]
+    for item in body["items"]:
+        at = pd.Timestamp(item["available_at"])
+        assert at < now if name != "prices" else at <= now
+        assert not ("CANARY" in item.get("text", "") and question in item["text"]
+                    and now <= tools.now(task))
+        if name == "markets":
+            assert pd.Timestamp(item["opened_at"]) < now and pd.Timestamp(
+                item["resolved_at"]) < now  # (at its cutoff, a task's own market is open)
+            assert item["market_id"] != task["market_id"] or now > tools.now(task)
+    if name == "prices" and args["start"] is not None:
+        assert pd.Timestamp(args["start"]) <= now

@@ -45,8 +45,9 @@ def agent_problems(run_dir: Path, model, toolbox, tasks: pd.DataFrame,
         where = f"forecasts.parquet ({task_id}, {model.name})"
         detail = json.loads(row["detail"]) if row["detail"] else {}
         receipts = detail.get("tool_calls") or []
-        now = toolbox.now(by_id.loc[task_id])
-        found, shas, latest = _executed_again(where, receipts, toolbox, now)
+        task = {"task_id": task_id, **by_id.loc[task_id].to_dict()}
+        now = toolbox.now(task)
+        found, shas, latest = _executed_again(where, receipts, toolbox, now, task)
         problems += found
         expected[task_id] = agent_input_sha256(prompt_sha[task_id], shas)
         want = _later(row["context_max_input_time"], latest)
@@ -61,7 +62,7 @@ def agent_problems(run_dir: Path, model, toolbox, tasks: pd.DataFrame,
     return capped(problems, f"tool calls of model {model.name}"), expected
 
 
-def _executed_again(where: str, receipts: list[dict], toolbox, now
+def _executed_again(where: str, receipts: list[dict], toolbox, now, task
                     ) -> tuple[list[str], list[str], pd.Timestamp | None]:
     """Each receipted call executed again at ``now``: (violations, the answers' digests, the
     latest availability among them)."""
@@ -72,7 +73,7 @@ def _executed_again(where: str, receipts: list[dict], toolbox, now
             problems.append(f"{name}: made at now = {r['now']}, not the task's "
                             f"{instant_text(now)}")
         try:
-            result = toolbox.call(r["tool"], r["arguments"], now)
+            result = toolbox.call(r["tool"], r["arguments"], now, task)
         except LookaheadError as exc:
             problems.append(f"{name}: {exc}")
             shas.append(None)

@@ -110,7 +110,7 @@ async def converse(ask, toolbox, task, messages: list[dict], config) -> AgentRun
                              "tool_calls": calls})
         for call in calls:
             arguments = executed_arguments(call["function"].get("arguments", ""))
-            result = toolbox.call(call["function"]["name"], arguments, now)
+            result = toolbox.call(call["function"]["name"], arguments, now, task)
             run.receipts.append(receipt(run.turns, call, arguments, now, result))
             run.messages.append({"role": "tool", "tool_call_id": call["id"],
                                  "content": result.content})

@@ -100,9 +100,12 @@ class ToolBox(Protocol):
     def now(self, task: Mapping) -> pd.Timestamp:
         """The instant a task is asked at: what its tools may see is available by then."""
 
-    def call(self, name: str, arguments: str, now: pd.Timestamp) -> ToolResult:
+    def call(self, name: str, arguments: str, now: pd.Timestamp,
+             task: Mapping | None = None) -> ToolResult:
         """The answer to a call of tool ``name`` with ``arguments`` (the JSON text the model
-        sent) at ``now``: a function of these and the snapshot alone."""
+        sent) at ``now`` (:meth:`now` of ``task``), for ``task`` (a tool about the task's own
+        subject reads it: the event track's price history of its market): a function of
+        these and the snapshot alone."""
 
 
 def agent_input_sha256(prompt_sha256: str, result_sha256s: list[str]) -> str:

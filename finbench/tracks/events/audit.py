@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from finbench.audit.agents import agent_problems
 from finbench.audit.files import task_problems
 from finbench.audit.rows import capped
 from finbench.audit.scores import first_difference, frame_problems
@@ -175,17 +176,22 @@ def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame, 
     prompt = track.prompt.for_model(model)
     sha = [prompt.sha256(m) for m in prompt.messages(gated.contexts)]
     ids = gated.tasks["task_id"]  # the tasks that can be asked
-    for task, want in zip(ids, sha, strict=True):
+    inputs = dict(zip(ids, sha, strict=True))
+    if model.tools:  # an agent: its calls executed again; its input digest covers them
+        found, inputs = agent_problems(run_dir, model, track.tools(), track.tasks, inputs)
+        problems += found
+    for task, want in inputs.items():
         if task in mine.index and mine.at[task, "input_sha256"] != want:
             problems.append(f"forecasts.parquet ({task}, {model.name}): input_sha256 is not the "
-                            "prompt re-rendered from the gated context")
+                            "prompt re-rendered from the gated context"
+                            + (" with its tools' answers" if model.tools else ""))
     for task, row in mine[mine["answer_status"] == "answered"].iterrows():
         if not row["raw"]:
-            continue  # a request refused: its reason is the answer
+            continue  # a request refused: its reason is the answer, as an agent's ending
         parsed = parse_event_answer(row["raw"])
         if parsed.valid != row["valid"] or (parsed.valid and parsed.p_up != row["p_up"]):
             problems.append(f"forecasts.parquet ({task}, {model.name}): the raw answer reads "
                             f"as p_yes {parsed.p_up} (valid {parsed.valid}), not the row's")
     problems += transcript_problems(run_dir, model.name, pa.array(ids.tolist()),
-                                    pa.array(sha), prompt.template)
+                                    pa.array(sha), prompt.template, agent=bool(model.tools))
     return capped(problems, f"rows of model {model.name}")

@@ -35,7 +35,7 @@ def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k:
              ) -> list[Retrieved]:
     """For each task, the best ``k`` posts of ``posts`` (sorted by created_utc) made in
     ``[t0 - lookback, t0)`` against its question, scored with that window's statistics alone
-    (one index of ``posts``, :class:`~finbench.tracks.events.retrieval.PostIndex`)."""
+    (one index of ``posts``, :class:`~finbench.core.bm25.PostIndex`)."""
     created = posts.column("created_utc").cast(pa.int64()).to_numpy()
     ids = np.asarray(posts.column("post_id").to_pylist(), dtype=object)
     texts = posts.column("text").to_pylist()

@@ -33,6 +33,7 @@ class EventsTrack(Track):
         self.labels: pd.DataFrame | None = None
         self.retrieved: list[Retrieved] = []
         self._history: pd.DataFrame | None = None
+        self._tools = None
 
     @property
     def snapshot_sha256(self) -> str:
@@ -44,6 +45,13 @@ class EventsTrack(Track):
                 "synthetic": store.synthetic,
                 "description": store.manifest.get("description", ""),
                 "dumps": store.manifest.get("dumps", [])}
+
+    def tools(self):
+        if self._tools is None:
+            from finbench.tracks.events.tools import EventTools
+
+            self._tools = EventTools(self.plan.store, self.config)
+        return self._tools
 
     @property
     def prompt(self) -> EventPrompt:

@@ -104,7 +104,7 @@ class IntradayTools:
     def now(self, task: Mapping) -> pd.Timestamp:
         return pd.Timestamp(task["t_forecast"]).tz_convert("UTC")
 
-    def call(self, name: str, arguments: str, now: pd.Timestamp):
+    def call(self, name: str, arguments: str, now: pd.Timestamp, task: Mapping | None = None):
         if name not in SCHEMAS:
             return refused("unknown_tool", now, f"no tool {name!r}: the tools are "
                            f"{', '.join(SCHEMAS)}")
