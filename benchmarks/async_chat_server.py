@@ -1,6 +1,8 @@
 """A minimal chat-completions server on asyncio for throughput benchmarks: HTTP/1.1 keep-alive,
 every request answered after ``--latency`` seconds with one fixed valid completion, the
-request body read but not parsed (its CPU cost must not be what a benchmark measures).
+request body read but not parsed (its CPU cost must not be what a benchmark measures). A
+request whose body names ``"tools"`` and holds no tool answer yet is answered with one fixed
+tool call instead (``daily`` of AAPL, 5 sessions): an agent's first turn.
 
 Run: python benchmarks/async_chat_server.py --latency 0.1   (prints its base URL, serves
 until killed; SIGTERM prints the requests served and the CPU seconds used).
@@ -21,8 +23,21 @@ ANSWER = json.dumps({
         "role": "assistant", "refusal": None,
         "content": json.dumps({"p_up": 0.6, "lower": -0.01, "upper": 0.012, "rationale": None})}}],
     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}).encode()
-REPLY = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-         + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER)
+TOOL_TURN = json.dumps({
+    "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "bench",
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_0", "type": "function", "function": {
+                "name": "daily", "arguments": json.dumps({"ticker": "AAPL", "sessions": 5})}}]}}],
+    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}).encode()
+
+
+def reply(answer: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+
+
+REPLY, TOOL_REPLY = reply(ANSWER), reply(TOOL_TURN)
 
 
 class Server:
@@ -37,9 +52,10 @@ class Server:
                 for line in head.split(b"\r\n"):
                     if line[:15].lower() == b"content-length:":
                         length = int(line[15:])
-                await reader.readexactly(length)
+                body = await reader.readexactly(length)
                 await asyncio.sleep(self.latency)
-                writer.write(REPLY)
+                agent = b'"tools"' in body and b'"tool_call_id"' not in body
+                writer.write(TOOL_REPLY if agent else REPLY)
                 self.served += 1
         except (asyncio.IncompleteReadError, ConnectionError):
             pass

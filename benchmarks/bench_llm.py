@@ -11,7 +11,11 @@ after 100 ms, in three layers measured in one run so each can be told from the n
 3. FinBench's engine (``OpenAIForecaster.run_stream``: cache, rate limits, answer validation,
    journal, transcripts), prompts rendered beforehand and timed apart.
 
-Prints throughput as a share of the ideal (calls x latency / concurrency; target >= 90%),
+4. the same tasks asked of an agent: one tool call (``daily``, answered by the intraday
+   track's tools over the sample store), then its answer, two turns a task.
+
+Prints throughput as a share of the ideal (calls x latency / concurrency; target >= 90%;
+agents, their two turns a task: >= 70%),
 client CPU per call (target <= 2 ms for the engine), and prompt rendering per task (target
 <= 0.5 ms). Run: .venv/bin/python benchmarks/bench_llm.py
 """
@@ -106,6 +110,35 @@ def timed(label: str, pid: int, work) -> tuple[float, float]:
     return wall, cpu
 
 
+def agents(url: str, inputs: Inputs, plan, pid: int) -> None:
+    """4. The same tasks asked of an agent (one tool call, ``daily``, then its answer: two
+    turns a task), its tools the intraday track's over the sample store; the ideal is twice
+    the calls' (target: >= 70% of it)."""
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    model = OpenAIModel(name="agent", kind="openai", model="valid", base_url=url,
+                        api_key_env="BENCH_KEY", concurrency=CONCURRENCY, timeout=30,
+                        tools=["daily"])
+    forecaster = OpenAIForecaster(model, PromptSettings())
+    forecaster.use_tools(IntradayTools(Store(ROOT / "data" / "sample"), TasksConfig(
+        tickers=["AAPL"], start="2025-01-15", end="2025-01-15")))
+    forecaster.plan = lambda _inputs: plan
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = ResponseCache(Path(tmp) / "c.sqlite")
+        out: dict = {}
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        out.update(forecaster.run_stream(inputs, Journal(Path(tmp)), echo=lambda *_: None,
+                                         cache=cache))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        cache.close()
+    ideal = 2 * IDEAL
+    print(f"{'4. agents (2 turns, 1 tool call)':<34} wall {wall:5.2f} s  throughput "
+          f"{ideal / wall:4.0%} of ideal ({ideal:.2f} s)  client CPU "
+          f"{cpu / out['requests'] * 1000:.2f} ms/request")
+    print(f"agents: {out['done']} tasks, {out['requests']} requests, {out['valid']} valid "
+          "(target: >= 70% of ideal)")
+
+
 def main() -> None:
     store = Store(ROOT / "data" / "sample")
     base = build_tasks(TasksConfig(tickers=["AAPL", "MSFT", "NVDA"], start="2024-09-20",
@@ -147,6 +180,7 @@ def main() -> None:
             cache.close()
         print(f"engine: {out['done']} calls, {out['requests']} requests, {out['valid']} valid "
               "(targets: >= 90% of ideal, <= 2 ms client CPU per call)")
+        agents(url, inputs, plan, server.pid)
     finally:
         server.terminate()
         server.wait()

@@ -452,7 +452,7 @@ def _agent(model: str, body: dict) -> dict:
     if model == "agent-malformed":
         return _tool_turn(model, [{"type": "function", "function": {"name": "bars",
                                                                      "arguments": "{}"}}])
-    steps = script[model]
+    steps = script[model] if body.get("tools") else []  # asked without tools: it answers
     if turn < len(steps):
         return _tool_turn(model, [
             {"id": f"call_{turn}_{k}", "type": "function",
@@ -513,7 +513,7 @@ def _event_agent(model: str, body: dict, prompt: str) -> dict:
              ("posts", {"query": question, "days": 0, "limit": 5})],
             *[[("posts", {"query": f"{question} {word}", "days": 365, "limit": 20})]
               for word in ("resolved", "outcome", "winner", "final", "result", "YES")]],
-    }[model]
+    }[model] if body.get("tools") else []
     if turn < len(script):
         return _tool_turn(model, [
             {"id": f"call_{turn}_{k}", "type": "function",

@@ -384,6 +384,9 @@ def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
         text += (f'[[models]]\nname = "{agent}"\nkind = "openai"\nmodel = "{agent}"\n'
                  f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
                  f'retrieval = "none"\ntools = {json.dumps(EVENT_TOOLS)}\n')
+    text += (f'[[models]]\nname = "plain"\nkind = "openai"\nmodel = "agent-event-honest"\n'
+             f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+             'retrieval = "none"\n')  # the honest agent's model, asked without tools
     cfg = tmp_path / "events_agents.toml"
     cfg.write_text(text)
     out = run(cfg, tmp_path / "out", echo=lambda *_: None)
@@ -420,4 +423,55 @@ def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
     finally:
         transcripts.close()
     assert seen > 1000
+    from finbench.reports.build import report
+
+    report(out)
+    effect = pd.read_csv(out / "tables" / "event_tools_effect.csv")
+    scored = pd.read_parquet(out / "rows.parquet")
+    both = scored[scored["scored"]].pivot(index="task_id", columns="model", values="brier")
+    both = both[["agent-event-honest", "plain"]].dropna()
+    assert effect[["model", "without_tools", "n"]].to_dict("records") == [
+        {"model": "agent-event-honest", "without_tools": "plain", "n": len(both)}]
+    assert effect.loc[0, "diff"] == pytest.approx(
+        (both["agent-event-honest"] - both["plain"]).mean(), rel=1e-9)
+    usage = pd.read_csv(out / "tables" / "event_agents.csv").set_index("model")
+    assert usage.loc["agent-event-honest", "calls_per_task"] == 3.0
+    assert usage.loc["agent-event-adversarial", "refused_future"] == 42
+    assert usage.loc["agent-event-honest", "citing"] > 0  # it cites the posts it read
     assert audit_run(out, echo=lambda *_: None) == []
+
+
+def test_the_report_says_what_tools_add_against_the_same_model_without_them(
+        tmp_path, sample_store, server):
+    """An agent and the same model asked without tools: the report's ``agents`` table counts
+    its calls, turns and citing answers, and ``tools_effect`` pairs the two on the tasks both
+    scored (means and difference equal to the rows' own)."""
+    from finbench.reports.build import report
+
+    cfg = config(tmp_path, sample_store, server.base_url, agents=["agent-honest"])
+    text = cfg.read_text() + (f'[[models]]\nname = "plain"\nkind = "openai"\n'
+                              f'model = "agent-honest"\nbase_url = "{server.base_url}"\n'
+                              'api_key_env = "FINBENCH_TEST_KEY"\n')
+    cfg.write_text(text)
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    sent = [r["body"] for r in server.requests]
+    plain = [b for b in sent if not b.get("tools")]  # the model without tools: asked once
+    assert len(plain) == 12 and len(sent) == 12 + 12 * 3
+    report(out)
+    usage = pd.read_csv(out / "tables" / "agents.csv")
+    effect = pd.read_csv(out / "tables" / "tools_effect.csv")
+    rows = pd.read_parquet(out / "rows.parquet")
+    both = rows[rows["scored"]].pivot(index="task_id", columns="model", values="brier").dropna()
+    assert len(effect) == 1 and effect.loc[0, "n"] == len(both) == 11  # a task unscored
+    assert effect.loc[0, "brier"] == pytest.approx(both["agent-honest"].mean(), rel=1e-9)
+    assert effect.loc[0, "brier_twin"] == pytest.approx(both["plain"].mean(), rel=1e-9)
+    assert effect.loc[0, "diff"] == pytest.approx(
+        (both["agent-honest"] - both["plain"]).mean(), rel=1e-9, abs=1e-15)
+    want_skill = (both["plain"] - both["agent-honest"]).sum() / both["coin"].sum()
+    assert effect.loc[0, "bss_diff"] == pytest.approx(want_skill, rel=1e-9, abs=1e-15)
+    assert usage.to_dict("records")[0] | {"citing_share": 0} == {
+        "model": "agent-honest", "tasks": 12, "calls_per_task": 3.0, "turns_per_task": 3.0,
+        "refused_future": 0, "refused_bad_arguments": 0, "refused_unknown_tool": 0,
+        "refused_too_many": 0, "valid": 12, "citing": usage.loc[0, "citing"],
+        "citing_share": 0}
+    assert usage.loc[0, "citing"] > 0  # its rationale names the headlines it read

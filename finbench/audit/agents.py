@@ -83,7 +83,7 @@ def _executed_again(where: str, receipts: list[dict], toolbox, now, task
             latest = result.max_available if latest is None else max(latest, result.max_available)
         again = {"result_sha256": result.sha256, "items": result.items,
                  "max_available": instant_text(result.max_available),
-                 "refusal": result.refusal}
+                 "refusal": result.refusal, "item_ids": list(result.ids)}
         for key, value in again.items():
             if r.get(key) != value:
                 problems.append(f"{name}: {key} {r.get(key)!r} is not what the call gives "

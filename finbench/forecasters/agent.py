@@ -82,7 +82,8 @@ def receipt(turn: int, call: dict, arguments: str, now: pd.Timestamp, result) ->
     return {"turn": turn, "call_id": call["id"], "tool": call["function"]["name"],
             "arguments": arguments, "now": instant_text(now), "items": result.items,
             "max_available": instant_text(result.max_available),
-            "result_sha256": result.sha256, "refusal": result.refusal}
+            "result_sha256": result.sha256, "refusal": result.refusal,
+            "item_ids": list(result.ids)}
 
 
 async def converse(ask, toolbox, task, messages: list[dict], config) -> AgentRun | None:

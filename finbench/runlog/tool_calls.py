@@ -23,6 +23,7 @@ SCHEMA = pa.schema([
     ("turn", pa.int64()), ("call_id", pa.string()), ("tool", pa.string()),
     ("arguments", pa.string()), ("now", UTC), ("items", pa.int64()),
     ("max_available", UTC), ("result_sha256", pa.string()), ("refusal", pa.string()),
+    ("item_ids", pa.list_(pa.string())),
 ])
 
 
@@ -39,7 +40,7 @@ def receipts_of(forecasts: Path, models: list[str]) -> pa.Table:
             rows["model"].append(model)
             rows["attempt"].append(int(facts.get("attempt") or 1))
             for key in SCHEMA.names[3:]:
-                rows[key].append(call[key])
+                rows[key].append(call.get(key, []) if key == "item_ids" else call[key])
     for key in ("now", "max_available"):
         rows[key] = pc.cast(pa.array(rows[key], pa.string()), UTC) if rows[key] else []
     return pa.table({name: pa.array(rows[name], SCHEMA.field(name).type)

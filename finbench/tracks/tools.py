@@ -45,12 +45,14 @@ def instant_text(ts: pd.Timestamp | None) -> str | None:
 class ToolResult:
     """One call's answer: ``content``, the canonical JSON text handed to the model; ``items``,
     how many data items it holds; ``max_available``, the latest availability among them
-    (None: no item); ``refusal``, one of :data:`REFUSALS` (None: answered)."""
+    (None: no item); ``refusal``, one of :data:`REFUSALS` (None: answered); ``ids``, the
+    ids of what a search answered (a report counts the answers that cite one)."""
 
     content: str
     items: int
     max_available: pd.Timestamp | None
     refusal: str | None = None
+    ids: tuple[str, ...] = ()  # the ids of the items a search answered (headlines, posts)
 
     @property
     def sha256(self) -> str:
@@ -65,19 +67,19 @@ def refused(kind: str, now: pd.Timestamp, message: str) -> ToolResult:
                                  "now": instant_text(now)}), 0, None, kind)
 
 
-def answered(tool: str, now: pd.Timestamp, items: list[dict], available_ns, **extra
-             ) -> ToolResult:
+def answered(tool: str, now: pd.Timestamp, items: list[dict], available_ns, *,
+             ids: tuple[str, ...] = (), **extra) -> ToolResult:
     """An answer of ``items`` (each a JSON object), ``available_ns`` the availability of each
     (UTC int64 nanoseconds, in the items' order; none for items known in advance, like a
     calendar's). An item available after ``now`` is a LookaheadError: the gate is broken,
-    whatever answered."""
+    whatever answered. ``ids``: the items' ids, for a search."""
     times = np.asarray(available_ns, dtype=np.int64)
     latest = pd.Timestamp(int(times.max()), tz="UTC") if len(times) else None
     if latest is not None and latest > now:
         raise LookaheadError(f"tool {tool}: an item available at {latest} is answered at "
                              f"now = {now}")
     content = canonical({"tool": tool, "now": instant_text(now), **extra, "items": items})
-    return ToolResult(content, len(items), latest)
+    return ToolResult(content, len(items), latest, None, tuple(ids))
 
 
 def instants_text(ns: np.ndarray) -> list[str]:

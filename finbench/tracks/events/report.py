@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 
 from finbench.reports import figures as F
+from finbench.reports.agents import agent_usage, agents_of, twin_of
 from finbench.reports.stats import descriptive
 from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
+from finbench.scoring.bootstrap import paired_difference
 from finbench.tracks.events.figures import RELIABILITY_BINS, event_figures, event_reliability
 
 
@@ -65,6 +67,65 @@ def _skill(frame: pd.DataFrame, s) -> pd.DataFrame:
         "note": _notes(frame, s, n="n")})
 
 
+TOOLS_COLUMNS = ["model", "without_tools", "n", "groups", "brier", "brier_twin", "diff",
+                 "diff_lo", "diff_hi", "p_value", "flag"]
+
+
+def tools_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
+    """What tools add: each agent against the same provider's same model without tools
+    (:func:`~finbench.reports.agents.twin_of`), on the markets both scored: mean Brier of
+    each, the agent's less the twin's with its CI (resampling whole event groups) and
+    two-sided p."""
+    s = config.scores
+    scored = rows[rows["scored"].to_numpy(bool)]
+    out = []
+    for agent in agents_of(config):
+        twin = twin_of(config, agent)
+        if twin is None:
+            continue
+        both = scored[scored["model"] == agent].merge(
+            scored[scored["model"] == twin][["task_id", "brier"]], on="task_id",
+            suffixes=("", "_twin"))
+        groups = pd.factorize(both["event_group"], sort=True)[0]
+        ci, p = paired_difference(both["brier"].to_numpy(float),
+                                  both["brier_twin"].to_numpy(float), groups,
+                                  replicates=s.bootstrap_replicates, seed=s.seed, level=s.level)
+        out.append({"model": agent, "without_tools": twin, "n": ci.n, "groups": ci.clusters,
+                    "brier": both["brier"].mean() if len(both) else float("nan"),
+                    "brier_twin": both["brier_twin"].mean() if len(both) else float("nan"),
+                    "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper,
+                    "p_value": p, "flag": descriptive(ci.n, ci.clusters, min_n=s.min_n,
+                                                      min_clusters=s.min_groups)})
+    return pd.DataFrame(out, columns=TOOLS_COLUMNS)
+
+
+def _agent_tables(run_dir: Path, config, out: Path, rule: str, source: str) -> list[Path]:
+    """The agents' use of their tools and what the tools add (none without agents)."""
+    agents = agents_of(config)
+    if not agents:
+        return []
+    usage = agent_usage(run_dir, agents)
+    paths = write_table(usage.assign(**{c: usage[c].map(lambda v: _f(v, 2)) for c in (
+        "calls_per_task", "turns_per_task", "citing_share")}), out, "event_agents",
+        "Agents: tool calls and model turns per market, the calls refused by kind (asked for "
+        "the future, bad arguments, a tool it has not, too many items), its valid answers and "
+        "those whose rationale names a post or market a search answered it." + source,
+        raw=usage)
+    effect = tools_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
+    shown = pd.DataFrame([{
+        "model": r["model"], "without tools": r["without_tools"], "n": r["n"],
+        "groups": r["groups"], "Brier with / without": f"{_f(r['brier'])} / "
+        f"{_f(r['brier_twin'])}",
+        "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        "p": _f(r["p_value"], 3), "note": r["flag"]} for r in effect.to_dict("records")])
+    return paths + write_table(shown, out, "event_tools_effect", "What tools add: each agent "
+                               "against the same provider's same model without tools, on the "
+                               "markets both scored: mean Brier of each and their paired "
+                               "difference (negative: the tools helped), resampling whole "
+                               "event groups (two-sided bootstrap p)." + rule + source,
+                               raw=effect)
+
+
 def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures`` (those
     that could not be drawn named in the returned set). Every caption ends with the data's
@@ -106,6 +167,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     shown = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
     paths += write_table(shown, out, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
+    paths += _agent_tables(run_dir, config, out, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
     shown = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})

@@ -123,7 +123,8 @@ class EventTools:
                   "created_utc": at, "available_at": at, "score": round(float(scores[j - lo]),
                                                                          6)}
                  for j, at in zip(best.tolist(), instants_text(created[best]), strict=True)]
-        return answered("posts", now, items, created[best], query=query, days=days)
+        return answered("posts", now, items, created[best], query=query, days=days,
+                        ids=tuple(i["post_id"] for i in items))
 
     def _prices(self, now, task, *, start: str | None):
         first = None
@@ -167,4 +168,5 @@ class EventTools:
         latest = self.resolved_ns[best]
         if (latest >= now.value).any():  # cannot happen: the window ends before now
             raise LookaheadError(f"tool markets: a market resolved at or after now ({now})")
-        return answered("markets", now, items, latest, query=query)
+        return answered("markets", now, items, latest, query=query,
+                        ids=tuple(i["market_id"] for i in items))

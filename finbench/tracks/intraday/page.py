@@ -23,8 +23,9 @@ from finbench.tracks.intraday.report_data import RunData
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose prompt text is embedded
 ORDER = ("scores_aggregate", "scores_three_class", "scores_by_horizon", "scores_by_cutoff", "paired_brier",
-         "paired_winkler", "calibration", "rationale_mismatch", "decision_kelly",
-         "scores_by_ticker")
+         "paired_winkler", "tools_effect", "agents", "calibration", "rationale_mismatch",
+         "decision_kelly", "scores_by_ticker")
+TITLES = {"scores_aggregate": "Leaderboard", "tools_effect": "What tools add"}
 
 
 def write_html(run_dir: Path, data: RunData, shown: dict, figures: list[Path]) -> Path:
@@ -70,7 +71,7 @@ def write_html(run_dir: Path, data: RunData, shown: dict, figures: list[Path]) -
 
 
 def _title(name: str) -> str:
-    return "Leaderboard" if name == "scores_aggregate" else name.replace("_", " ").capitalize()
+    return TITLES.get(name) or name.replace("_", " ").capitalize()
 
 
 def _table(frame: pd.DataFrame, name: str) -> str:
@@ -177,7 +178,14 @@ function detail(r) {
       `covered ${fmt(r.covered)}`];
   if (r.rationale) lines.push('rationale: ' + r.rationale);
   if (r.raw) lines.push('raw answer: ' + r.raw);
-  if (r.messages) for (const m of r.messages) lines.push('', '[' + m.role + ']', m.content);
+  if (r.messages) for (const m of r.messages) {  // an agent's: each turn's calls, each answer
+    lines.push('', m.role === 'tool' ? '[tool answer to ' + m.tool_call_id + ']'
+                                     : '[' + m.role + ']');
+    if (m.content) lines.push(m.content);
+    for (const c of m.tool_calls || [])
+      lines.push('-> ' + c.id + ': ' + (c.function || {}).name + ' ' +
+                 (c.function || {}).arguments);
+  }
   document.getElementById('detail').textContent = lines.join('\\n');
 }
 function render() {

@@ -11,6 +11,7 @@ import pandas as pd
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
+from finbench.reports.agents import agent_usage, agents_of
 from finbench.reports.writers import fmt, fmt_p, with_ci, write_table
 from finbench.runlog.rundir import (
     INPUTS,
@@ -33,6 +34,7 @@ from finbench.tracks.intraday.report_data import (
     pooled,
     score_table,
     task_overlap,
+    tools_table,
 )
 
 
@@ -140,6 +142,9 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     f"Paired differences in mean {metric} on the rows both models scored "
                     f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
         tables[f"paired_{metric}"] = paired
+    agents = [a for a in agents_of(data.config) if a in data.models]
+    if agents and data.run_dir is not None:  # (pooled runs: none)
+        _agent_tables(data, agents, put, tables, ci_note, facts)
     summary, bins = calibration_tables(data)
     show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
                              ("brier", "brier_binned", "reliability", "resolution",
@@ -195,6 +200,41 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     tables["_wealth_paths"] = paths
     tables["_shown"] = shown
     return tables
+
+
+def _agent_tables(data: RunData, agents: list[str], put, tables: dict, ci_note: str,
+                  facts: str) -> None:
+    """What the run's agents did (tool calls, turns, refusals, answers citing what a search
+    answered) and what their tools add against the same model without them."""
+    usage = agent_usage(data.run_dir, agents)
+    put(pd.DataFrame([{
+        "Model": r["model"], "Tasks": r["tasks"], "Tool calls / task": fmt(r["calls_per_task"], 2),
+        "Turns / task": fmt(r["turns_per_task"], 2),
+        "Refused: future / bad arguments / unknown tool / too many":
+            f"{r['refused_future']} / {r['refused_bad_arguments']} / "
+            f"{r['refused_unknown_tool']} / {r['refused_too_many']}",
+        "Valid": r["valid"], "Citing a search": f"{r['citing']} ({fmt(r['citing_share'], 3)})"}
+        for r in usage.to_dict("records")]), "agents",
+        "Agents: tool calls and model turns per task, the calls refused by kind (asked for the "
+        "future, bad arguments, a tool it has not, too many items), its valid answers and those "
+        "whose rationale names a headline a search answered it for that task. "
+        f"{facts}", raw=usage)
+    tables["agents"] = usage
+    effect = tools_table(data, agents)
+    put(pd.DataFrame([{
+        "Model": r["model"], "Without tools": r["without_tools"], "N": r["n"],
+        "Sessions": r["sessions"], "Brier with / without": f"{fmt(r['brier'], 4)} / "
+        f"{fmt(r['brier_twin'], 4)}",
+        "Brier with - without [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
+        "p": fmt_p(r["p_value"]),
+        f"BSS with - without vs {r['reference']} [95% CI]": with_ci(
+            r["bss_diff"], r["bss_diff_lo"], r["bss_diff_hi"], 4),
+        "Note": r["flag"]} for r in effect.to_dict("records")]), "tools_effect",
+        "What tools add: each agent against the same provider's same model without tools, on "
+        "the tasks both scored and its skill reference scored too (N beside): mean Brier of "
+        "each, their paired difference (negative: the tools helped) and the difference of "
+        f"their Brier skill (two-sided bootstrap p). {ci_note} {facts}", raw=effect)
+    tables["tools_effect"] = effect
 
 
 def _class_display(table: pd.DataFrame) -> pd.DataFrame:

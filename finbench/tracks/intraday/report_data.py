@@ -375,6 +375,49 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
 
 PAIRED_COLUMNS = ["model_a", "model_b", "metric", "n", "sessions", "diff", "diff_lo", "diff_hi",
                   "p_value", "flag"]
+TOOLS_COLUMNS = ["model", "without_tools", "reference", "n", "sessions", "brier", "brier_twin",
+                 "diff", "diff_lo", "diff_hi", "p_value", "bss_diff", "bss_diff_lo",
+                 "bss_diff_hi", "flag"]
+
+
+def tools_table(data: RunData, agents: list[str]) -> pd.DataFrame:
+    """What tools add: each agent against its model without tools (the same provider's same
+    model, :func:`~finbench.reports.agents.twin_of`), on the tasks both scored and its skill
+    reference scored too: mean Brier of each, the agent's less the twin's with its CI and
+    two-sided p, and the difference of their Brier skill against the reference with its CI
+    (``sum(twin - agent) / sum(reference)``), resampling the report's clusters."""
+    from finbench.reports.agents import twin_of
+
+    rep = data.config.report
+    values = data.rows["brier"].to_numpy(float)
+    cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
+    out = []
+    for agent in agents:
+        twin, ref = twin_of(data.config, agent), data.reference(agent)
+        if twin not in data.models or agent not in data.models or ref not in data.models:
+            continue
+        ra, rt = data.scored_pairs(agent, twin)
+        # each agent row's reference row (the same task), where the reference scored it
+        ref_of = dict(zip(*(x.tolist() for x in data.scored_pairs(agent, ref)), strict=True))
+        keep = np.fromiter((i in ref_of for i in ra.tolist()), bool, len(ra))
+        ra, rt = ra[keep], rt[keep]
+        rr = np.array([ref_of[i] for i in ra.tolist()], np.int64)
+        ci, p = paired_difference(values[ra], values[rt], cluster[ra],
+                                  replicates=rep.bootstrap_replicates, seed=rep.seed,
+                                  level=rep.level, draws=data.draws)
+        skill = skill_ci(values[rr] - values[rt] + values[ra], values[rr], cluster[ra],
+                         replicates=rep.bootstrap_replicates, seed=rep.seed, level=rep.level,
+                         draws=data.draws)
+        sessions = len(np.unique(session[ra]))
+        out.append({"model": agent, "without_tools": twin, "reference": ref, "n": ci.n,
+                    "sessions": ci.clusters if rep.cluster == "session" else sessions,
+                    "brier": _mean(values[ra]), "brier_twin": _mean(values[rt]),
+                    "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper,
+                    "p_value": p, "bss_diff": skill.estimate, "bss_diff_lo": skill.lower,
+                    "bss_diff_hi": skill.upper,
+                    "flag": descriptive(ci.n, sessions, min_n=rep.min_n,
+                                        min_clusters=rep.min_sessions)})
+    return pd.DataFrame(out, columns=TOOLS_COLUMNS)
 
 
 def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -249,7 +249,7 @@ class IntradayTools:
                   "available_at": instant_text(r.available_at), "score": round(float(s), 6)}
                  for r, s in zip(rows.itertuples(), scores[best], strict=True)]
         return answered("headlines", now, items, self.available_ns[best], query=query,
-                        ticker=ticker)
+                        ticker=ticker, ids=tuple(i["id"] for i in items))
 
     def _calendar(self, now, *, date: str):
         try:
