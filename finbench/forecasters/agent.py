@@ -89,7 +89,9 @@ def receipt(turn: int, call: dict, arguments: str, now: pd.Timestamp, result) ->
 async def converse(ask, toolbox, task, messages: list[dict], config) -> AgentRun | None:
     """The agent's turns on ``task`` from the prompt ``messages``; ``ask(messages, now)`` is
     one model call (awaited; None once the model cannot be called at all, which ends the
-    task unanswered: None). ``config``: the model's (its budgets)."""
+    task unanswered: None). ``config``: the model's (its budgets). A tool call is made here,
+    on the event loop (a date the tools hold answers in about a millisecond: a thread hop
+    would cost more; a date read first holds the other tasks' turns for its read)."""
     now = toolbox.now(task)
     run = AgentRun(list(messages), {})
     while True:

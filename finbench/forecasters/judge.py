@@ -81,7 +81,7 @@ class StanceJudge(OpenAIForecaster):
             plan.append((messages, judge_sha256(messages)))
         models, tasks = todo["model"].tolist(), todo["task_id"].tolist()
 
-        def keep(i: int, response: dict, latency: float, from_cache: bool):
+        def keep(i: int, response: dict, latency: float, from_cache: bool, agent=None):
             stance, error = read_stance(response)
             record = {"model": models[i], "task_id": tasks[i], "stance": stance,
                       "valid": stance is not None, "error": error, "method": self.method,

@@ -67,6 +67,16 @@ def tls_context():
     return httpx2.create_ssl_context()
 
 
+def stop_reason(response: dict, *, answered_before: bool) -> str | None:
+    """Why no later call of a model can succeed, when ``response`` says so (its key, model or
+    path refused; an endpoint that cannot be reached before any call was answered)."""
+    if response.get("stop"):
+        return response["stop"]
+    if response.get("unreachable") and not answered_before:
+        return f"the endpoint cannot be reached ({response['transport_error']})"
+    return None
+
+
 def estimate_tokens(messages: list[dict[str, str]]) -> int:
     """A rough token count (4 characters a token) for dry-run cost estimates and the token
     rate limit."""
@@ -270,7 +280,7 @@ class OpenAIForecaster(Forecaster):
         turns each answer into (journal record, transcript), appended to ``journal`` as it
         arrives. An agent (a model with tools, :attr:`toolbox` set) converses on each of
         ``tasks`` (the plan's, in its order) and ``keep`` is given its
-        :class:`~finbench.forecasters.agent.AgentRun` as ``agent``. Returns counts; raises
+        :class:`~finbench.forecasters.agent.AgentRun` as a fifth argument (else None). Returns counts; raises
         :class:`ModelStopped` when no call can succeed."""
         own_cache = cache is None
         cache = cache or ResponseCache()
@@ -316,9 +326,7 @@ class OpenAIForecaster(Forecaster):
                     stats["requests"] += 1
                     response = await self._call(clients[i % n_clients], messages, secrets,
                                                 tools=tools)
-                reason = response.get("stop") or (
-                    f"the endpoint cannot be reached ({response['transport_error']})"
-                    if response.get("unreachable") and not stats["answered"] else None)
+                reason = stop_reason(response, answered_before=bool(stats["answered"]))
                 if reason:  # this call, and any later one, cannot succeed
                     stop.setdefault("reason", reason)
                     return None
@@ -331,25 +339,15 @@ class OpenAIForecaster(Forecaster):
             return response
 
         async def one(i: int) -> None:
-            messages, sha = plan[i]
             started = time.perf_counter()
-            agent = None
-            if agent_tasks is None:
-                response = await ask(i, messages, self.cache_key(sha))
-                if response is None:
-                    return
-            else:
-                tools = self.toolbox.schemas(self.config.tools)
-                agent = await converse(
-                    lambda sent, now: ask(i, sent, self.turn_key(sent, now), tools),
-                    self.toolbox, agent_tasks[i], messages, self.config)
-                if agent is None:
-                    return
-                response = agent.response
+            got = await self._answer(lambda *a: ask(i, *a), plan[i],
+                                     None if agent_tasks is None else agent_tasks[i])
+            if got is None:
+                return
+            response, agent = got
             from_cache = bool(response.pop("_cached", False))
             latency = time.perf_counter() - started
-            record, transcript = (keep(i, response, latency, from_cache) if agent is None
-                                  else keep(i, response, latency, from_cache, agent))
+            record, transcript = keep(i, response, latency, from_cache, agent)
             journal.append_records([record], sync=False, transcripts=[transcript])
             stats["done"] += 1
             stats["valid"] += int(record["valid"])
@@ -370,6 +368,19 @@ class OpenAIForecaster(Forecaster):
                 "not answers and are not journalled). Fix the key, model or base_url and give "
                 "the same command again: it resumes")
         return stats
+
+    async def _answer(self, ask, planned: tuple[list[dict], str], task
+                      ) -> tuple[dict, AgentRun | None] | None:
+        """A task's response (and, for an agent on ``task``, what it did; None: not one),
+        ``ask(messages, key, tools)`` making each call; None when the model cannot be called."""
+        messages, sha = planned
+        if task is None:
+            response = await ask(messages, self.cache_key(sha))
+            return None if response is None else (response, None)
+        tools = self.toolbox.schemas(self.config.tools)
+        agent = await converse(lambda sent, now: ask(sent, self.turn_key(sent, now), tools),
+                               self.toolbox, task, messages, self.config)
+        return None if agent is None else (agent.response, agent)
 
     def request_body(self, messages: list[dict]) -> dict:
         """The chat-completions request body for these messages (online and batch alike)."""

@@ -41,7 +41,9 @@ from finbench.tracks.tools import (
 )
 
 BAR_COLUMNS = ("open", "high", "low", "close", "volume")
-DAYS_HELD = 8  # date partitions of bars held at once (a day of 500 tickers: about 10 MB)
+# date partitions of bars held at once (a date of 500 tickers: about 10 MB): more than a
+# month, so that a context chunk's agents (a month of tasks, asked together) find theirs held
+DAYS_HELD = 32
 SUMMARIES_HELD = 1024  # dates of daily summaries held (a row per ticker each)
 MAX_ITEMS = 1000  # bars one call answers at most: more is refused (ask a coarser resolution)
 MAX_SESSIONS = 60
