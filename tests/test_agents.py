@@ -475,3 +475,37 @@ def test_the_report_says_what_tools_add_against_the_same_model_without_them(
         "refused_too_many": 0, "valid": 12, "citing": usage.loc[0, "citing"],
         "citing_share": 0}
     assert usage.loc[0, "citing"] > 0  # its rationale names the headlines it read
+
+
+def test_a_tool_the_agent_was_not_given_is_refused_though_the_track_has_it(
+        tmp_path, sample_store, server):
+    cfg = config(tmp_path, sample_store, server.base_url, agents=["agent-honest"],
+                 tools=["bars", "headlines"])
+    out = run(cfg, tmp_path / "out", echo=lambda *_: None)
+    table = pq.read_table(out / TOOL_CALLS).to_pandas()
+    daily = table[table["tool"] == "daily"]
+    assert len(daily) == 12 and (daily["refusal"] == "unknown_tool").all()
+    assert (table.loc[table["tool"] != "daily", "refusal"].isna()).all()
+    sent = [r["body"] for r in server.requests]
+    assert all([t["function"]["name"] for t in b["tools"]] == ["bars", "headlines"]
+               for b in sent)
+    transcripts = Transcripts(out)
+    try:
+        call = transcripts.each_last("agent-honest").__next__()
+    finally:
+        transcripts.close()
+    answer = next(m for m in call["messages"] if m.get("tool_call_id") == "call_0_0")
+    assert json.loads(answer["content"])["message"] == (
+        "no tool 'daily': the tools are bars, headlines")
+    assert audit_run(out, echo=lambda *_: None) == []
+
+
+def test_show_prints_an_agents_exchange_turn_by_turn(agent_run):
+    from finbench.reports.show import show
+    from finbench.tracks.intraday.show import render_show
+
+    out, _, _ = agent_run
+    text = render_show(show(out, "AAPL|2025-01-15|MIDDAY", "agent-honest"))
+    assert '-> call_0_0: daily {"ticker": "AAPL", "sessions": 5}' in text
+    assert "[tool answer to call_0_0]" in text and "-> call_1_0: bars" in text
+    assert text.index("[tool answer to call_0_1]") < text.index("-> call_1_0: bars")

@@ -128,3 +128,45 @@ def test_a_model_text_holding_script_markup_leaves_the_page_whole(tmp_path, samp
         assert said in page.inner_text("#detail")
         browser.close()
     assert problems == []
+
+
+def test_an_agents_sample_shows_its_exchange_turn_by_turn(tmp_path, sample_store, monkeypatch):
+    """A scripted agent's row in the sample browser: each call it made (tool and arguments)
+    under its turn, each answer under the call it answers; the tables of what tools add."""
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="Playwright is not installed (pip install playwright)")
+    server = ChatServer()
+    monkeypatch.setenv("FINBENCH_TEST_KEY", "sk-test")
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        cfg = tmp_path / "agent.toml"
+        cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL"]\n'
+                       'start = "2025-01-15"\nend = "2025-01-15"\n[[models]]\nname = "coin"\n'
+                       'kind = "coin"\n' + "".join(
+                           f'[[models]]\nname = "{name}"\nkind = "openai"\n'
+                           f'model = "agent-honest"\nbase_url = "{server.base_url}"\n'
+                           f'api_key_env = "FINBENCH_TEST_KEY"\n{tools}'
+                           for name, tools in (("agent", 'tools = ["daily", "headlines", '
+                                                         '"bars"]\n'), ("plain", ""))))
+        out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+        report(out)
+    finally:
+        server.close()
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 2000})
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((out / "report.html").as_uri())
+        assert "agent" in page.inner_text("#table-tools_effect")
+        assert "plain" in page.inner_text("#table-tools_effect")
+        page.select_option("select[name=model]", "agent")
+        page.locator("#sample-list tbody tr").first.click()
+        shown = page.inner_text("#detail")
+        browser.close()
+    assert '-> call_0_0: daily {"ticker": "AAPL", "sessions": 5}' in shown
+    assert "[tool answer to call_0_0]" in shown and '"tool":"daily"' in shown
+    assert "-> call_1_0: bars" in shown and "[tool answer to call_1_0]" in shown
+    assert problems == []

@@ -23,7 +23,7 @@ from finbench.forecasters.agent import ending, executed_arguments
 from finbench.forecasters.completion import completion_dict
 from finbench.runlog.tool_calls import TOOL_CALLS, receipts_of
 from finbench.runlog.transcripts import Transcripts
-from finbench.tracks.tools import agent_input_sha256, instant_text
+from finbench.tracks.tools import agent_input_sha256, call_tool, instant_text
 
 
 def agent_problems(run_dir: Path, model, toolbox, tasks: pd.DataFrame,
@@ -47,7 +47,8 @@ def agent_problems(run_dir: Path, model, toolbox, tasks: pd.DataFrame,
         receipts = detail.get("tool_calls") or []
         task = {"task_id": task_id, **by_id.loc[task_id].to_dict()}
         now = toolbox.now(task)
-        found, shas, latest = _executed_again(where, receipts, toolbox, now, task)
+        found, shas, latest = _executed_again(where, receipts, toolbox, now, task,
+                                              list(model.tools))
         problems += found
         expected[task_id] = agent_input_sha256(prompt_sha[task_id], shas)
         want = _later(row["context_max_input_time"], latest)
@@ -62,7 +63,7 @@ def agent_problems(run_dir: Path, model, toolbox, tasks: pd.DataFrame,
     return capped(problems, f"tool calls of model {model.name}"), expected
 
 
-def _executed_again(where: str, receipts: list[dict], toolbox, now, task
+def _executed_again(where: str, receipts: list[dict], toolbox, now, task, offered
                     ) -> tuple[list[str], list[str], pd.Timestamp | None]:
     """Each receipted call executed again at ``now``: (violations, the answers' digests, the
     latest availability among them)."""
@@ -73,7 +74,7 @@ def _executed_again(where: str, receipts: list[dict], toolbox, now, task
             problems.append(f"{name}: made at now = {r['now']}, not the task's "
                             f"{instant_text(now)}")
         try:
-            result = toolbox.call(r["tool"], r["arguments"], now, task)
+            result = call_tool(toolbox, offered, r["tool"], r["arguments"], now, task)
         except LookaheadError as exc:
             problems.append(f"{name}: {exc}")
             shas.append(None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from finbench.tracks.tools import canonical, instant_text
+from finbench.tracks.tools import call_tool, canonical, instant_text
 
 
 @dataclass
@@ -113,7 +113,8 @@ async def converse(ask, toolbox, task, messages: list[dict], config) -> AgentRun
                              "tool_calls": calls})
         for call in calls:
             arguments = executed_arguments(call["function"].get("arguments", ""))
-            result = toolbox.call(call["function"]["name"], arguments, now, task)
+            result = call_tool(toolbox, config.tools, call["function"]["name"], arguments,
+                               now, task)
             run.receipts.append(receipt(run.turns, call, arguments, now, result))
             run.messages.append({"role": "tool", "tool_call_id": call["id"],
                                  "content": result.content})

@@ -110,6 +110,17 @@ class ToolBox(Protocol):
         these and the snapshot alone."""
 
 
+def call_tool(toolbox: ToolBox, offered: list[str], name: str, arguments: str,
+              now: pd.Timestamp, task: Mapping | None = None) -> ToolResult:
+    """A call of an agent offered the tools ``offered`` (its config's): one of them answered
+    by ``toolbox``, any other refused as unknown (the track may have it: the agent was not
+    given it), the same in the run and in the audit's execution again."""
+    if name not in offered:
+        return refused("unknown_tool", now, f"no tool {name!r}: the tools are "
+                       f"{', '.join(offered)}")
+    return toolbox.call(name, arguments, now, task)
+
+
 def agent_input_sha256(prompt_sha256: str, result_sha256s: list[str]) -> str:
     """An agent's input digest: its prompt's and those of the tool results it was given, in
     the order it was given them (no call: the prompt's own digest, as for a model without
