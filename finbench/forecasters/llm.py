@@ -280,8 +280,8 @@ class OpenAIForecaster(Forecaster):
         turns each answer into (journal record, transcript), appended to ``journal`` as it
         arrives. An agent (a model with tools, :attr:`toolbox` set) converses on each of
         ``tasks`` (the plan's, in its order) and ``keep`` is given its
-        :class:`~finbench.forecasters.agent.AgentRun` as a fifth argument (else None). Returns counts; raises
-        :class:`ModelStopped` when no call can succeed."""
+        :class:`~finbench.forecasters.agent.AgentRun` as a fifth argument (else None).
+        Returns counts; raises :class:`ModelStopped` when no call can succeed."""
         own_cache = cache is None
         cache = cache or ResponseCache()
         agent_tasks = None if self.toolbox is None or tasks is None else tasks.to_dict("records")

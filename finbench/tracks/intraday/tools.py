@@ -123,7 +123,13 @@ class IntradayTools:
             return f"{what}: {text!r} is no ISO 8601 instant"
         if pd.isna(ts):
             return f"{what}: {text!r} is no instant"
-        return (ts.tz_localize(self.spec.timezone) if ts.tzinfo is None else ts).tz_convert("UTC")
+        if ts.tzinfo is not None:
+            return ts.tz_convert("UTC")
+        try:
+            return ts.tz_localize(self.spec.timezone).tz_convert("UTC")
+        except ValueError:  # a local time the clock skips or shows twice (a DST change)
+            return (f"{what}: {text!r} is no single instant in {self.spec.timezone} (a clock "
+                    "change): give its offset")
 
     def _bars(self, now, *, ticker: str, start: str, end: str | None, resolution: str):
         first = self._instant(start, "start")
