@@ -509,3 +509,22 @@ def test_show_prints_an_agents_exchange_turn_by_turn(agent_run):
     assert '-> call_0_0: daily {"ticker": "AAPL", "sessions": 5}' in text
     assert "[tool answer to call_0_0]" in text and "-> call_1_0: bars" in text
     assert text.index("[tool answer to call_0_1]") < text.index("-> call_1_0: bars")
+
+
+def test_an_agents_row_depends_on_its_task_and_the_snapshot_not_the_runs_range(
+        agent_run, tmp_path, sample_store, monkeypatch):
+    """The same agents over one session instead of two, on a cache of their own (every turn
+    asked again): the session's rows and receipts are those of the two-session run."""
+    out, server, _ = agent_run
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "own-cache"))
+    cfg = config(tmp_path, sample_store, server.base_url)
+    cfg.write_text(cfg.read_text().replace('start = "2025-01-14"', 'start = "2025-01-15"'))
+    before = len(server.requests)
+    alone = run(cfg, tmp_path / "alone", echo=lambda *_: None)
+    assert len(server.requests) > before  # asked again, not read from the first run's cache
+    first = _rows_but_timing(out)
+    first = first[first["task_id"].str.contains("2025-01-15")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(first, _rows_but_timing(alone))
+    calls = pq.read_table(out / TOOL_CALLS).to_pandas()
+    calls = calls[calls["task_id"].str.contains("2025-01-15")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(calls, pq.read_table(alone / TOOL_CALLS).to_pandas())

@@ -110,6 +110,32 @@ class ToolBox(Protocol):
         these and the snapshot alone."""
 
 
+class SchemaTools:
+    """What a track's ToolBox shares: its tools named by :attr:`SCHEMAS` (name: the
+    chat-completions function tool, :func:`function_tool`), a call checked against the
+    tool's schema and answered by the method ``_<name>(now, task, **arguments)``; an unknown
+    name or arguments that break the schema refused."""
+
+    SCHEMAS: dict[str, dict] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.SCHEMAS)
+
+    def schemas(self, names: list[str]) -> list[dict]:
+        return [self.SCHEMAS[name] for name in names]
+
+    def call(self, name: str, arguments: str, now: pd.Timestamp,
+             task: Mapping | None = None) -> ToolResult:
+        if name not in self.SCHEMAS:
+            return refused("unknown_tool", now, f"no tool {name!r}: the tools are "
+                           f"{', '.join(self.SCHEMAS)}")
+        args, problem = arguments_of(arguments, self.SCHEMAS[name]["function"]["parameters"])
+        if problem:
+            return refused("bad_arguments", now, f"{name}: {problem}")
+        return getattr(self, f"_{name}")(now, task, **args)
+
+
 def call_tool(toolbox: ToolBox, offered: list[str], name: str, arguments: str,
               now: pd.Timestamp, task: Mapping | None = None) -> ToolResult:
     """A call of an agent offered the tools ``offered`` (its config's): one of them answered

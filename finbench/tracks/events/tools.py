@@ -27,8 +27,8 @@ from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.errors import LookaheadError
 from finbench.core.times import to_ns
 from finbench.tracks.tools import (
+    SchemaTools,
     answered,
-    arguments_of,
     function_tool,
     instant_text,
     instants_text,
@@ -58,12 +58,12 @@ SCHEMAS = {
 }
 
 
-class EventTools:
+class EventTools(SchemaTools):
     """The tools over an event store snapshot (``store``: its markets, prices and posts)
     for the config ``config``; holds what the snapshot alone determines (the markets'
     question index, the posts of the month last searched), nothing of any task."""
 
-    names = tuple(SCHEMAS)
+    SCHEMAS = SCHEMAS
 
     def __init__(self, store, config) -> None:
         self.store, self.max_chars = store, config.context.max_post_chars
@@ -79,20 +79,8 @@ class EventTools:
         self.prices = {m: g.reset_index(drop=True) for m, g in prices.groupby("market_id")}
         self._held: tuple | None = None  # (span, index, created ns, ids, subreddits, texts)
 
-    def schemas(self, names: list[str]) -> list[dict]:
-        return [SCHEMAS[name] for name in names]
-
     def now(self, task: Mapping) -> pd.Timestamp:
         return pd.Timestamp(task["t0"]).tz_convert("UTC")
-
-    def call(self, name: str, arguments: str, now: pd.Timestamp, task: Mapping | None = None):
-        if name not in SCHEMAS:
-            return refused("unknown_tool", now, f"no tool {name!r}: the tools are "
-                           f"{', '.join(SCHEMAS)}")
-        args, problem = arguments_of(arguments, SCHEMAS[name]["function"]["parameters"])
-        if problem:
-            return refused("bad_arguments", now, f"{name}: {problem}")
-        return getattr(self, f"_{name}")(now, task, **args)
 
     # -- the tools ---------------------------------------------------------------------------
     def _posts_tool(self, now: pd.Timestamp, days: int):

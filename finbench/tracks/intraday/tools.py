@@ -32,8 +32,8 @@ from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.calendar import local_instants, parse_clock, previous_sessions, session_grid
 from finbench.core.times import NS, local_midnights_ns, to_ns
 from finbench.tracks.tools import (
+    SchemaTools,
     answered,
-    arguments_of,
     function_tool,
     instant_text,
     instants_text,
@@ -79,13 +79,13 @@ SCHEMAS = {
 }
 
 
-class IntradayTools:
+class IntradayTools(SchemaTools):
     """The tools over a store snapshot (``store``: a :class:`~finbench.data.store.Store`)
     for the tasks of ``spec`` (the config's ``[tasks]``: calendar, zone, target, early-close
     rule). Holds what the snapshot alone determines (the headlines and their index), nothing
     of any task."""
 
-    names = tuple(SCHEMAS)
+    SCHEMAS = SCHEMAS
 
     def __init__(self, store, spec) -> None:
         self.store, self.spec = store, spec
@@ -100,20 +100,8 @@ class IntradayTools:
         self.available_ns = to_ns(self.headlines["available_at"])
         self.index = PostIndex(self.headlines["headline"].astype(str).tolist())
 
-    def schemas(self, names: list[str]) -> list[dict]:
-        return [SCHEMAS[name] for name in names]
-
     def now(self, task: Mapping) -> pd.Timestamp:
         return pd.Timestamp(task["t_forecast"]).tz_convert("UTC")
-
-    def call(self, name: str, arguments: str, now: pd.Timestamp, task: Mapping | None = None):
-        if name not in SCHEMAS:
-            return refused("unknown_tool", now, f"no tool {name!r}: the tools are "
-                           f"{', '.join(SCHEMAS)}")
-        args, problem = arguments_of(arguments, SCHEMAS[name]["function"]["parameters"])
-        if problem:
-            return refused("bad_arguments", now, f"{name}: {problem}")
-        return getattr(self, f"_{name}")(now, **args)
 
     # -- the tools ---------------------------------------------------------------------------
     def _instant(self, text: str, what: str) -> pd.Timestamp | str:
@@ -131,7 +119,7 @@ class IntradayTools:
             return (f"{what}: {text!r} is no single instant in {self.spec.timezone} (a clock "
                     "change): give its offset")
 
-    def _bars(self, now, *, ticker: str, start: str, end: str | None, resolution: str):
+    def _bars(self, now, _task, *, ticker: str, start: str, end: str | None, resolution: str):
         first = self._instant(start, "start")
         last = now if end is None else self._instant(end, "end")
         for bad in (first, last):
@@ -149,7 +137,7 @@ class IntradayTools:
                            "resolution")
         return answered("bars", now, items, available, ticker=ticker, resolution=resolution)
 
-    def _daily(self, now, *, ticker: str, sessions: int):
+    def _daily(self, now, _task, *, ticker: str, sessions: int):
         today = now.tz_convert(self.spec.timezone).date()
         # the sessions before today, and today's (complete by now only once it closed)
         days = [*(d.date() for d in previous_sessions(self.spec.calendar, today, sessions)),
@@ -243,7 +231,7 @@ class IntradayTools:
                 parts.append((bucket, keep, arrays))
         return _buckets(parts, bar_ns)
 
-    def _headlines(self, now, *, query: str, ticker: str | None, limit: int):
+    def _headlines(self, now, _task, *, query: str, ticker: str | None, limit: int):
         hi = int(np.searchsorted(self.available_ns, now.value, side="right"))
         scores = self.index.scores(0, hi, query)
         news = self.headlines.iloc[:hi]
@@ -259,7 +247,7 @@ class IntradayTools:
         return answered("headlines", now, items, self.available_ns[best], query=query,
                         ticker=ticker, ids=tuple(i["id"] for i in items))
 
-    def _calendar(self, now, *, date: str):
+    def _calendar(self, now, _task, *, date: str):
         try:
             day = dt.date.fromisoformat(date)
         except ValueError:
