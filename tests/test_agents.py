@@ -438,6 +438,13 @@ def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
     assert usage.loc["agent-event-honest", "calls_per_task"] == 3.0
     assert usage.loc["agent-event-adversarial", "refused_future"] == 42
     assert usage.loc["agent-event-honest", "citing"] > 0  # it cites the posts it read
+    from finbench.reports.show import show
+    from finbench.tracks.events.show import render_task
+
+    task = tasks.index[0]
+    text = render_task(show(out, task, "agent-event-honest"))
+    assert "-> call_0_0: posts" in text and "-> call_0_1: prices" in text
+    assert "[tool answer to call_0_2]" in text
     assert audit_run(out, echo=lambda *_: None) == []
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from finbench.core.errors import RunError
-from finbench.reports.show import labelled_task, model_views, plain, task_rows
+from finbench.reports.show import labelled_task, message_lines, model_views, plain, task_rows
 from finbench.tracks.events.config import REFERENCE_KINDS
 
 FORECAST_COLUMNS = ("model", "kind", "p_up", "valid", "answer_status", "error", "raw",
@@ -61,8 +61,11 @@ def render_task(found: dict) -> str:
         if m["scores"] is not None:
             lines.append("scores: " + ", ".join(f"{k} {v}" for k, v in m["scores"].items()))
         for call in m["calls"]:
-            lines.append(f"call (attempt {call.get('attempt')}): {len(call.get('messages') or [])}"
-                         " message(s) sent")
+            messages = call.get("messages") or []
+            lines.append(f"call (attempt {call.get('attempt')}): {len(messages)} message(s) sent")
+            turns = [msg for msg in messages if msg.get("role") in ("assistant", "tool")]
+            for msg in turns:  # an agent's exchange after its prompt, turn by turn
+                lines += message_lines(msg)
     return "\n".join(lines)
 
 
