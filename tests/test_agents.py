@@ -139,9 +139,17 @@ def test_every_tool_answer_is_of_its_tasks_now_and_receipted(agent_run):
         "agent-adversarial": 96, "agent-honest": 36, "agent-parallel": 36}
 
 
-def test_the_audit_executes_every_call_again_and_passes(agent_run):
+def test_the_audit_executes_every_call_again_and_passes(agent_run, tmp_path):
     out, _, _ = agent_run
     assert audit_run(out, echo=lambda *_: None) == []
+    from finbench.reports.build import report
+
+    copy = tmp_path / "reported"
+    shutil.copytree(out, copy)
+    report(copy)  # agents, none with a twin without tools: no empty table of what tools add
+    assert (copy / "tables" / "agents.csv").is_file()
+    assert not (copy / "tables" / "tools_effect.csv").exists()
+    assert "What tools add" not in (copy / "report.html").read_text()
 
 
 def test_a_tool_answer_the_snapshot_does_not_give_is_a_violation_naming_the_call(

@@ -112,6 +112,8 @@ def _agent_tables(run_dir: Path, config, out: Path, rule: str, source: str) -> l
         "those whose rationale names a post or market a search answered it." + source,
         raw=usage)
     effect = tools_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
+    if effect.empty:  # no agent's model asked without tools in the run: nothing to pair
+        return paths
     shown = pd.DataFrame([{
         "model": r["model"], "without tools": r["without_tools"], "n": r["n"],
         "groups": r["groups"], "Brier with / without": f"{_f(r['brier'])} / "

@@ -221,6 +221,8 @@ def _agent_tables(data: RunData, agents: list[str], put, tables: dict, ci_note: 
         f"{facts}", raw=usage)
     tables["agents"] = usage
     effect = tools_table(data, agents)
+    if effect.empty:  # no agent's model asked without tools in the run: nothing to pair
+        return
     put(pd.DataFrame([{
         "Model": r["model"], "Without tools": r["without_tools"], "N": r["n"],
         "Sessions": r["sessions"], "Brier with / without": f"{fmt(r['brier'], 4)} / "
