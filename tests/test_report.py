@@ -323,3 +323,24 @@ def test_a_winkler_score_past_the_float_range_is_reported_as_inf(tmp_path, sampl
 
     rows = json.loads(data, parse_constant=refuse)
     assert {r["winkler"] for r in rows} == {"inf"} and rows[0]["lower"] == -1.7e308
+
+
+def test_the_wealth_figure_ticks_sessions_and_breaks_across_months_without_data():
+    """The Kelly figure ticked hours on a session axis (a run of a day or two) and drew a
+    line across the months between two stretches of sessions."""
+    import re
+
+    days = np.array(["2025-01-02", "2025-01-03", "2025-03-03", "2025-03-04"],
+                    dtype="datetime64[ns]")
+    ax = F.plot_wealth({"m": (days, np.array([0.01, -0.02, 0.03, 0.01]))})
+    ax.figure.canvas.draw()
+    y = ax.get_lines()[0].get_ydata()
+    assert np.isnan(y).sum() == 1 and list(y[~np.isnan(y)]) == [0.0, 0.01, -0.02, 0.03, 0.01]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and not any(":" in t for t in labels)
+    ax = F.plot_wealth({"m": (days[:2], np.array([0.01, -0.02]))})
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(re.fullmatch(r"\d{4}-\d\d-\d\d", t) for t in labels), labels
+    ax = F.plot_wealth({"m": (days[:0], np.array([]))})
+    assert ax.get_legend() is None  # nothing drawn: no legend

@@ -160,8 +160,10 @@ def wealth_points(path: np.ndarray) -> np.ndarray:
 def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
     """Log wealth of a Kelly bettor at even odds, per model, by session date: 0 (wealth 1) the
     day before the first session, then after each session (marked when there are few); a
-    ruined bettor's line ends at its last session before ruin, marked with an x."""
+    ruined bettor's line ends at its last session before ruin, marked with an x. The axis
+    ticks dates (never hours); a line breaks across a gap of sessions (:data:`GAP_DAYS`)."""
     ax = _ax(ax)
+    first = last = None  # the sessions drawn, for the axis's ticks
     for model, (dates, path) in paths.items():
         if not len(dates):
             continue
@@ -171,16 +173,48 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
         x = np.r_[start, np.asarray(dates[:end], "datetime64[ns]")]
         y = np.r_[0.0, np.asarray(path[:end], float)]
         keep = wealth_points(y)
-        line, = ax.plot(x[keep], y[keep], label=model,
-                        marker="o" if len(y) <= 60 else None, markersize=3)
+        gx, gy = _broken_at_gaps(x[keep], y[keep])
+        line, = ax.plot(gx, gy, label=model, marker="o" if len(y) <= 60 else None,
+                        markersize=3)
         if end < len(path):
             ax.plot([dates[end]], [y[-1]], marker="x", color=line.get_color())
+        first = x[0] if first is None else min(first, x[0])
+        last = x[-1] if last is None else max(last, x[-1])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("session")
     ax.set_ylabel("log wealth")
+    if first is not None:
+        _session_axis(ax, first, last)
     ax.figure.autofmt_xdate()
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # (no model with a bet: no legend)
+        ax.legend(fontsize=7)
     return ax
+
+
+GAP_DAYS = 7  # sessions further apart (a run over months apart) are not joined by a line
+
+
+def _broken_at_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points with a gap (NaN, where a line breaks) between two sessions more than
+    :data:`GAP_DAYS` apart: a line never crosses months without data."""
+    cut = np.flatnonzero(np.diff(x) > np.timedelta64(GAP_DAYS, "D")) + 1
+    return (np.insert(x, cut, x[cut - 1] + np.timedelta64(1, "D")) if len(cut) else x,
+            np.insert(y, cut, np.nan) if len(cut) else y)
+
+
+def _session_axis(ax, first, last) -> None:
+    """Date ticks on a session axis: days (never hours) over a month or less, else the
+    months and years a date locator picks."""
+    import matplotlib.dates as mdates
+
+    days = (np.datetime64(last, "ns") - np.datetime64(first, "ns")) / np.timedelta64(1, "D")
+    if days <= 31:
+        ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, int(np.ceil(days / 8)))))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
 class FiguresFailed(RuntimeError):
