@@ -344,3 +344,23 @@ def test_the_wealth_figure_ticks_sessions_and_breaks_across_months_without_data(
     assert labels and all(re.fullmatch(r"\d{4}-\d\d-\d\d", t) for t in labels), labels
     ax = F.plot_wealth({"m": (days[:0], np.array([]))})
     assert ax.get_legend() is None  # nothing drawn: no legend
+
+
+def test_interval_figures_draw_and_name_only_the_models_that_give_intervals(pilot):
+    """Coverage and width by horizon listed every model in their legends, those giving no
+    interval with nothing drawn, and put the legend over a bar; bars were spaced for them."""
+    data = load_run(pilot)
+    by_h = score_table(data, slice_kind="horizon")
+    assert set(by_h.loc[by_h["coverage"].notna(), "model"]) == {"climatology"}
+    for plot in (F.plot_coverage_by_horizon, F.plot_width_by_horizon):
+        ax = plot(by_h)
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == ["climatology"]
+        ax.figure.canvas.draw()
+        box = legend.get_window_extent()
+        assert box.x0 >= ax.get_window_extent().x1  # beside the plot, over nothing drawn
+    ax = F.plot_coverage_by_horizon(by_h)
+    bars = ax.patches
+    assert len(bars) == 3 and all(b.get_width() == pytest.approx(0.8) for b in bars)
+    np.testing.assert_allclose([b.get_height() for b in bars], by_h.loc[
+        by_h["model"] == "climatology", "coverage"].to_numpy())

@@ -108,11 +108,25 @@ def plot_class_reliability(bins: pd.DataFrame):
     return axes[0]
 
 
+def _with(table: pd.DataFrame, column: str) -> list[str]:
+    """The models of ``table`` with a number in ``column`` (those giving no interval have
+    none: they are not drawn, nor named in the legend), in the table's order."""
+    has = table[column].notna().to_numpy(bool)
+    return list(dict.fromkeys(table["model"].to_numpy(object)[has]))
+
+
+def _legend(ax) -> None:
+    """The legend of what is drawn, outside the plotting area (never over a bar or a line);
+    none when nothing is."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
 def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
-    """Coverage of the 80% interval per horizon and model."""
+    """Coverage of the 80% interval per horizon and model (the models that give one)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
-    models = list(dict.fromkeys(table["model"]))
+    models = _with(table, "coverage")
     width = 0.8 / max(len(models), 1)
     for j, model in enumerate(models):
         part = table[table["model"] == model].set_index("slice").reindex(horizons)
@@ -120,20 +134,20 @@ def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0
     ax.axhline(nominal, color="black", ls="--", lw=0.8)
     ax.set_xticks(np.arange(len(horizons)) + 0.4 - width / 2, horizons)
     ax.set_ylabel("coverage")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
 def plot_width_by_horizon(table: pd.DataFrame, *, ax=None):
-    """Mean interval width (log-return units) per horizon and model."""
+    """Mean interval width (log-return units) per horizon and model (those that give one)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
-    for model, part in table.groupby("model", sort=False):
-        part = part.set_index("slice").reindex(horizons)
+    for model in _with(table, "width"):
+        part = table[table["model"] == model].set_index("slice").reindex(horizons)
         ax.plot(np.arange(len(horizons)), part["width"], marker="o", label=model)
     ax.set_xticks(np.arange(len(horizons)), horizons)
     ax.set_ylabel("mean width of the 80% interval")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
