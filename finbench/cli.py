@@ -280,6 +280,22 @@ def _setting_warnings(run_dir: Path) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _tools_serve(args: argparse.Namespace) -> int:
+    from finbench.runner.tools_server import serve
+
+    serve(Path(args.run), args.model, args.task, http_port=args.http)
+    return 0
+
+
+def _tools_tasks(args: argparse.Namespace) -> int:
+    from finbench.runner.tools_server import waiting_tasks
+
+    for model, tasks in waiting_tasks(Path(args.run), args.model).items():
+        for task in tasks:
+            print(f"{model}\t{task}")
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from finbench.reports.show import as_json, show
     from finbench.runlog.mirror import local_copy
@@ -405,6 +421,21 @@ def build_parser() -> argparse.ArgumentParser:
     shw.add_argument("--model", help="this model (and the baselines) only")
     shw.add_argument("--json", action="store_true", help="as JSON")
     shw.set_defaults(func=_show)
+    tools = sub.add_parser("tools", help="an external agent's tasks, served over MCP").add_subparsers(
+        dest="tools_command", required=True)
+    serve = tools.add_parser("serve", help="serve one waiting task of an agent of kind 'mcp' "
+                             "(its prompt, its tools at the task's now, submit_forecast) over "
+                             "the Model Context Protocol: stdio, or --http")
+    serve.add_argument("run", help="the run directory (local)")
+    serve.add_argument("--model", required=True, help="the agent's name in the config")
+    serve.add_argument("--task", required=True, help="the task's id (`finbench tools tasks`)")
+    serve.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on "
+                       "127.0.0.1:PORT (0: a free port, printed) instead of stdio")
+    serve.set_defaults(func=_tools_serve)
+    listing = tools.add_parser("tasks", help="the tasks waiting for each agent of kind 'mcp'")
+    listing.add_argument("run", help="the run directory (local)")
+    listing.add_argument("--model", help="this agent only")
+    listing.set_defaults(func=_tools_tasks)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+", help="the run directories to pool")
     pap.add_argument("--out", default="paper", help="where tables/ and figures/ go (default "

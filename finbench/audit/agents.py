@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from finbench.audit.rows import capped
 from finbench.core.errors import LookaheadError, RunError
-from finbench.forecasters.agent import ending, executed_arguments
+from finbench.forecasters.agent import budget_ending, ending, executed_arguments
 from finbench.forecasters.completion import completion_dict
 from finbench.runlog.tool_calls import TOOL_CALLS, receipts_of
 from finbench.runlog.transcripts import Transcripts
@@ -123,8 +123,19 @@ def _exchange_problems(where: str, call: dict, receipts: list[dict], prompt: str
     if detail.get("prompt_sha256") != prompt:
         problems.append(f"{where}: prompt_sha256 is not the prompt re-rendered from the store")
     error = row["error"] or ""
-    if row["answer_status"] == "answered" and error.startswith("agent: "):
-        kept = completion_dict((call.get("response") or {}).get("body"))
+    response = call.get("response") or {}
+    if row["answer_status"] == "answered" and "submit_forecast" in response:
+        # an agent over MCP: it ended by its answer, or by the call past its budget
+        again = response.get("ended")
+        if again is not None and again != budget_ending(len(receipts) + 1,
+                                                        model.max_tool_calls):
+            problems.append(f"{where}: ended {again!r}, but its {len(receipts)} calls leave "
+                            f"it within max_tool_calls {model.max_tool_calls}")
+        if (again or None) != (error if error.startswith("agent: ") else None):
+            problems.append(f"{where}: its error {error!r} is not how its session ended "
+                            f"({again or 'with an answer'})")
+    elif row["answer_status"] == "answered" and error.startswith("agent: "):
+        kept = completion_dict(response.get("body"))
         again = ending(kept.get("tool_calls"), len(receipts), int(detail.get("turns") or 0),
                        int(row["tokens"] or 0), model)
         if again != error:

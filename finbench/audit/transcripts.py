@@ -80,6 +80,8 @@ def _content(response: dict) -> str | None:
     it (:func:`~finbench.forecasters.completion.completion_dict`): the refusal's text, else
     the message content (the text of content parts; empty without one); None for a call
     that got no answer (its row is no answer either)."""
+    if "submit_forecast" in response:  # an agent over MCP: what it submitted, as kept
+        return response.get("content") or ""
     kept = completion_dict(response.get("body"))
     if "transport_error" in kept:
         return None

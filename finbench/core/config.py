@@ -142,6 +142,47 @@ class OpenAIModel(ModelBase):
         return self
 
 
+class McpAgentModel(ModelBase):
+    """An agent FinBench does not call (a coding agent, a scaffold of its own): the run
+    writes each task's prompt into the run directory and waits for its answer as for a
+    batch; ``finbench tools serve RUN_DIR --model NAME --task ID`` offers the task's prompt,
+    the track's ``tools`` at the task's ``now`` and a ``submit_forecast`` tool over the Model
+    Context Protocol (docs/spec.md §12.5). Every call is receipted like a chat agent's;
+    ``max_tool_calls`` bounds them (a call past it ends the task, invalid)."""
+
+    kind: Literal["mcp"]
+    tools: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    max_tool_calls: Annotated[int, Field(ge=1, le=200)] = 8
+    format: Literal["binary", "multiclass"] = "binary"
+    anonymize: bool = False
+    labels: dict[str, Literal["down", "flat", "up"]] = Field(
+        default_factory=lambda: {"D": "down", "F": "flat", "U": "up"})
+    sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3
+    knowledge_cutoff: dt.date | None = None  # of the model behind the agent, if known
+
+    @property
+    def head(self) -> str:
+        return "verbal"  # the answer is the probabilities the agent submits
+
+    @property
+    def structured(self) -> str:
+        return "json_schema"  # submit_forecast's arguments: the answer's JSON object
+
+    @model_validator(mode="after")
+    def _agent(self) -> McpAgentModel:
+        if len(set(self.tools)) < len(self.tools):
+            raise ValueError(f"tools {self.tools!r}: a tool named twice")
+        if sorted(self.labels.values()) != ["down", "flat", "up"]:
+            raise ValueError(f"labels {self.labels!r}: map three labels onto down, flat and up, "
+                             "each class once")
+        return self
+
+
+# the kinds of model asked the track's prompt (their receipts are the prompt's digest, their
+# exchanges kept in the transcripts): language models FinBench calls, and agents over MCP
+PROMPTED_KINDS = ("openai", "mcp")
+
+
 # what FinBench sets in a request itself, and where its value comes from: extra_body may not
 # set it (the request would then differ from what the config records)
 OWN_KEYS = {

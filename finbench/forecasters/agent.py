@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from finbench.core.errors import ConfigError
 from finbench.tracks.tools import call_tool, canonical, instant_text
 
 
@@ -51,6 +52,23 @@ def messages_digest(messages: list[dict]) -> str:
     """SHA-256 of an exchange so far (the key of its next completion, with the request's
     parameters)."""
     return hashlib.sha256(canonical(messages).encode()).hexdigest()
+
+
+def check_tools(model: str, names: list[str], toolbox, *, needed: bool = False) -> None:
+    """A ConfigError when model ``model``'s ``tools`` are not all the track's (``toolbox``:
+    the track's, None when it offers none; ``needed``: the model needs the track's tools
+    whatever it names, for its tasks' ``now``)."""
+    if toolbox is None and (names or needed):
+        raise ConfigError(f"models.{model}.tools: the run's track offers no tools")
+    unknown = [n for n in names if n not in toolbox.names]
+    if unknown:
+        raise ConfigError(f"models.{model}.tools: {', '.join(map(repr, unknown))} not among "
+                          f"the track's tools ({', '.join(toolbox.names)})")
+
+
+def budget_ending(asked: int, most: int) -> str:
+    """The ending of a task whose agent asked its ``asked``-th tool call, past ``most``."""
+    return f"agent: budget: {asked} tool calls asked, at most {most} a task (max_tool_calls)"
 
 
 def call_problem(call) -> str | None:
@@ -130,8 +148,7 @@ def ending(calls, receipts: int, turns: int, tokens: int, config) -> str | None:
     if problem:
         return f"agent: malformed tool call ({problem})"
     if receipts + len(calls) > config.max_tool_calls:
-        return (f"agent: budget: {receipts + len(calls)} tool calls asked, at most "
-                f"{config.max_tool_calls} a task (max_tool_calls)")
+        return budget_ending(receipts + len(calls), config.max_tool_calls)
     if turns >= config.max_turns:
         return f"agent: budget: no answer after {turns} turns (max_turns {config.max_turns})"
     if config.max_task_tokens is not None and tokens > config.max_task_tokens:

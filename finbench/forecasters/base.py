@@ -258,7 +258,8 @@ def build_forecaster(config, prompt: Prompt | None = None) -> Forecaster:
     (:attr:`finbench.tracks.base.Track.prompt`), for the forecasters prompting a model. The
     shared kinds are registered here; a track's own (its baselines, references) by its
     plugin's module, which is imported when the track is first asked for."""
-    import finbench.forecasters.llm  # noqa: F401 - registers kinds
+    import finbench.forecasters.external  # noqa: F401 - registers kinds
+    import finbench.forecasters.llm  # noqa: F401
     import finbench.forecasters.replay  # noqa: F401
     import finbench.forecasters.scripted  # noqa: F401
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from finbench.core.config import url_credentials, url_problem
 from finbench.core.errors import ConfigError, ModelStopped
-from finbench.forecasters.agent import AgentRun, converse, messages_digest
+from finbench.forecasters.agent import AgentRun, check_tools, converse, messages_digest
 from finbench.forecasters.answers import (
     ParsedAnswer,
     loads,
@@ -177,12 +177,7 @@ class OpenAIForecaster(Forecaster):
         names = list(self.config.tools)
         if not names:
             return
-        if toolbox is None:
-            raise ConfigError(f"models.{self.name}.tools: the run's track offers no tools")
-        unknown = [n for n in names if n not in toolbox.names]
-        if unknown:
-            raise ConfigError(f"models.{self.name}.tools: {', '.join(map(repr, unknown))} "
-                              f"not among the track's tools ({', '.join(toolbox.names)})")
+        check_tools(self.name, names, toolbox)
         self.toolbox = toolbox
 
     def secrets(self) -> list[str]:

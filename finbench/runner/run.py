@@ -58,6 +58,10 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         if trial["models"]:  # named in the config's order, however the command gave them
             trial["models"] = [m.name for m in config.models]
     agents = [m.name for m in config.models if getattr(m, "tools", None)]
+    external = [m.name for m in config.models if m.kind == "mcp"]
+    if batch and external:
+        raise ConfigError(f"--batch: {', '.join(external)} answer over MCP (`finbench tools "
+                          "serve`), not through the Batch API: run without --batch")
     if batch and agents:
         raise ConfigError(f"--batch: {', '.join(agents)} call tools, turn by turn; the Batch "
                           "API answers one request a task: run them without --batch")
@@ -91,8 +95,10 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
     if dry_run:
         steps.print_estimates()
         return
-    if steps.pending:
-        steps.print_pending()
+    if steps.pending or steps.waiting:
+        if steps.pending:
+            steps.print_pending()
+        steps.print_waiting()
         return
     steps.write_forecast_table()
     steps.judge_stances()          # with [analysis.stance] method = "judge"

@@ -140,6 +140,7 @@ class RunSteps:
         self.notes: dict[str, list[str]] = {}
         self.unscorable: list[str] = []  # why tasks cannot be scored, said when the run ends
         self.pending, self.estimates = 0, {}
+        self.waiting: dict[str, int] = {}  # per external agent, the tasks it has not answered
         self.revisions: list[dict] = []  # the run's configs, first to this one
         self.code: list[dict] = []  # the FinBench versions that made the run, first to this
         self.label_files: Future | None = None  # the label pass's tables being written
@@ -245,7 +246,10 @@ class RunSteps:
                 forecaster = build_forecaster(model, self.track.prompt)
                 if hasattr(forecaster, "rate_share"):
                     forecaster.rate_share = self.rate_share
-                if getattr(model, "tools", None):  # an agent: the track's tools, or refused
+                external = getattr(forecaster, "external", False)
+                if external:  # an agent answering over MCP: its sessions are in the run
+                    forecaster.run_dir = self.out
+                if getattr(model, "tools", None) or external:  # the track's tools, or refused
                     forecaster.use_tools(self.track.tools())
                 self.forecasters.append(forecaster)
         self.lap("plan")
@@ -353,6 +357,8 @@ class RunSteps:
             for late in self.journal.settle():  # answers made before the error land first
                 error.add_note(f"also failed while stopping: writing a journal part: {late!r}")
             raise
+        self.waiting = {f.name: f.waiting for f in self.forecasters
+                        if getattr(f, "waiting", 0) and f.name not in self.stopped}
         self.track.release()  # what follows reads the run directory
         self.track.check_unchanged()  # what was read is the snapshot the run recorded
         self.lap("forecasts")
@@ -380,7 +386,12 @@ class RunSteps:
                     self._stop(name, exc)
 
     def print_estimates(self) -> None:
+        external = {m.name for m in self.config.models if m.kind == "mcp"}
         for name, est in self.estimates.items():
+            if name in external:
+                self.results(f"dry run {name}: {est['calls']} tasks for an agent over MCP "
+                             "(`finbench tools serve`); FinBench makes no model call")
+                continue
             cost = "unknown (no prices configured)" if est["cost"] is None else (
                 f"${est['cost']:.4f}")
             turns = self._turns.get(name)
@@ -400,6 +411,13 @@ class RunSteps:
         self.echo(f"{self.pending} batch(es) not finished yet: run the same command again to "
                   "collect them; forecasts and scores are written once every batch is in")
 
+    def print_waiting(self) -> None:
+        for name, count in self.waiting.items():
+            self.echo(f"{name}: {count} task(s) wait for the agent: serve each with `finbench "
+                      f"tools serve {self.out} --model '{name}' --task ID` (`finbench tools "
+                      f"tasks {self.out}` lists them), then run the same command again; "
+                      "forecasts and scores are written once no task waits")
+
     def write_forecast_table(self) -> None:
         """The forecast table (models stopped are scored as if skipped; the answers they
         gave stay in the journal) and the manifest's account of the models."""
@@ -413,7 +431,7 @@ class RunSteps:
             self.journal.write_ordered(self.out / "forecasts.parquet",
                                        self.track.tasks["task_id"].to_numpy(object), names)
         agents = [f.name for f in self.forecasters
-                  if getattr(f, "toolbox", None) is not None and f.name in names]
+                  if getattr(f.config, "tools", None) and f.name in names]
         if agents:  # every tool call's receipt, gathered from the agents' rows
             write_tool_calls(self.out, agents)
         self.unanswered = self._unanswered()

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from finbench.core.config import (
     DataConfig,
+    McpAgentModel,
     ModelBase,
     OpenAIModel,
     StrictModel,
@@ -120,8 +121,24 @@ class EventLLMModel(OpenAIModel):
         return self
 
 
+class EventMcpModel(McpAgentModel):
+    """An external agent answering the event question over MCP (docs/spec.md §12.5): the
+    probability of YES; ``retrieval`` and ``show_market_price`` as for a language model."""
+
+    format: Literal["event"] = "event"
+    retrieval: Literal["none", "bm25"] = "bm25"
+    show_market_price: bool = False
+
+    @model_validator(mode="after")
+    def _event(self) -> EventMcpModel:
+        if self.anonymize:
+            raise ValueError("anonymize belongs to the intraday track")
+        return self
+
+
 EventModelConfig = Annotated[
-    ConstantModel | FrozenFrequencyModel | CategoryRateModel | MarketPriceModel | EventLLMModel,
+    ConstantModel | FrozenFrequencyModel | CategoryRateModel | MarketPriceModel | EventLLMModel
+    | EventMcpModel,
     Field(discriminator="kind")]
 REFERENCE_KINDS = ("constant", "frozen_frequency", "category_rate", "market_price")
 

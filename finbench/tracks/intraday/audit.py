@@ -45,7 +45,7 @@ from finbench.audit.rows import (
     where,
 )
 from finbench.audit.transcripts import transcript_problems
-from finbench.core.config import trial_mask
+from finbench.core.config import PROMPTED_KINDS, trial_mask
 from finbench.core.errors import FinbenchError, RunError, StoreError
 from finbench.core.lookup import arrow_text, positions
 from finbench.core.progress import Countdown
@@ -130,7 +130,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
     again = Again(plan, resolved, models, limit)
     problems += again.problems
     receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
-                        prompts="openai" in kinds, each_chunk=again.contexts)
+                        prompts=bool(kinds & set(PROMPTED_KINDS)), each_chunk=again.contexts)
     again.digests = receipts.baseline_sha  # hashed once: baselines answering again reuse them
     try:
         problems += _row_problems(run_dir, plan, models, again)
@@ -138,7 +138,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
         problems.append(f"{exc} (the rows were not compared with the journal)")
     agents = {}  # per agent, the input digest each of its rows must have
     for m in models:
-        if m.kind == "openai" and m.tools:
+        if m.kind in PROMPTED_KINDS and m.tools:
             found, agents[m.name] = agent_problems(
                 run_dir, m, _tools(plan), plan.tasks, dict(zip(
                     plan.tasks["task_id"],
@@ -147,7 +147,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
     problems += _receipt_problems(run_dir / "forecasts.parquet", plan, ids, receipts, echo,
                                   agents)
     for m in models:
-        if m.kind == "openai":
+        if m.kind in PROMPTED_KINDS:
             settings = receipts.prompt_of[m.name]
             problems += transcript_problems(run_dir, m.name, ids,
                                             receipts.prompt_shas[settings], settings.template,

@@ -8,6 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from finbench.core.config import PROMPTED_KINDS
 from finbench.core.lookup import same_values
 from finbench.core.times import NO_TIME, from_ns
 from finbench.tracks.intraday.config import BASELINE_KINDS, CLASS_BASELINE_KINDS
@@ -40,7 +41,7 @@ class Receipts:
         base = PromptSettings.of(config)
         # the prompt each language model is asked (models asked the same share its digests)
         self.prompt_of = {m.name: base.for_model(m) for m in config.models
-                          if m.kind == "openai"} if prompts else {}
+                          if m.kind in PROMPTED_KINDS} if prompts else {}
         prompts = set(self.prompt_of.values())
         if contexts:
             self._contexts(plan, resolved, prompts, each_chunk)
@@ -86,7 +87,7 @@ class Receipts:
             ns[other] = self.context_ns[task[other]]
             text = self.context_sha.take(at)
             for name, settings in self.prompt_of.items():
-                asked = ((kind == "openai") & (model == name)).to_numpy(bool)
+                asked = (kind.isin(PROMPTED_KINDS) & (model == name)).to_numpy(bool)
                 if asked.any():
                     text = pc.if_else(pa.array(asked), self.prompt_shas[settings].take(at), text)
             sha = pc.if_else(pa.array(baseline), sha, text)

@@ -15,6 +15,7 @@ from finbench.core.config import (
     CONFIG_VERSION,
     DataConfig,
     ExecutorConfig,
+    McpAgentModel,
     ModelBase,
     OpenAIModel,
     ReplayModel,
@@ -180,7 +181,7 @@ class ClassFrequencyModel(ModelBase):
 
 ModelConfig = Annotated[
     CoinModel | BaseRateModel | MomentumModel | ClimatologyModel | ClassUniformModel
-    | ClassFrequencyModel | ReplayModel | ScriptedModel | OpenAIModel,
+    | ClassFrequencyModel | ReplayModel | ScriptedModel | OpenAIModel | McpAgentModel,
     Field(discriminator="kind"),
 ]
 

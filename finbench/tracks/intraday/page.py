@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from finbench.core.config import PROMPTED_KINDS
 from finbench.core.outputs import write_text
 from finbench.reports.writers import json_number
 from finbench.runlog.transcripts import Transcripts
@@ -97,7 +98,7 @@ def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
             break
     extra = (pa.Table.from_batches(parts).to_pandas() if parts
              else pd.DataFrame(columns=columns))
-    llm = set(extra.loc[extra["kind"] == "openai", "model"])
+    llm = set(extra.loc[extra["kind"].isin(PROMPTED_KINDS), "model"])
     prompts = _prompts(run_dir, llm, extra)
     out = []
     for r, e in zip(rows.itertuples(index=False), extra.itertuples(index=False), strict=True):
