@@ -337,3 +337,18 @@ def test_an_mcp_agent_has_no_twin_to_compare_with(tmp_path, sample_store):
     path = intraday_config(tmp_path, sample_store)
     path.write_text(path.read_text() + '[[models]]\nname = "bare"\nkind = "mcp"\n')
     assert twin_of(load_config(path), "harness") is None
+
+
+def test_an_ending_its_calls_do_not_give_is_named_by_the_audit(tmp_path, sample_store):
+    path = intraday_config(tmp_path, sample_store)
+    out = run(path, tmp_path / "out", **QUIET)
+    cut = "AAPL|2025-01-14|MIDDAY"
+    for task in waiting(out)["harness"]:  # answered without a call; one said to be over budget
+        Session(out, "harness", task).write_answer(
+            arguments=None if task == cut else {"p_up": 0.5, "lower": -0.01, "upper": 0.01,
+                                                "rationale": None},
+            ended="agent: budget: 5 tool calls asked, at most 4 a task (max_tool_calls)"
+            if task == cut else None, client={})
+    run(path, out, **QUIET)
+    found = audit_run(out, echo=lambda *_: None)
+    assert len(found) == 1 and cut in found[0] and "do not give" in found[0], found

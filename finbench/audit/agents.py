@@ -129,8 +129,8 @@ def _exchange_problems(where: str, call: dict, receipts: list[dict], prompt: str
         again = response.get("ended")
         if again is not None and again != budget_ending(len(receipts) + 1,
                                                         model.max_tool_calls):
-            problems.append(f"{where}: ended {again!r}, but its {len(receipts)} calls leave "
-                            f"it within max_tool_calls {model.max_tool_calls}")
+            problems.append(f"{where}: ended {again!r}, which its {len(receipts)} calls "
+                            f"under max_tool_calls {model.max_tool_calls} do not give")
         if (again or None) != (error if error.startswith("agent: ") else None):
             problems.append(f"{where}: its error {error!r} is not how its session ended "
                             f"({again or 'with an answer'})")

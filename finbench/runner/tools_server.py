@@ -27,7 +27,7 @@ from finbench.forecasters.external import SUBMIT
 from finbench.runlog.rundir import load_run_config, read_manifest
 from finbench.runlog.sessions import Session, waiting
 from finbench.tracks import plugin_of
-from finbench.tracks.tools import call_tool, canonical
+from finbench.tracks.tools import call_tool, canonical, instant_text
 
 SUBMIT_DESCRIPTION = ("Submit your forecast of the task (the answer the prompt asks for, "
                       "under this schema). It is final: the task ends with it, and an answer "
@@ -70,6 +70,9 @@ class TaskTools:
             raise RunError(f"task {task_id!r}: no task of the run's config")
         self.task = rows.iloc[0].to_dict()
         self.now = self.toolbox.now(self.task)
+        if instant_text(self.now) != self.facts["now"]:
+            raise RunError(f"{self.session.path('prompt.json')}: its now {self.facts['now']} "
+                           f"is not the task's ({instant_text(self.now)})")
         self.calls = self.session.calls()
         self.ended = False
 
@@ -175,6 +178,8 @@ def serve(run_dir: Path, model: str, task_id: str, *, http_port: int | None = No
     echo = echo or (lambda text: print(text, file=sys.stderr, flush=True))
     served = TaskTools(run_dir, model, task_id)
     with FolderLock(served.session.folder, command=f"finbench tools serve {task_id}"):
+        if served.session.answer() is not None:  # answered while this one started
+            raise RunError(f"{served.session.folder}: task {task_id!r} is answered already")
         served.calls = served.session.calls()  # as the lock found them
         if http_port is None:
             asyncio.run(_stdio(served))
