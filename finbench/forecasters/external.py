@@ -20,7 +20,7 @@ from collections import Counter
 
 import pandas as pd
 
-from finbench.core.errors import RunError
+from finbench.core.errors import ConfigError, RunError
 from finbench.forecasters.agent import check_tools
 from finbench.forecasters.answers import ParsedAnswer
 from finbench.forecasters.base import Forecaster, make_record, register
@@ -38,7 +38,8 @@ class McpAgent(Forecaster):
 
     def __init__(self, config, prompt: Prompt | None = None) -> None:
         if prompt is None:
-            raise RunError(f"models.{config.name}: an agent needs the prompt of the run's track")
+            raise ConfigError(f"models.{config.name}: an agent needs the prompt of the run's "
+                              "track (build it with the track's prompt)")
         super().__init__(config, prompt.for_model(config))
         self.toolbox = None  # the track's tools (set by the run, use_tools)
         self.run_dir = None  # where its sessions are (set by the run)
