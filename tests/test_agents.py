@@ -431,6 +431,18 @@ def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
     finally:
         transcripts.close()
     assert seen > 1000
+    # what each forecast cost (every turn of the scripted server bills 100 + 20 tokens)
+    cost = pd.read_parquet(out / "rows.parquet").set_index(["model", "task_id"])
+    made = table.groupby(["model", "task_id"]).size()
+    for agent in ("agent-event-honest", "agent-event-adversarial"):
+        mine = cost.loc[agent]
+        turns = rows.loc[agent, "detail"].map(lambda d: json.loads(d)["turns"])
+        assert (mine["calls"] == turns.reindex(mine.index)).all()
+        assert (mine["tool_calls"] == made.loc[agent].reindex(mine.index)).all()
+        assert (mine["tokens"] == 120 * mine["calls"]).all() and mine["dollars"].isna().all()
+    assert (cost.loc["agent-event-honest", "calls"] == 2).all()  # three calls at once, then
+    # its answer
+    assert (cost.loc["plain", ["calls", "tool_calls", "tokens"]] == [1, 0, 120]).all().all()
     from finbench.reports.build import report
 
     report(out)

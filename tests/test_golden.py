@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from finbench.core.version import ENGINE_VERSION, SCORING_RULES_VERSION
+from finbench.runlog.costs import COST_COLUMNS
 from finbench.runlog.rundir import read_manifest
 from finbench.runner import run
 from finbench.runner.scores import canonical_tables, score_digest
@@ -18,7 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # engine version -> the pilots' digests (`finbench score RUN` prints a run's)
 GOLDEN = {2: {"pilot.toml": "18fc8f4bb207633859f93a6c023c95e00fa0a7cad5d256c591aa35358b6f26a1",
               "pilot_events.toml":
-                  "33fb61b4b30592d2e037a299b37ca6af94092065d620cb1faea1a827534ac007"}}
+                  "33fb61b4b30592d2e037a299b37ca6af94092065d620cb1faea1a827534ac007"},
+          # 3: the cost columns added to rows.parquet; the digest of the other columns is
+          # engine 2's (test_engine_3_adds_columns_and_changes_no_number)
+          3: {"pilot.toml": "f16d6df2d79af80321772eefc35c01c48760e8b2c357e4bb92b2df216368ceca",
+              "pilot_events.toml":
+                  "85077c1b543780e18899bca71ff6a61fccfe6fc5e63b2822f4269a1407c14408"}}
 
 
 @pytest.mark.parametrize("name", ["pilot.toml", "pilot_events.toml"])
@@ -49,3 +55,22 @@ def _copy(tmp_path: Path) -> Path:
     cfg.write_text((ROOT / "configs" / "pilot.toml").read_text().replace(
         '"../data/', f'"{ROOT}/data/'))
     return cfg
+
+
+@pytest.mark.parametrize("name", ["pilot.toml", "pilot_events.toml"])
+def test_engine_3_adds_columns_and_changes_no_number(name, tmp_path):
+    """Engine 3 added what each forecast cost to ``rows.*``: without those columns, the
+    tables hash to engine 2's digests."""
+    import hashlib
+
+    cfg = tmp_path / name
+    cfg.write_text((ROOT / "configs" / name).read_text().replace('"../data/',
+                                                                   f'"{ROOT}/data/'))
+    tables = json.loads(canonical_tables(run(cfg, tmp_path / "run", echo=lambda *_: None)))
+    rows = tables["rows.parquet"]
+    keep = [i for i, c in enumerate(rows["columns"]) if c not in COST_COLUMNS]
+    assert len(keep) == len(rows["columns"]) - 4
+    rows["columns"] = [rows["columns"][i] for i in keep]
+    rows["rows"] = [[row[i] for i in keep] for row in rows["rows"]]
+    text = json.dumps(tables, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    assert hashlib.sha256(text.encode()).hexdigest() == GOLDEN[2][name]

@@ -150,6 +150,12 @@ def test_every_session_is_journalled_receipted_and_audited(mcp_run):
     detail = json.loads(mine.loc["AAPL|2025-01-15|MIDDAY", "detail"])
     assert detail["served"] == "mcp" and detail["turns"] == 4
     assert detail["client"]["name"]  # the SDK client's own name, as it said at start
+    # what each cost: its tool calls are known, its model's calls and tokens are not
+    scored = pq.read_table(out / "rows.parquet").to_pandas()
+    scored = scored[scored["model"] == "harness"].set_index("task_id")
+    assert (scored["tool_calls"] == calls.groupby("task_id").size().reindex(scored.index)).all()
+    assert set(scored["tool_calls"]) == {3, 4}
+    assert scored[["calls", "tokens", "dollars"]].isna().all().all()
     assert audit_run(out, echo=lambda *_: None) == []
 
 

@@ -362,6 +362,10 @@ def test_language_models_answer_three_classes_stated_or_native(tmp_path, sample_
     assert scores3.loc["off", "validity"] == 0 and scores3.loc["off", "n"] == 0
     assert scores3.loc["native", "excluded_mass_mean"] == pytest.approx(0.2)
     assert scores3.loc["stated", "bss3_uniform_n"] == scores3.loc["stated", "n"] > 0
+    rows3 = pd.read_parquet(out / "rows3.parquet").set_index("model")  # what each cost
+    assert (rows3.loc["uniform", ["calls", "tool_calls", "tokens", "dollars"]] == 0).all().all()
+    assert (rows3.loc["stated", ["calls", "tool_calls", "tokens"]] == [1, 0, 120]).all().all()
+    assert rows3.loc["stated", "dollars"].isna().all()  # no prices given
     assert audit_run(out) == []
     g = pd.read_parquet(out / "forecasts.parquet")
     g.loc[(g["model"] == "native").to_numpy().nonzero()[0][0], "q_up"] = 0.6

@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 # says, for each bump, which numbers change and by how much; `finbench score` prints the
 # digest of a run's score tables (finbench.runner.scores.score_digest) so that a rescoring
 # can be checked against a published one.
-ENGINE_VERSION = 2  # 2: one percentile rule (numpy's linear) and NaN for undefined, both tracks
+ENGINE_VERSION = 3  # 3: what each forecast cost in rows.* and rows3.* (no number changes)
+# 2: one percentile rule (numpy's linear) and NaN for undefined, both tracks
 SCORING_RULES_VERSION = 2  # 2: the event track's rules are the shared ones (scoring.rules)
 
 
@@ -22,7 +23,7 @@ def versions() -> dict[str, int]:
 
 
 def describe_version() -> str:
-    """``finbench 0.1.0 (engine 2, scoring rules 2)``: what ``finbench --version`` prints."""
+    """``finbench 0.1.0 (engine 3, scoring rules 2)``: what ``finbench --version`` prints."""
     return (f"finbench {__version__} (engine {ENGINE_VERSION}, scoring rules "
             f"{SCORING_RULES_VERSION})")
 

@@ -30,13 +30,27 @@ class AgentRun:
     (the prompt, each assistant turn with its tool calls, each tool's answer); ``response``,
     its last response (``agent_error`` set when it ended without an answer); ``receipts``,
     one per tool call; ``turns``, the model calls made; ``tokens``, their prompt and
-    completion tokens summed."""
+    completion tokens summed (``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``:
+    each summed apart, None once a turn reported none)."""
 
     messages: list[dict]
     response: dict
     receipts: list[dict] = field(default_factory=list)
     turns: int = 0
     tokens: int = 0
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+
+    def count(self, usage: dict) -> None:
+        """Add one turn's usage (its response's ``usage``)."""
+        self.tokens += (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+        reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        for key, value in (("prompt_tokens", usage.get("prompt_tokens")),
+                           ("completion_tokens", usage.get("completion_tokens")),
+                           ("reasoning_tokens", reasoning)):
+            so_far = getattr(self, key)
+            setattr(self, key, None if value is None or so_far is None else so_far + value)
 
     @property
     def refusals(self) -> dict[str, int]:
@@ -118,8 +132,7 @@ async def converse(ask, toolbox, task, messages: list[dict], config) -> AgentRun
             return None
         run.turns += 1
         run.response = response
-        usage = response.get("usage") or {}
-        run.tokens += (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
+        run.count(response.get("usage") or {})
         calls = response.get("tool_calls")
         if {"transport_error", "request_refused"} & response.keys() or not calls:
             return run  # no answer (asked again by the next run), or the answer

@@ -505,8 +505,12 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
     usage = response.get("usage") or {}
     tokens = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0)
     if agent is not None:
+        # its tokens are every turn's (the served model and fingerprint, its last turn's)
         detail.update(prompt_sha256=prompt_sha256, turns=agent.turns,
-                      tool_calls=agent.receipts, refusals=agent.refusals)
+                      tool_calls=agent.receipts, refusals=agent.refusals,
+                      prompt_tokens=agent.prompt_tokens,
+                      completion_tokens=agent.completion_tokens,
+                      reasoning_tokens=agent.reasoning_tokens)
         tokens = agent.tokens
     return make_record(task_id=task_id, model=forecaster.name, kind=forecaster.kind,
                        parsed=parsed, max_input_time=max_input_time,

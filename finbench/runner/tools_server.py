@@ -208,6 +208,9 @@ async def _http(served: TaskTools, port: int, echo) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    # listening before the address is printed: a client that connects at once (the server
+    # may still be starting) waits in the backlog instead of being refused
+    sock.listen(128)
     server = holder["server"] = uvicorn.Server(uvicorn.Config(
         app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on"))
     echo(f"serving task {served.session.task_id} of {served.model.name} at "

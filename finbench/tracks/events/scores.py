@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.outputs import write_atomic
+from finbench.runlog.costs import cost_frame
 from finbench.scoring.rules import skill
 from finbench.tracks.events.config import EventRunConfig, reference_names
 from finbench.tracks.events.score_rows import (
@@ -44,7 +45,8 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     s = config.scores
     # the columns the tables read (not the answers' texts: every slice of the rows below
     # would copy them)
-    rows = score_rows(forecasts, labels, s.log_loss_clip)[ROW_COLUMNS]
+    scored = score_rows(forecasts, labels, s.log_loss_clip)
+    rows = scored[ROW_COLUMNS]
     names = [m.name for m in config.models if m.name not in skipped]
     kinds = {m.name: m.kind for m in config.models}
     refs = [r for r in reference_names(config) if r in names]
@@ -60,7 +62,8 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     markets = [r for r in refs if kinds[r] == "market_price"]
     gap = [_gap_row(rows, name, m) for name in names for m in markets if name != m]
     return {"scores": pd.DataFrame(scores), "skill": pd.DataFrame(paired, columns=SKILL_COLUMNS),
-            "rows": rows.rename(columns={"p_up": "p_yes"}),
+            "rows": pd.concat([rows.rename(columns={"p_up": "p_yes"}),
+                               cost_frame(scored, config.models)], axis=1),
             "exclusions": exclusions,
             "market_gap": pd.DataFrame(gap, columns=["model", "market", "n", "mean_abs_gap",
                                                      "median_abs_gap", "max_abs_gap"])}

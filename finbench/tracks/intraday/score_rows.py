@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finbench.core.lookup import arrow_text
+from finbench.runlog.costs import cost_arrays
 from finbench.scoring import kernels
 
 ROW_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "p_up", "lower", "upper",
@@ -57,11 +58,14 @@ def task_text(tasks: pd.DataFrame, status: pd.Series) -> dict[str, pa.Dictionary
 
 def row_table(model: str, rows: pd.DataFrame, references: dict[str, Reference],
               interval_reference: str | None, text: dict[str, pa.DictionaryArray],
-              cutoff: dt.date | None = None) -> pa.Table:
+              cutoff: dt.date | None = None,
+              costs: dict[str, pa.Array] | None = None) -> pa.Table:
     """The export of one model's scored rows (:func:`~finbench.tracks.intraday.score_cells.row_scores`,
     each a task's): :data:`ROW_COLUMNS`, then ``p_up_<b>`` and ``bss_<b>`` per baseline
-    ``b``, ``wss_<interval_reference>``, and ``possibly_memorised`` (the session is on or
-    before the model's ``cutoff``; empty when it declares none); built column by column in
+    ``b``, ``wss_<interval_reference>``, ``possibly_memorised`` (the session is on or
+    before the model's ``cutoff``; empty when it declares none), and what each row cost
+    (``costs``: :data:`~finbench.runlog.costs.COST_COLUMNS`, each row's, by default those
+    of a forecaster that calls no model); built column by column in
     Arrow (text stays Arrow text). ``model`` and the columns of ``text`` (:func:`task_text`
     of the run) are dictionary-encoded text: codes picked per row, no text made per row (a
     Parquet writer writes the codes as they are)."""
@@ -88,6 +92,7 @@ def row_table(model: str, rows: pd.DataFrame, references: dict[str, Reference],
     else:
         columns["possibly_memorised"] = pc.less_equal(_arrow(rows["session"]),
                                                       pa.scalar(cutoff.isoformat()))
+    columns.update(cost_arrays("", len(rows)) if costs is None else costs)
     return pa.table(columns)
 
 

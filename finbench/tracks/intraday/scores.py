@@ -26,6 +26,7 @@ from finbench.core.outputs import (
     write_atomic,
 )
 from finbench.runlog import forecast_table
+from finbench.runlog.costs import cost_arrays, needs_detail, prices_of
 from finbench.runlog.rundir import (
     finished_run,
     load_run_config,
@@ -159,7 +160,18 @@ class RunScores:
             rows = self.scored(name)
             self.tally.add(name, rows.assign(task_code=rows["task_row"]))
             yield name, rows, row_table(name, rows, references, self.interval_reference,
-                                        self._text, self.cutoffs.get(name))
+                                        self._text, self.cutoffs.get(name),
+                                        self.costs(name, len(rows)))
+
+    def costs(self, name: str, n: int) -> dict[str, pa.Array]:
+        """What each of a model's ``n`` rows cost (:mod:`finbench.runlog.costs`), in the
+        order of its rows in the forecast table (the order :meth:`scored` keeps)."""
+        model = next(m for m in self.config.models if m.name == name)
+        if not needs_detail(model.kind):
+            return cost_arrays(model.kind, n)
+        read = forecast_table.model_rows(self.path, name, ["detail", "tokens"])
+        return cost_arrays(model.kind, n, read.column("detail").to_pylist(),
+                           read.column("tokens").to_pylist(), prices_of(model))
 
     def class_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The three-class scores and their rows (:mod:`finbench.tracks.intraday.scores3`); empty

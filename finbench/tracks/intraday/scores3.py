@@ -19,13 +19,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
+from finbench.runlog.costs import COST_COLUMNS, cost_frame
 from finbench.runlog.rows import ERROR
 from finbench.scoring import multiclass as mc
 from finbench.tracks.intraday.config import CLASS_BASELINE_KINDS, RunConfig, class_names
 
 SLICE_KINDS = ("overall", "horizon", "ticker")
 READ = ["task_id", "model", "q_down", "q_flat", "q_up", "excluded_mass", "valid", "error",
-        "answer_status", "p_fallback"]
+        "answer_status", "p_fallback", "detail", "tokens"]
 BELOW_MIN = "candidate_mass_below_min"
 
 
@@ -57,7 +58,7 @@ def class_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
 # rows3.*: one row per three-class forecast, its label's class and its per-row scores
 ROW3_COLUMNS = ["task_id", "model", "ticker", "session", "horizon", "q_down", "q_flat", "q_up",
                 "excluded_mass", "valid", "answer_status", "error", "status", "cls", "scored",
-                "brier", "log_loss", "rps", "accuracy"]
+                "brier", "log_loss", "rps", "accuracy", *COST_COLUMNS]
 
 
 def class_scores(config: RunConfig, forecasts_path: Path, labels: pd.DataFrame,
@@ -70,12 +71,13 @@ def class_scores(config: RunConfig, forecasts_path: Path, labels: pd.DataFrame,
     forecasts = pq.read_table(forecasts_path, columns=READ,
                               filters=[("model", "in", names)]).to_pandas()
     rows = class_rows(forecasts, labels, tasks, clip=config.scores.log_loss_clip)
-    return _class_table(config, rows, names), _row3_table(rows, names, tasks)
+    return _class_table(config, rows, names), _row3_table(rows, names, tasks, config.models)
 
 
-def _row3_table(rows: pd.DataFrame, names: list[str], tasks: pd.DataFrame) -> pd.DataFrame:
+def _row3_table(rows: pd.DataFrame, names: list[str], tasks: pd.DataFrame,
+                models) -> pd.DataFrame:
     """The rows of ``rows3.*``: the models in the config's order, each model's rows in task
-    order, unscored ones' scores empty."""
+    order, unscored ones' scores empty, and what each cost (``models``: the run's)."""
     order = pd.Series(np.arange(len(tasks)), index=tasks["task_id"].to_numpy())
     out = rows.assign(_m=rows["model"].map({n: i for i, n in enumerate(names)}),
                       _t=order.reindex(rows["task_id"].to_numpy()).to_numpy())
@@ -84,6 +86,7 @@ def _row3_table(rows: pd.DataFrame, names: list[str], tasks: pd.DataFrame) -> pd
     for col in ("brier", "log_loss", "rps", "accuracy"):
         out[col] = np.where(scored, out[col].to_numpy(float), np.nan)
     out["cls"] = out["cls"].astype("Int8")
+    out[list(COST_COLUMNS)] = cost_frame(out, models)
     return out[ROW3_COLUMNS]
 
 
