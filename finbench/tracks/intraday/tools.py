@@ -22,6 +22,7 @@ arguments and the snapshot, whatever was asked before).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -140,8 +141,7 @@ class IntradayTools(SchemaTools):
     def _daily(self, now, _task, *, ticker: str, sessions: int):
         today = now.tz_convert(self.spec.timezone).date()
         # the sessions before today, and today's (complete by now only once it closed)
-        days = [*(d.date() for d in previous_sessions(self.spec.calendar, today, sessions)),
-                today]
+        days = [*sessions_before(self.spec.calendar, today, sessions), today]
         rows = [row for day in days if (row := self._summary(day).get(ticker)) is not None
                 and row["available_ns"] <= now.value][-sessions:]
         available = np.array([r["available_ns"] for r in rows], dtype=np.int64)
@@ -283,3 +283,10 @@ def _buckets(parts: list, bar_ns: int) -> tuple[list[dict], np.ndarray]:
               "volume": float(sum(volumes[a:e + 1])), "bars": e - a + 1, "available_at": at}
              for t, o, h, lo, c, a, e, at in fields]
     return items, available
+
+
+@functools.lru_cache(maxsize=4096)
+def sessions_before(calendar: str, day: dt.date, count: int) -> tuple[dt.date, ...]:
+    """The ``count`` sessions of ``calendar`` strictly before ``day``, oldest first (the
+    calendar's alone: held once asked, as a date's answers are the same for every task)."""
+    return tuple(d.date() for d in previous_sessions(calendar, day, count))
