@@ -124,6 +124,19 @@ def _on_worker() -> str:
         return ""
 
 
+def shardable(config) -> None:
+    """A ConfigError unless ``config`` may run as month shards on Dask: a track split by
+    session, and no agent answering over MCP (its sessions would wait in each shard's folder,
+    to be served one by one)."""
+    sessions_only(config, "--executor dask")
+    external = [m.name for m in config.models if m.kind == "mcp"]
+    if external:
+        raise ConfigError(f"--executor dask: {', '.join(external)} answer over MCP, each "
+                          "task's session in the run's own folder: run the config with "
+                          "--executor local (or as --shard runs, each served, then `finbench "
+                          "merge`)")
+
+
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
                 workers: int | None = None, echo=print, results=None) -> Path | str:
     """Run ``config_path`` into ``out`` as month shards on a Dask cluster (``scheduler``: its
@@ -135,7 +148,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
 
     text = ConfigText.read(config_path)
     config = load_config_file(text)[0]
-    sessions_only(config, "--executor dask")
+    shardable(config)
     ranges = shard_ranges(config)
     remote = is_uri(out)
     if remote and not isinstance(config.data.store, str):

@@ -287,6 +287,43 @@ def test_batch_refuses_an_mcp_agent(tmp_path, sample_store):
         run(intraday_config(tmp_path, sample_store), tmp_path / "out", batch=True, **QUIET)
 
 
+def test_dask_refuses_an_mcp_agent_before_any_worker_starts(tmp_path, sample_store):
+    from finbench.cluster import run_on_dask
+
+    with pytest.raises(ConfigError, match="--executor dask: harness answer over MCP"):
+        run_on_dask(intraday_config(tmp_path, sample_store), tmp_path / "out", **QUIET)
+    assert not (tmp_path / "out").exists()
+
+
+def test_shards_served_apart_merge_into_the_unsharded_run(tmp_path, sample_store):
+    """Each session a shard with its own sessions, each answered, then merged: the rows,
+    scores and receipts of the run made whole, and the merged run audits clean."""
+    import pandas as pd
+
+    from finbench.shards import merge_shards
+
+    path = intraday_config(tmp_path, sample_store)
+
+    def answered(out, shard=None):
+        for task in waiting(out)["harness"]:
+            Session(out, "harness", task).write_answer(arguments={
+                "p_up": 0.5 if task.startswith("AAPL") else 0.4, "lower": -0.01,
+                "upper": 0.01, "rationale": None}, ended=None, client={"name": "t"})
+        return run(path, out, shard=shard, **QUIET)
+
+    whole = answered(run(path, tmp_path / "whole", **QUIET))
+    shards = [answered(run(path, tmp_path / day, shard=(day, day), **QUIET), (day, day))
+              for day in ("2025-01-14", "2025-01-15")]
+    merged = merge_shards(shards, tmp_path / "merged")
+    keys = ["task_id", "model", "p_up", "valid", "error", "input_sha256", "max_input_time"]
+    assert pq.read_table(merged / "forecasts.parquet").select(keys).equals(
+        pq.read_table(whole / "forecasts.parquet").select(keys))
+    for name in ("rows.parquet", "scores.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(merged / name),
+                                      pd.read_parquet(whole / name))
+    assert audit_run(merged, echo=lambda *_: None) == []
+
+
 def test_the_event_track_serves_its_tools_over_mcp(tmp_path):
     path = tmp_path / "events.toml"
     path.write_text(f'track = "events"\n[data]\nstore = "{EVENT_STORE}"\n[tasks]\n'
