@@ -98,7 +98,7 @@ def test_a_large_run_embeds_its_first_rows_and_says_so(pilot_html, monkeypatch):
     forecasts = __import__("pandas").read_parquet(pilot_html.parent / "forecasts.parquet")
     assert [(r["task"], r["model"]) for r in data] == list(
         zip(forecasts["task_id"][:10], forecasts["model"][:10], strict=True))
-    assert "The first 10 of 63 rows are here." in text
+    assert "The first 10 of 63 forecast rows, in the run&#39;s order" in text
     monkeypatch.undo()
     report(pilot_html.parent)  # the module's page as it was, for any test after this one
 
@@ -169,4 +169,137 @@ def test_an_agents_sample_shows_its_exchange_turn_by_turn(tmp_path, sample_store
     assert '-> call_0_0: daily {"ticker": "AAPL", "sessions": 5}' in shown
     assert "[tool answer to call_0_0]" in shown and '"tool":"daily"' in shown
     assert "-> call_1_0: bars" in shown and "[tool answer to call_1_0]" in shown
+    assert problems == []
+
+
+def test_the_header_sorting_and_paging_work_in_a_browser(pilot_html, monkeypatch):
+    """The run's header (its FinBench, the snapshot, each model and why one is missing);
+    a click on a header sorts by value, a second the other way, blanks last; the samples a
+    page at a time, a filter starting again at the first page."""
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="Playwright is not installed (pip install playwright)")
+    import json
+
+    import finbench.reports.page as shared
+
+    monkeypatch.setattr(shared, "PAGE_ROWS", 10)
+    report(pilot_html.parent)
+    manifest = json.loads((pilot_html.parent / "manifest.json").read_text())
+    problems = []
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 1200})
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(pilot_html.as_uri())
+            header = page.inner_text("#run-header")
+            assert manifest["data"]["snapshot_sha256"] in header
+            assert f"engine {manifest['engine_version']}" in header
+            models = page.locator("#run-models tbody tr").evaluate_all(
+                "rs => rs.map(r => Array.from(r.cells).map(c => c.textContent))")
+            by = {m[0]: m for m in models}
+            assert len(models) == len(manifest["config"]["models"])
+            assert by["GPT-4o"][2:] == ["skipped", "API key variable OPENAI_API_KEY is not set"]
+            assert by["coin"][2] == "yes" and by["Qwen2.5 72B"][2] == "yes"
+            table = "#table-scores_aggregate"
+            column = page.locator(f"{table} thead th").all_inner_texts().index("BS [95% CI]")
+            cells = f"{table} tbody tr td:nth-child({column + 1})"
+
+            def keys():
+                return page.locator(cells).evaluate_all(
+                    "ts => ts.map(t => t.dataset.sort === undefined ? null"
+                    " : parseFloat(t.dataset.sort))")
+
+            assert page.locator(cells).first.evaluate("t => getComputedStyle(t).textAlign") \
+                == "right"
+            page.click(f"{table} thead th:nth-child({column + 1}) button")
+            up = keys()
+            assert up == sorted(up) and len(up) == 7
+            page.click(f"{table} thead th:nth-child({column + 1}) button")
+            assert keys() == sorted(up, reverse=True)
+            assert page.get_attribute(f"{table} thead th:nth-child({column + 1})",
+                                      "aria-sort") == "descending"
+            listed = page.locator("#sample-list tbody tr")
+            assert listed.count() == 10 and page.inner_text("#page") == "page 1 of 7"
+            first = listed.first.get_attribute("data-task")
+            page.click("#next")
+            assert page.inner_text("#page") == "page 2 of 7"
+            assert listed.first.get_attribute("data-task") != first
+            for _ in range(5):
+                page.click("#next")
+            assert page.inner_text("#page") == "page 7 of 7" and listed.count() == 3
+            assert page.is_disabled("#next")
+            page.select_option("select[name=model]", "coin")
+            assert page.inner_text("#page") == "page 1 of 1" and listed.count() == 9
+            browser.close()
+    finally:
+        monkeypatch.undo()
+        report(pilot_html.parent)
+    assert problems == []
+
+
+def test_a_table_without_rows_is_no_section_and_numbers_are_told_from_text():
+    import pandas as pd
+
+    from finbench.reports.page import cells, sections
+
+    frame = pd.DataFrame({"Model": ["a", "b", "c"], "BS": ["0.250", "undef", "-0.18 (9)"],
+                          "N": [9, 0, 12], "Note": ["x", "1 y", ""]})
+    columns, rows = cells(frame)
+    assert [c["numeric"] for c in columns] == [False, True, True, False]
+    assert [r[1].key for r in rows] == [0.25, None, -0.18]
+    assert [r[2].key for r in rows] == [9.0, 0.0, 12.0]
+    assert rows[1][3].key is None and not rows[1][3].numeric  # text that begins with a digit
+    shown = {"scores_aggregate": (frame, "caption"), "paired_winkler": (frame.iloc[:0], "no")}
+    made = sections(shown, ("scores_aggregate", "paired_winkler", "absent"), {})
+    assert [s["id"] for s in made] == ["scores_aggregate"]
+    assert made[0]["title"] == "Scores aggregate" and made[0]["caption"] == "caption"
+
+
+def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
+    """The event pilot's report.html: its header, its tables, and a sample with the market's
+    question, t0, price at t0, outcome and the posts retrieved before t0 (as the run's
+    retrieval receipts have them)."""
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="Playwright is not installed (pip install playwright)")
+    import pandas as pd
+
+    cfg = tmp_path / "events.toml"
+    cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
+        '"../data/', f'"{ROOT}/data/'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    report(out)
+    tasks = pd.read_parquet(out / "tasks.parquet").set_index("task_id")
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    retrieval = pd.read_parquet(out / "retrieval.parquet")
+    markets = pd.read_parquet(ROOT / "data" / "events_sample" / "store" / "markets.parquet"
+                              ).set_index("market_id")
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1200})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((out / "report.html").as_uri())
+        assert "GPT-4o Mini with posts" in page.inner_text("#run-models")
+        assert "market" in page.inner_text("#table-event_scores")
+        assert page.locator("#table-event_skill tbody tr").count() > 0
+        page.select_option("select[name=model]", "market")
+        assert page.inner_text("#count") == "42 of 168 samples"
+        row = page.locator("#sample-list tbody tr").first
+        task = row.get_attribute("data-task")
+        row.click()
+        shown = page.inner_text("#detail")
+        market = tasks.loc[task, "market_id"]
+        assert markets.loc[market, "question"] in shown
+        assert f"market price at t0: {labels.loc[task, 'price']:.4f}" in shown
+        posts = retrieval[retrieval["task_id"] == task].sort_values("rank")
+        assert f"retrieved before t0: {len(posts)} post(s)" in shown
+        assert all(post in shown for post in posts["post_id"])
+        browser.close()
     assert problems == []

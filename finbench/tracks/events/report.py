@@ -17,6 +17,7 @@ from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
 from finbench.scoring.bootstrap import paired_difference
 from finbench.tracks.events.figures import RELIABILITY_BINS, event_figures, event_reliability
+from finbench.tracks.events.page import write_event_html
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -99,14 +100,15 @@ def tools_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
     return pd.DataFrame(out, columns=TOOLS_COLUMNS)
 
 
-def _agent_tables(run_dir: Path, config, out: Path, rule: str, source: str) -> list[Path]:
-    """The agents' use of their tools and what the tools add (none without agents)."""
+def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """The agents' use of their tools and what the tools add (none without agents);
+    ``put``: writes a table and keeps it for the page."""
     agents = agents_of(config)
     if not agents:
         return []
     usage = agent_usage(run_dir, agents)
-    paths = write_table(usage.assign(**{c: usage[c].map(lambda v: _f(v, 2)) for c in (
-        "calls_per_task", "turns_per_task", "citing_share")}), out, "event_agents",
+    paths = put(usage.assign(**{c: usage[c].map(lambda v: _f(v, 2)) for c in (
+        "calls_per_task", "turns_per_task", "citing_share")}), "event_agents",
         "Agents: tool calls and model turns per market, the calls refused by kind (asked for "
         "the future, bad arguments, a tool it has not, too many items), its valid answers and "
         "those whose rationale names a post or market a search answered it." + source,
@@ -120,7 +122,7 @@ def _agent_tables(run_dir: Path, config, out: Path, rule: str, source: str) -> l
         f"{_f(r['brier_twin'])}",
         "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
         "p": _f(r["p_value"], 3), "note": r["flag"]} for r in effect.to_dict("records")])
-    return paths + write_table(shown, out, "event_tools_effect", "What tools add: each agent "
+    return paths + put(shown, "event_tools_effect", "What tools add: each agent "
                                "against the same provider's same model without tools, on the "
                                "markets both scored: mean Brier of each and their paired "
                                "difference (negative: the tools helped), resampling whole "
@@ -143,6 +145,12 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     skill = pd.read_parquet(run_dir / "skill.parquet")
     out = run_dir / "tables"
     paths = []
+    shown: dict[str, tuple[pd.DataFrame, str]] = {}  # what each table shows, for the page
+
+    def put(frame: pd.DataFrame, name: str, caption: str, raw=None) -> list[Path]:
+        shown[name] = (frame, caption)
+        return write_table(frame, out, name, caption, raw=raw)
+
     for kind, name, caption in (
             ("overall", "event_scores", "Every scored market"),
             ("category", "event_scores_by_category", "By category"),
@@ -152,31 +160,33 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
             ("event_group", "event_scores_by_group",
              "By event group (groups with at least scores.min_group_cases markets)")):
         part = scores[scores["slice_kind"] == kind]
-        paths += write_table(_scores(part, s), out, name, caption + ". Brier intervals "
+        paths += put(_scores(part, s), name, caption + ". Brier intervals "
                              "resample whole event groups; YES and NO penalties are totals "
                              "that sum to n x Brier." + rule + source, raw=part)
     for kind, name in (("overall", "event_skill"), ("retrieval", "event_skill_by_retrieval")):
         part = skill[skill["slice_kind"] == kind]
-        paths += write_table(_skill(part, s), out, name, "Brier skill 1 - model/reference on "
+        paths += put(_skill(part, s), name, "Brier skill 1 - model/reference on "
                              "the markets both answered validly (n, in its groups), with both "
                              "raw scores; undefined when the reference scores 0." + rule
                              + source, raw=part)
     exclusions = pd.read_csv(run_dir / "exclusions.csv")
-    paths += write_table(exclusions, out, "event_exclusions", "Tasks by status: ok are scored; "
+    paths += put(exclusions, "event_exclusions", "Tasks by status: ok are scored; "
                          "the others are excluded by the declared rule (void markets are "
                          "never scored as NO) and asked of no model." + source)
     gap = pd.read_csv(run_dir / "market_gap.csv")
-    shown = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
-    paths += write_table(shown, out, "event_market_gap", "|p_model - p_market| on the markets "
+    table = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
+    paths += put(table, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
-    paths += _agent_tables(run_dir, config, out, rule, source)
+    paths += _agent_tables(run_dir, config, put, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
-    shown = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
+    table = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})
-    paths += write_table(shown, out, "event_reliability", f"Reliability: per model, up to "
+    paths += put(table, "event_reliability", f"Reliability: per model, up to "
                          f"{RELIABILITY_BINS} equal-mass bins of its own p_yes on its n scored "
                          "rows (valid answers; invalid ones are counted in event_scores), "
                          "with each bin's count, YES count, mean forecast and observed "
                          "frequency of YES. No interval: a bin of few markets says little."
                          + source, raw=bins)
-    return paths, event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")))
+    figures = event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")))
+    write_event_html(run_dir, config, read_manifest(run_dir), shown, figures.paths)
+    return paths, figures
