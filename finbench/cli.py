@@ -296,6 +296,15 @@ def _tools_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_inspect(args: argparse.Namespace) -> int:
+    from finbench.reports.inspect_log import export_inspect
+
+    models = [m.strip() for m in args.models.split(",")] if args.models else None
+    for path in export_inspect(Path(args.run), args.out, models=models):
+        print(f"wrote {path} (inspect view --log-dir {path.parent})")
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from finbench.reports.show import as_json, show
     from finbench.runlog.mirror import local_copy
@@ -436,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("run", help="the run directory (local)")
     listing.add_argument("--model", help="this agent only")
     listing.set_defaults(func=_tools_tasks)
+    export = sub.add_parser("export", help="a run in another tool's format").add_subparsers(
+        dest="export_command", required=True)
+    inspect_log = export.add_parser("inspect", help="an Inspect .eval log per language model "
+                                    "of the run (every sample: messages, answer, label, scores)")
+    inspect_log.add_argument("run", help="the run directory (local)")
+    inspect_log.add_argument("--out", help="the folder for the logs (default RUN/inspect)")
+    inspect_log.add_argument("--models", metavar="A,B", help="these models only")
+    inspect_log.set_defaults(func=_export_inspect)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+", help="the run directories to pool")
     pap.add_argument("--out", default="paper", help="where tables/ and figures/ go (default "

@@ -256,3 +256,59 @@ def test_a_replay_row_that_names_no_task_or_model_is_named(tmp_path, sample_stor
         "r", "r.csv", 'model = "m"\n' if "model," in text else ""))
     with pytest.raises(DataError, match=re.escape(f"r.csv: {said}")):
         run(cfg, tmp_path / "run", echo=quiet)
+
+
+def test_a_files_own_labels_and_scores_are_compared_and_the_rows_that_disagree_named(
+        tmp_path, sample_store):
+    """The paper's pilot CSV carries its own y, r, brier and composite_score: they were
+    silently ignored. They are kept as claims, never scored with, and the report names each
+    row whose claim is not FinBench's value (by hand: one y flipped, two Brier scores off,
+    one r within the tolerance, one Brier claimed of an answer FinBench cannot score)."""
+    from finbench.reports.build import report
+
+    plain = PILOT_CSV.splitlines()
+    (tmp_path / "plain.csv").write_text(PILOT_CSV)
+    cfg = config(tmp_path, sample_store, replay_toml("GPT-4o", "plain.csv",
+                                                     'model = "GPT-4o"\nmissing = "not_asked"\n'))
+    truth = pd.read_parquet(run(cfg, tmp_path / "truth", echo=quiet) / "rows.parquet")
+    truth = truth[truth["model"] == "GPT-4o"].set_index("task_id")
+    lines = [plain[0] + ",y,r,brier,composite_score"]
+    for k, line in enumerate(plain[1:7]):
+        _, ticker, session, horizon, *_ = line.split(",")
+        t = truth.loc[f"{ticker}|{session}|{horizon}"]
+        y, r, brier = int(t["y"]), float(t["r"]), float(t["brier"])
+        if k == 0:
+            y = 1 - y  # flipped
+        if k in (1, 2):
+            brier += 0.01  # off
+        if k == 3:
+            r += 1e-12  # within the tolerance
+        if k == 4:
+            line = line.replace(",0.45,", ",1.5,")  # an invalid answer, its Brier claimed
+        lines.append(f"{line},{y},{float(r)!r},{float(brier)!r},0.5")
+    (tmp_path / "claims.csv").write_text("\n".join(lines) + "\n")
+    cfg = config(tmp_path, sample_store, replay_toml("GPT-4o", "claims.csv",
+                                                     'model = "GPT-4o"\nmissing = "not_asked"\n'))
+    out = run(cfg, tmp_path / "run", echo=quiet)
+    report(out)
+    claims = pd.read_csv(out / "tables" / "replay_claims.csv").set_index("claim")
+    assert claims.loc["y", ["rows", "disagree"]].tolist() == [6, 1]
+    assert claims.loc["r", ["rows", "disagree"]].tolist() == [6, 0]
+    assert claims.loc["brier", ["rows", "disagree"]].tolist() == [6, 3]
+    assert claims.loc["brier", "max_abs_diff"] == pytest.approx(0.01, rel=1e-3)
+    assert claims.loc["composite_score", "rows"] == 6
+    assert "not compared" in claims.loc["composite_score", "note"]
+    rows = pd.read_csv(out / "tables" / "replay_disagreements.csv", keep_default_na=False)
+    ids = [f"{p.split(',')[1]}|{p.split(',')[2]}|{p.split(',')[3]}" for p in plain[1:7]]
+    assert rows[["task_id", "claim"]].values.tolist() == [
+        [ids[0], "y"], [ids[1], "brier"], [ids[2], "brier"], [ids[4], "brier"]]
+    assert rows.loc[3, "finbench"] == ""  # FinBench does not score the invalid answer
+    # the claims change no score: the scores of the run whose file holds none, but the
+    # answer made invalid
+    scores = pd.read_parquet(out / "scores.parquet").set_index(["model", "slice_kind",
+                                                                 "slice"])
+    row = scores.loc[("GPT-4o", "overall", "all")]
+    mine = truth.drop(index=ids[4])
+    assert row["n"] == 5 and row["brier"] == pytest.approx(mine["brier"].mean(), rel=1e-12)
+    page = (out / "report.html").read_text()
+    assert 'id="table-replay_claims"' in page

@@ -71,7 +71,8 @@ def test_report_and_paper_twice_give_byte_identical_tables(pilot, tmp_path):
 
 def test_every_figure_is_a_valid_png_and_pdf(pilot):
     names = ["fig1_skill_by_model", "fig2_brier_vs_coverage", "fig3_models_across_horizons",
-             "reliability", "coverage_by_horizon", "width_by_horizon", "kelly_wealth"]
+             "reliability", "coverage_by_horizon", "width_by_horizon", "kelly_wealth",
+             "skill_by_horizon", "skill_heatmap"]
     for name in names:
         assert (pilot / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (pilot / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
@@ -353,10 +354,11 @@ def test_interval_figures_draw_and_name_only_the_models_that_give_intervals(pilo
     data = load_run(pilot)
     by_h = score_table(data, slice_kind="horizon")
     assert set(by_h.loc[by_h["coverage"].notna(), "model"]) == {"climatology"}
-    for plot in (F.plot_coverage_by_horizon, F.plot_width_by_horizon):
+    for plot, extra in ((F.plot_coverage_by_horizon, ["nominal 80%"]),
+                        (F.plot_width_by_horizon, [])):
         ax = plot(by_h)
         legend = ax.get_legend()
-        assert [t.get_text() for t in legend.get_texts()] == ["climatology"]
+        assert [t.get_text() for t in legend.get_texts()] == [*extra, "climatology"]
         ax.figure.canvas.draw()
         box = legend.get_window_extent()
         assert box.x0 >= ax.get_window_extent().x1  # beside the plot, over nothing drawn
@@ -365,3 +367,147 @@ def test_interval_figures_draw_and_name_only_the_models_that_give_intervals(pilo
     assert len(bars) == 3 and all(b.get_width() == pytest.approx(0.8) for b in bars)
     np.testing.assert_allclose([b.get_height() for b in bars], by_h.loc[
         by_h["model"] == "climatology", "coverage"].to_numpy())
+
+
+def _ten_models() -> pd.DataFrame:
+    """A horizon table of ten models with long names (skill, CI, paired N), two horizons."""
+    names = [f"provider-{k}/model-of-a-long-name-{k}" for k in range(10)]
+    rows = [{"slice": h, "model": m, "bss": 0.01 * k - 0.03, "bss_lo": 0.01 * k - 0.05,
+             "bss_hi": 0.01 * k - 0.01, "bss_n": 100 + k, "bss_ref": "coin"}
+            for h in ("MORNING", "CLOSE") for k, m in enumerate(names)]
+    return pd.DataFrame(rows)
+
+
+def _overlaps(ax) -> int:
+    """Pairs of the axes' x tick labels whose drawn boxes overlap."""
+    fig = ax.figure
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+    return sum(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_ten_models_names_do_not_run_into_each_other():
+    """Figure 1 and skill by horizon with ten long model names: no two tick labels overlap
+    (before, at a fixed width and 20 degrees, they did)."""
+    import matplotlib.pyplot as plt
+
+    from finbench.reports import style
+
+    table = _ten_models()
+    with plt.rc_context(style.RC):
+        ax = F.plot_skill_by_model(table[table["slice"] == "MORNING"])
+        assert len(ax.get_xticklabels()) == 10 and _overlaps(ax) == 0
+        plt.close("all")
+        ax = F.plot_skill_by_horizon(table)
+        panels = ax.figure.axes
+        assert [p.get_title() for p in panels] == ["MORNING", "CLOSE"]
+        assert all(_overlaps(p) == 0 for p in panels)
+        for panel, horizon in zip(panels, ["MORNING", "CLOSE"], strict=True):
+            want = table.loc[table["slice"] == horizon, "bss"].to_numpy()
+            np.testing.assert_allclose([b.get_height() for b in panel.patches], want)
+        plt.close("all")
+    # the old drawing (6 inches, labels at 20 degrees) overlapped: the check can fail
+    _, ax = plt.subplots(figsize=(6.0, 3.6))
+    ax.bar(range(10), table["bss"][:10])
+    ax.set_xticks(range(10), table["model"][:10], rotation=20, ha="right")
+    assert _overlaps(ax) > 0
+    plt.close("all")
+
+
+def test_reliability_shows_each_bins_count_and_the_sharpness_below(pilot):
+    """The reliability figure: each used bin's point labelled with its count, the legend
+    naming each model with its n, and below it the share of the model's forecasts per bin."""
+    import matplotlib.pyplot as plt
+
+    bins = pd.read_csv(pilot / "tables" / "reliability_bins.csv")
+    bins = bins[bins["binning"] == "uniform"]
+    top = F.plot_reliability_sharpness(bins)
+    low = top.figure.axes[1]
+    used = bins[bins["count"] > 0]
+    assert sorted(int(t.get_text()) for t in top.texts) == sorted(used["count"].astype(int))
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    n = bins.groupby("model", sort=False)["count"].sum()
+    assert labels == [f"{m} (n={int(c)})" for m, c in n.items()]
+    stems = np.concatenate([c.get_segments() for c in low.collections], axis=0)
+    heights = sorted(np.round(s[1][1] - s[0][1], 12) for s in stems)
+    want = sorted(np.round(used["count"] / used["model"].map(n), 12))
+    np.testing.assert_allclose(heights, want)
+    plt.close("all")
+
+
+def test_every_figure_is_drawn_in_the_one_style(pilot):
+    """A figure the set draws is drawn under the style module's settings (no top or right
+    spine, the palette's first colour for the first model)."""
+    import matplotlib.pyplot as plt
+
+    from finbench.reports import style
+
+    seen = {}
+
+    def probe(table):
+        ax = F.plot_width_by_horizon(table)
+        seen["spines"] = (ax.spines["top"].get_visible(), ax.spines["right"].get_visible())
+        seen["colour"] = ax.get_lines()[0].get_color() if ax.get_lines() else None
+        return ax
+
+    by_h = pd.read_csv(pilot / "tables" / "scores_by_horizon.csv")
+    figs = F.FigureSet(pilot / "probe")
+    figs.draw("probe", probe, by_h)
+    figs.check()
+    assert seen["spines"] == (False, False)
+    assert seen["colour"] == style.PALETTE[0]  # climatology: the figure's first model
+    plt.close("all")
+    # a report's models keep their colours from figure to figure
+    figs = F.FigureSet(pilot / "probe", models=["coin", "base_rate", "momentum",
+                                                "climatology"])
+    figs.draw("probe", probe, by_h)
+    assert seen["colour"] == style.PALETTE[3]
+    drawn = {}
+
+    def skill(table):
+        ax = F.plot_skill_by_model(table)
+        drawn.update(zip(table["model"], [b.get_facecolor() for b in ax.patches], strict=True))
+        return ax
+
+    figs.draw("skill", skill, by_h[by_h["slice"] == "MORNING"])
+    from matplotlib.colors import to_rgba
+
+    assert drawn["climatology"] == to_rgba(style.PALETTE[3])
+    assert drawn["coin"] == to_rgba(style.PALETTE[0])
+    shutil.rmtree(pilot / "probe")
+
+
+def test_the_skill_heatmap_is_the_paired_skill_of_each_cell(pilot):
+    """Each ticker x horizon cell: 1 - the model's summed Brier over the reference's, on the
+    tasks both scored (a loop over the forecast rows, by hand), and the figure draws those
+    values, a panel per model."""
+    import matplotlib.pyplot as plt
+
+    from finbench.tracks.intraday.report_data import skill_cells
+
+    data = load_run(pilot)
+    cells = skill_cells(data)
+    rows = data.rows[data.rows["scored"]]
+    coin = {r.task_id: r.brier for r in rows[rows["model"] == "coin"].itertuples()}
+    want = {}
+    for r in rows[rows["model"] != "coin"].itertuples():
+        if r.task_id in coin:
+            mine, ref, n = want.get((r.model, r.ticker, r.horizon), (0.0, 0.0, 0))
+            want[(r.model, r.ticker, r.horizon)] = (mine + r.brier, ref + coin[r.task_id],
+                                                    n + 1)
+    assert len(cells) == len(want) == 3 * 3 * 3  # three baselines, tickers, horizons
+    for c in cells.itertuples():
+        mine, ref, n = want[(c.model, c.ticker, c.horizon)]
+        assert c.n == n and c.reference == "coin"
+        assert c.bss == pytest.approx(1 - mine / ref, rel=1e-12)
+    ax = F.plot_skill_heatmap(cells, horizons=["MORNING", "MIDDAY", "CLOSE"])
+    panels = [a for a in ax.figure.axes if a.get_title()]
+    assert [p.get_title() for p in panels] == ["base_rate", "momentum", "climatology"]
+    drawn = panels[1].images[0].get_array()
+    table = cells[cells["model"] == "momentum"].pivot(index="ticker", columns="horizon",
+                                                      values="bss")
+    np.testing.assert_allclose(drawn, table[["MORNING", "MIDDAY", "CLOSE"]].to_numpy())
+    plt.close("all")
+    assert (pilot / "tables" / "skill_ticker_horizon.csv").is_file()
+    assert (pilot / "figures" / "skill_heatmap.png").is_file()

@@ -7,7 +7,9 @@ optional. A file may hold several models' rows in a ``model`` column, as the pap
 CSV does: the config's ``model`` picks one. A task of the run without a row is an invalid
 answer (``missing = "invalid"``) or was not asked (``missing = "not_asked"``, e.g. a model the
 pilot asked at some horizons only). Rows for tasks outside the run are counted and named in
-the run's notes, never scored.
+the run's notes, never scored. A file's own ``y``, ``r``, ``brier``, ``log_loss``,
+``winkler`` or ``composite_score`` (:data:`CLAIM_FIELDS`) are kept as each row's claims and
+compared with FinBench's values in the report; they never change a score.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from finbench.forecasters.base import Forecaster, register
 from finbench.tracks.base import Inputs
 
 ANSWER_FIELDS = ("p_up", "lower", "upper", "rationale")
+# what a file may claim of its rows beside its answers (the paper's pilot CSV carries its own
+# labels and scores): kept in each row's detail, ``claimed``, and compared with FinBench's by
+# the report (its table ``replay_claims``), never used to score
+CLAIM_FIELDS = ("y", "r", "brier", "log_loss", "winkler", "composite_score")
 
 
 def load_replay(path, model: str | None = None) -> pd.DataFrame:
@@ -114,13 +120,18 @@ class Replay(Forecaster):
                 f"and are not scored ({shown})"]
 
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
-        answers = []
+        answers, details = [], []
+        claims = [c for c in CLAIM_FIELDS if c in self.table.columns]
         for tid in inputs.tasks["task_id"]:
             if tid not in self.table.index:
                 answers.append(ParsedAnswer(False, "missing: no row for this task in the replay "
                                             "file", ""))
+                details.append(None)
                 continue
             row = self.table.loc[tid]
+            claimed = {c: _claim(row[c]) for c in claims if not _blank(row[c])}
+            details.append(json.dumps({"claimed": claimed}, sort_keys=True, allow_nan=False)
+                           if claimed else None)
             answer = {}
             for field in ANSWER_FIELDS:
                 if field in row.index and not _blank(row[field]):
@@ -128,7 +139,16 @@ class Replay(Forecaster):
                 elif field != "rationale" and field in row.index:
                     answer[field] = None
             answers.append(parse_answer(answer, interval=self.interval))
-        return answers, {}
+        return answers, ({"detail": details} if claims else {})
+
+
+def _claim(value):
+    """A claimed cell as the report compares it: a number (a flag as 0 or 1), else its
+    text."""
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    number = _number(value.item() if isinstance(value, np.generic) else value)
+    return float(number) if _is_number(number) and math.isfinite(number) else str(value)
 
 
 def _blank(value) -> bool:

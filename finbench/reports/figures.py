@@ -10,12 +10,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from finbench.core.outputs import write_atomic  # noqa: E402
+from finbench.reports import style  # noqa: E402
 
 
-def _ax(ax):
+def _ax(ax, width: float = 6.0):
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.0, 3.6))
+        _, ax = plt.subplots(figsize=(width, 3.6))
     return ax
+
+
+def _width(models: int) -> float:
+    """A figure's width for ``models`` bars side by side (ten stay readable)."""
+    return max(6.0, 1.6 + 0.62 * models)
 
 
 def _err(est, lo, hi):
@@ -34,30 +40,94 @@ def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = ""):
     """Brier skill vs the reference (bss) per model, with bootstrap CIs (Fig. 1). Each bar is
     computed on the rows that model and the reference both scored; its label says how many
     (``bss_n``)."""
-    ax = _ax(ax)
+    ax = _ax(ax, _width(len(table)))
     x = np.arange(len(table))
     ax.bar(x, table["bss"], yerr=_err(table["bss"], table["bss_lo"], table["bss_hi"]),
-           color="#4C72B0", capsize=3)
+           color=[style.colour_of(str(m), i) for i, m in enumerate(table["model"])],
+           capsize=3)
     ax.axhline(0, color="black", lw=0.8)
     labels = [f"{m}\nn={int(n)}" if pd.notna(n) else f"{m}\nn=0"
               for m, n in zip(table["model"], table.get("bss_n", [np.nan] * len(table)),
                               strict=True)]
-    ax.set_xticks(x, labels, rotation=20, ha="right")
+    style.category_ticks(ax, x, labels)
     ref = table["bss_ref"].iloc[0] if len(table) and "bss_ref" in table else "reference"
     ax.set_ylabel(f"Brier skill vs {ref}\n(n: rows paired with it)")
     ax.set_title(title)
     return ax
 
 
+def plot_skill_by_horizon(table: pd.DataFrame):
+    """Brier skill vs the reference per model with its bootstrap CI, a panel per horizon
+    (the scores by horizon), each bar labelled with its paired N. Returns the first panel
+    (``save`` writes the whole figure)."""
+    horizons = list(dict.fromkeys(table["slice"]))
+    models = len(dict.fromkeys(table["model"]))
+    _, axes = plt.subplots(1, max(len(horizons), 1), figsize=(
+        max(6.0, len(horizons) * (1.4 + 0.5 * models)), 3.8), sharey=True, squeeze=False)
+    for ax, horizon in zip(axes[0], horizons, strict=False):
+        plot_skill_by_model(table[table["slice"] == horizon], ax=ax, title=horizon)
+        if ax is not axes[0][0]:
+            ax.set_ylabel("")
+    return axes[0][0]
+
+
+HEATMAP_TICKER_LABELS = 40  # more tickers than this: their rows unlabelled
+
+
+def plot_skill_heatmap(cells: pd.DataFrame, *, horizons: list[str] | None = None):
+    """A panel per model: its Brier skill against its reference in each ticker (rows) and
+    horizon (columns), on a diverging scale centred at 0 (blue: better than the reference),
+    symmetric about it; a cell without paired rows or with an undefined skill is grey.
+    Returns the first panel (``save`` writes the whole figure)."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    models = list(dict.fromkeys(cells["model"]))
+    horizons = horizons or list(dict.fromkeys(cells["horizon"]))
+    tickers = sorted(dict.fromkeys(cells["ticker"]))
+    finite = cells["bss"].to_numpy(float)
+    finite = finite[np.isfinite(finite)]
+    limit = max(float(np.abs(finite).max()) if len(finite) else 0.0, 0.05)
+    columns = min(len(models), 4) or 1
+    grid = -(-len(models) // columns) or 1
+    height = min(0.16 * len(tickers), 7.0) + 1.4
+    fig, axes = plt.subplots(grid, columns, figsize=(2.6 + 2.2 * columns, height * grid),
+                             squeeze=False, layout="constrained")
+    cmap = plt.get_cmap("RdBu").with_extremes(bad="#d9d9d9")
+    image = None
+    for ax, model in zip(axes.flat, models, strict=False):
+        part = cells[cells["model"] == model]
+        values = part.pivot(index="ticker", columns="horizon", values="bss").reindex(
+            index=tickers, columns=horizons)
+        image = ax.imshow(np.ma.masked_invalid(values.to_numpy(float)), aspect="auto",
+                          cmap=cmap, norm=TwoSlopeNorm(0.0, -limit, limit),
+                          interpolation="nearest")
+        ax.set_title(model)
+        ax.set_xticks(np.arange(len(horizons)), horizons,
+                      rotation=0 if len(horizons) <= 3 else 90, fontsize=7)
+        if len(tickers) <= HEATMAP_TICKER_LABELS:
+            ax.set_yticks(np.arange(len(tickers)), tickers)
+        else:
+            ax.set_yticks([])
+            ax.set_ylabel(f"{len(tickers)} tickers (sorted)")
+        ax.grid(False)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    if image is not None:
+        ref = cells["reference"].iloc[0] if len(cells) else "reference"
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, aspect=30,
+                     label=f"Brier skill vs {ref}\n(blue: better)")
+    return axes[0][0]
+
+
 def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
     """Brier score against interval coverage, one point per model × horizon (Fig. 2)."""
     ax = _ax(ax)
-    for model, part in table.groupby("model", sort=False):
-        ax.scatter(part["coverage"], part["brier"], label=model)
+    for i, (model, part) in enumerate(table.groupby("model", sort=False)):
+        ax.scatter(part["coverage"], part["brier"], label=model, color=style.colour_of(model, i))
     ax.axvline(nominal, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("coverage of the 80% interval")
     ax.set_ylabel("Brier score (lower is better)")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
@@ -65,14 +135,15 @@ def plot_across_horizons(table: pd.DataFrame, *, ax=None, metric: str = "brier")
     """One line per model across horizons (Fig. 3)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
-    for model, part in table.groupby("model", sort=False):
+    for i, (model, part) in enumerate(table.groupby("model", sort=False)):
         part = part.set_index("slice").reindex(horizons)
         ax.errorbar(np.arange(len(horizons)), part[metric],
                     yerr=_err(part[metric], part[f"{metric}_lo"], part[f"{metric}_hi"])
-                    if f"{metric}_lo" in part else None, marker="o", capsize=3, label=model)
+                    if f"{metric}_lo" in part else None, marker="o", capsize=3, label=model,
+                    color=style.colour_of(model, i))
     ax.set_xticks(np.arange(len(horizons)), horizons)
     ax.set_ylabel(metric)
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
@@ -81,9 +152,10 @@ def plot_reliability(bins: pd.DataFrame, *, ax=None, xlabel: str = "mean forecas
     """Observed frequency against mean forecast per bin, a line per model."""
     ax = _ax(ax)
     ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
-    for model, part in bins.groupby("model", sort=False):
+    for i, (model, part) in enumerate(bins.groupby("model", sort=False)):
         used = part[part["count"] > 0]
-        ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model)
+        ax.plot(used["mean_prob"], used["obs_freq"], marker="o", label=model,
+                color=style.colour_of(model, i))
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel(xlabel)
@@ -92,6 +164,44 @@ def plot_reliability(bins: pd.DataFrame, *, ax=None, xlabel: str = "mean forecas
     if legend:
         ax.legend(fontsize=7)
     return ax
+
+
+def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_up",
+                               event: str = "up"):
+    """Reliability above, sharpness below: per model, the observed frequency of ``event``
+    against the mean forecast of each bin, each point's area growing with its bin's count
+    (the count written beside it), the legend giving the model's n; below, its sharpness:
+    the share of its forecasts in each bin, a stem at the bin's mean forecast (bins of
+    equal mass span wide ranges: a constant forecaster's one bin is a stem at its constant).
+    Returns the upper panel (``save`` writes the whole figure)."""
+    fig, (top, low) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1.3]})
+    top.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+    models = list(dict.fromkeys(bins["model"]))
+    for i, model in enumerate(models):
+        part = bins[bins["model"] == model]
+        used = part[part["count"] > 0]
+        n = int(part["count"].sum())
+        c = style.colour_of(model, i)
+        top.plot(used["mean_prob"], used["obs_freq"], color=c, lw=1.0,
+                 label=f"{model} (n={n})")
+        top.scatter(used["mean_prob"], used["obs_freq"], color=c, alpha=0.85,
+                    s=10 + 90 * used["count"] / max(int(bins["count"].max()), 1))
+        for x, y, k in zip(used["mean_prob"], used["obs_freq"], used["count"], strict=True):
+            top.annotate(str(int(k)), (x, y), xytext=(3, 3), textcoords="offset points",
+                         fontsize=6, color=c)
+        share = used["count"].to_numpy(float) / max(n, 1)
+        low.vlines(used["mean_prob"], 0, share, color=c, lw=2.0, alpha=0.85)
+        low.plot(used["mean_prob"], share, "o", color=c, markersize=3)
+    top.set_xlim(0, 1)
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel(f"observed frequency of {event}")
+    low.set_xlabel(xlabel)
+    low.set_ylabel("share of\nforecasts")
+    low.set_ylim(0, 1.05)
+    if models:
+        _legend(top)
+    return top
 
 
 def plot_class_reliability(bins: pd.DataFrame):
@@ -130,8 +240,9 @@ def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0
     width = 0.8 / max(len(models), 1)
     for j, model in enumerate(models):
         part = table[table["model"] == model].set_index("slice").reindex(horizons)
-        ax.bar(np.arange(len(horizons)) + j * width, part["coverage"], width, label=model)
-    ax.axhline(nominal, color="black", ls="--", lw=0.8)
+        ax.bar(np.arange(len(horizons)) + j * width, part["coverage"], width, label=model,
+               color=style.colour_of(model, j))
+    ax.axhline(nominal, color="black", ls="--", lw=0.8, label=f"nominal {nominal:.0%}")
     ax.set_xticks(np.arange(len(horizons)) + 0.4 - width / 2, horizons)
     ax.set_ylabel("coverage")
     _legend(ax)
@@ -142,9 +253,10 @@ def plot_width_by_horizon(table: pd.DataFrame, *, ax=None):
     """Mean interval width (log-return units) per horizon and model (those that give one)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
-    for model in _with(table, "width"):
+    for j, model in enumerate(_with(table, "width")):
         part = table[table["model"] == model].set_index("slice").reindex(horizons)
-        ax.plot(np.arange(len(horizons)), part["width"], marker="o", label=model)
+        ax.plot(np.arange(len(horizons)), part["width"], marker="o", label=model,
+                color=style.colour_of(model, j))
     ax.set_xticks(np.arange(len(horizons)), horizons)
     ax.set_ylabel("mean width of the 80% interval")
     _legend(ax)
@@ -178,7 +290,7 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
     ticks dates (never hours); a line breaks across a gap of sessions (:data:`GAP_DAYS`)."""
     ax = _ax(ax)
     first = last = None  # the sessions drawn, for the axis's ticks
-    for model, (dates, path) in paths.items():
+    for i, (model, (dates, path)) in enumerate(paths.items()):
         if not len(dates):
             continue
         finite = np.isfinite(path)
@@ -189,7 +301,7 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
         keep = wealth_points(y)
         gx, gy = _broken_at_gaps(x[keep], y[keep])
         line, = ax.plot(gx, gy, label=model, marker="o" if len(y) <= 60 else None,
-                        markersize=3)
+                        color=style.colour_of(model, i), markersize=3)
         if end < len(path):
             ax.plot([dates[end]], [y[-1]], marker="x", color=line.get_color())
         first = x[0] if first is None else min(first, x[0])
@@ -200,8 +312,7 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
     if first is not None:
         _session_axis(ax, first, last)
     ax.figure.autofmt_xdate()
-    if ax.get_legend_handles_labels()[0]:  # (no model with a bet: no legend)
-        ax.legend(fontsize=7)
+    _legend(ax)  # (no model with a bet: no legend)
     return ax
 
 
@@ -245,18 +356,22 @@ class FigureSet:
     """Figures drawn one at a time into ``folder``: one that fails is recorded with its error
     and never stops the others (``paths``: the files written; ``failures``: by name)."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self, folder, models=()) -> None:
+        """``models``: the report's models in order, each given its colour in every figure
+        (:func:`~finbench.reports.style.models`)."""
         self.folder, self.paths, self.failures = folder, [], {}
+        self.models = tuple(models)
 
     def draw(self, name: str, plot, *args, **kwargs) -> None:
         """``plot(*args, **kwargs)`` returns the axes to save as ``name``."""
-        try:
-            ax = plot(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 -- a figure's bug is named, the rest is drawn
-            plt.close("all")
-            self.failures[name] = exc
-            return
-        self.paths += save(ax, self.folder, name)
+        with plt.rc_context(style.RC), style.models(self.models):  # the one style
+            try:
+                ax = plot(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 -- a figure's bug is named, the rest drawn
+                plt.close("all")
+                self.failures[name] = exc
+                return
+            self.paths += save(ax, self.folder, name)
 
     def check(self) -> None:
         """Raise :class:`FiguresFailed` naming every figure that failed."""
@@ -268,7 +383,8 @@ def save(ax, folder, name: str) -> list:
     """Write ``name.png`` and ``name.pdf`` (no timestamps in the files) and close the figure."""
     folder.mkdir(parents=True, exist_ok=True)
     fig = ax.figure
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # (a figure laid out as it is drawn: left as it is)
+        fig.tight_layout()
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     write_atomic(paths[0], lambda p: fig.savefig(p, format="png", dpi=150,
                                                  metadata={"Software": None}))

@@ -174,7 +174,7 @@ class TrackPlugin(ABC):
 
     Required: :attr:`name`, :attr:`description`, :attr:`config_class`, :attr:`read_columns`,
     :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`,
-    :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`,
+    :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`, :attr:`outcomes`,
     :meth:`score_inputs`, :meth:`score_notes`, :meth:`stance_judge`,
     :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`) and :meth:`show_text`.
     The module holding ``PLUGIN`` imports what a method needs inside that method, so looking
@@ -192,6 +192,8 @@ class TrackPlugin(ABC):
     # has ``start`` and ``end`` dates, and its tasks a ``session`` each
     shardable: ClassVar[bool] = False
     in_paper: ClassVar[bool] = False  # ``finbench paper`` pools its runs
+    # the names of a label's two outcomes, y = 0 and y = 1 (an Inspect sample's target)
+    outcomes: ClassVar[tuple[str, str]] = ("0", "1")
 
     @abstractmethod
     def open(self, config) -> Track:

@@ -36,22 +36,12 @@ def event_reliability(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
 
 
-def plot_event_reliability(bins: pd.DataFrame, *, ax=None):
-    """Observed frequency of YES against mean forecast per bin, a line per model; a marker's
-    area grows with its bin's count, and the legend gives each model's n."""
-    ax = F._ax(ax)
-    ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
-    for model, part in bins.groupby("model", sort=False):
-        line, = ax.plot(part["mean_prob"], part["obs_freq"], lw=1.0,
-                        label=f"{model} (n={int(part['n'].iloc[0])})")
-        ax.scatter(part["mean_prob"], part["obs_freq"], s=12 + 4 * part["count"],
-                   color=line.get_color(), alpha=0.8)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("mean forecast p_yes (equal-mass bins)")
-    ax.set_ylabel("observed frequency of YES")
-    ax.legend(fontsize=7)
-    return ax
+def plot_event_reliability(bins: pd.DataFrame):
+    """Observed frequency of YES against mean forecast per equal-mass bin, a line per model,
+    each point's area growing with its bin's count; below, the share of each model's
+    forecasts in each bin (:func:`~finbench.reports.figures.plot_reliability_sharpness`)."""
+    return F.plot_reliability_sharpness(bins, xlabel="forecast p_yes (equal-mass bins)",
+                                        event="YES")
 
 
 def plot_event_skill(skill: pd.DataFrame):
@@ -78,7 +68,7 @@ def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False
     table :func:`event_reliability` made) and, when the run has references, skill, each
     titled SYNTHETIC on synthetic data; one that fails is recorded in the returned set and
     the other is drawn."""
-    figs = F.FigureSet(run_dir / "figures")
+    figs = F.FigureSet(run_dir / "figures", models=list(dict.fromkeys(bins["model"])))
     title = "SYNTHETIC data" if synthetic else ""
     if len(bins):
         figs.draw("event_reliability", _titled(plot_event_reliability, title), bins)

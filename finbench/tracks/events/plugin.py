@@ -15,6 +15,7 @@ from finbench.tracks.events.scores import EVENT_FILES
 class EventsPlugin(TrackPlugin):
     name = "events"
     description = "will a resolved prediction market resolve YES, asked at its cutoff t0"
+    outcomes = ("NO", "YES")
     config_class = EventRunConfig
     read_columns = {  # docs/spec.md §11
         "tasks.parquet": {"task_id": "text", "t0": "time"},

@@ -27,6 +27,7 @@ class IntradayPlugin(TrackPlugin):
     score_files = SCORE_FILES
     shardable = True
     in_paper = True
+    outcomes = ("down", "up")
 
     def open(self, config: RunConfig) -> IntradayTrack:
         return IntradayTrack(config)

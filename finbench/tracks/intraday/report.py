@@ -23,6 +23,7 @@ from finbench.runlog.runlock import RunLock
 from finbench.tracks.intraday.config import knowledge_cutoffs
 from finbench.tracks.intraday.mismatch import mismatch_table
 from finbench.tracks.intraday.page import write_html
+from finbench.tracks.intraday.replay_claims import replay_claims
 from finbench.tracks.intraday.report3 import class_tables
 from finbench.tracks.intraday.report_data import (
     RunData,
@@ -33,6 +34,7 @@ from finbench.tracks.intraday.report_data import (
     paired_table,
     pooled,
     score_table,
+    skill_cells,
     task_overlap,
     tools_table,
 )
@@ -72,6 +74,27 @@ ROWS_NOTE = ("N: rows whose probability is scored (valid answer, scorable label)
              "scored. Cov@80 and Winkler@80 on the N int. rows that gave an interval; n/a: the "
              "forecaster gives no interval (scored on its probability alone). Ties: scored "
              "rows with r = 0 (y = 0).")
+
+
+def _replay_tables(data: RunData, folder: Path, put, facts: str) -> None:
+    """What a run's replay files claimed of their rows against FinBench's values
+    (:mod:`~finbench.tracks.intraday.replay_claims`; none without claims, nor for a
+    paper's pool of runs)."""
+    if data.run_dir is None:
+        return
+    claims, disagreeing = replay_claims(data.run_dir, data.config, data.rows)
+    if not len(claims):
+        return
+    put(claims.assign(max_abs_diff=claims["max_abs_diff"].map(
+        lambda v: "" if v is None or pd.isna(v) else f"{v:.3g}")), "replay_claims",
+        "What each replay file claimed of its rows (its own y, r, brier, log_loss, winkler, "
+        "composite_score) against FinBench's values: rows claiming it, those that disagree "
+        "(beyond 1e-9 + 1e-6 x |FinBench's|; y exactly; a row FinBench does not score "
+        "disagrees), the largest difference and the first tasks; every such row in "
+        f"replay_disagreements.csv. Claims never change a score. {facts}", raw=claims)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / "replay_disagreements.csv", partial(
+        disagreeing.to_csv, index=False, lineterminator="\n"))
 
 
 def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
@@ -119,6 +142,15 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     put(_score_display(by_t, slice_name="Ticker"), "scores_by_ticker",
                 f"Scores by ticker. {ROWS_NOTE} {ci_note} {facts}", raw=by_t)
     tables.update(scores_by_horizon=by_h, scores_aggregate=overall, scores_by_ticker=by_t)
+    cells = skill_cells(data)
+    if len(cells):
+        write_table(cells.assign(**{c: cells[c].map(fmt) for c in ("brier", "brier_ref", "bss")}),
+                    folder, "skill_ticker_horizon", "Brier skill of each model against its "
+                    "reference by ticker and horizon (the skill heatmap's cells): 1 - sum of "
+                    "the model's Brier over the sum of the reference's, on the n tasks of the "
+                    "cell both scored (mean scores beside); undef where the reference scored 0. "
+                    f"No interval: a cell of few sessions says little. {facts}", raw=cells)
+    tables["skill_ticker_horizon"] = cells
     cutoffs = knowledge_cutoffs(data.config)
     if cutoffs:
         by_c = score_table(data, slice_kind="cutoff")
@@ -131,6 +163,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     "Baselines and models without a cutoff: 'no cutoff declared'. Skill is "
                     f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
         tables["scores_by_cutoff"] = by_c
+    _replay_tables(data, folder, put, facts)
     for metric in ("brier", "winkler"):
         paired = paired_table(data, metric=metric)
         show = pd.DataFrame([{
@@ -266,7 +299,7 @@ def _class_display(table: pd.DataFrame) -> pd.DataFrame:
 def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
     """Draw every figure (PNG and PDF) of one run into ``folder``; one that fails is recorded
     in the returned set and the others are drawn."""
-    figs = F.FigureSet(folder)
+    figs = F.FigureSet(folder, models=data.models)
     bins3 = tables.get("reliability3_bins")
     if bins3 is not None and not bins3.empty:
         figs.draw("reliability_three_class", F.plot_class_reliability, bins3)
@@ -278,11 +311,17 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
     synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
     if "bss" in first:  # skill needs a reference: a run without baselines has none
         figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first, title=f"{name}{synthetic}")
+        figs.draw("skill_by_horizon", F.plot_skill_by_horizon, by_h)
     figs.draw("fig2_brier_vs_coverage", F.plot_brier_vs_coverage, by_h)
     figs.draw("fig3_models_across_horizons", F.plot_across_horizons, by_h)
     bins = tables["reliability_bins"]
     if len(bins):
-        figs.draw("reliability", F.plot_reliability, bins[bins["binning"] == "uniform"])
+        figs.draw("reliability", F.plot_reliability_sharpness,
+                  bins[bins["binning"] == "uniform"])
+    cells = tables.get("skill_ticker_horizon")
+    if cells is not None and len(cells):
+        figs.draw("skill_heatmap", F.plot_skill_heatmap, cells,
+                  horizons=list(data.config.tasks.horizons))
     figs.draw("coverage_by_horizon", F.plot_coverage_by_horizon, by_h)
     figs.draw("width_by_horizon", F.plot_width_by_horizon, by_h)
     figs.draw("kelly_wealth", F.plot_wealth, tables["_wealth_paths"])

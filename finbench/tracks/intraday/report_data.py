@@ -349,6 +349,43 @@ def interval_models(data: RunData) -> list[str]:
             if not (c and k == c)]
 
 
+def skill_cells(data: RunData) -> pd.DataFrame:
+    """Brier skill of each model against its reference per ticker and horizon: ``1 -
+    sum(brier) / sum(brier of the reference)`` over the tasks of the cell both scored, with
+    that ``n`` and both mean scores; undefined (NaN) where the reference's sum is 0 or no
+    task is paired. Models in the run's order (the reference itself left out), tickers
+    sorted, horizons in the config's order."""
+    rows = data.rows
+    horizons = list(data.config.tasks.horizons)
+    out = []
+    for model in data.models:
+        ref = data.reference(model)
+        if ref is None or ref == model:
+            continue
+        mine = rows[(rows["model"] == model) & rows["scored"].to_numpy(bool)]
+        theirs = rows[(rows["model"] == ref) & rows["scored"].to_numpy(bool)]
+        both = mine[["task_id", "ticker", "horizon", "brier"]].merge(
+            theirs[["task_id", "brier"]], on="task_id", suffixes=("", "_ref"))
+        sums = both.groupby(["ticker", "horizon"], sort=False).agg(
+            n=("brier", "size"), brier=("brier", "sum"), brier_ref=("brier_ref", "sum"))
+        for (ticker, horizon), r in sums.iterrows():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bss = 1.0 - r["brier"] / r["brier_ref"] if r["brier_ref"] != 0 else np.nan
+            out.append({"model": model, "reference": ref, "ticker": str(ticker),
+                        "horizon": str(horizon), "n": int(r["n"]),
+                        "brier": r["brier"] / r["n"], "brier_ref": r["brier_ref"] / r["n"],
+                        "bss": bss})
+    columns = ["model", "reference", "ticker", "horizon", "n", "brier", "brier_ref", "bss"]
+    table = pd.DataFrame(out, columns=columns)
+    if table.empty:
+        return table
+    order = {m: i for i, m in enumerate(data.models)}
+    table["_m"] = table["model"].map(order)
+    table["_h"] = table["horizon"].map({h: i for i, h in enumerate(horizons)})
+    return table.sort_values(["_m", "ticker", "_h"], kind="stable").drop(
+        columns=["_m", "_h"]).reset_index(drop=True)
+
+
 def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
     """Every pair of models on their shared scored rows (for an interval loss: the rows where
     both gave an interval, among the models that give intervals): mean difference, CI,
