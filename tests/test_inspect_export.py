@@ -91,3 +91,35 @@ def test_a_run_without_language_models_has_nothing_to_export(tmp_path, sample_st
               echo=lambda *_: None)
     with pytest.raises(RunError, match="no language model's samples to export"):
         export_inspect(out)
+
+
+def test_an_event_runs_agent_samples_read_back_with_yes_or_no_targets(tmp_path, server):
+    """The event track's language-model samples: target YES/NO from the label, the row's
+    Brier score, the agent's tool turns."""
+    from pathlib import Path
+
+    from tests.test_agents import EVENT_TOOLS
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "configs" / "pilot_events.toml").read_text().replace(
+        "../data/events_sample/store", str(root / "data" / "events_sample" / "store"))
+    text = text[:text.index("[[models]]\nname = \"GPT-4o Mini with posts\"")]
+    text += (f'[[models]]\nname = "agent"\nkind = "openai"\nmodel = "agent-event-honest"\n'
+             f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'
+             f'retrieval = "none"\ntools = {json.dumps(EVENT_TOOLS)}\n')
+    cfg = tmp_path / "events.toml"
+    cfg.write_text(text)
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    from finbench.reports.inspect_log import export_inspect
+
+    path, = export_inspect(out, models=["agent"])
+    log = inspect_log.read_eval_log(str(path))
+    labels = pd.read_parquet(out / "labels.parquet").set_index("task_id")
+    rows = pd.read_parquet(out / "rows.parquet").set_index(["model", "task_id"])
+    assert log.eval.task == "finbench/events" and len(log.samples) == 42
+    for s in log.samples:
+        assert s.target == ("YES" if labels.loc[s.id, "y"] == 1 else "NO")
+        assert s.scores["brier"].value == rows.loc[("agent", s.id), "brier"]
+        assert sum(m.role == "tool" for m in s.messages) == 3  # posts, prices, markets
+    with pytest.raises(RunError, match="no language model 'nobody' to export"):
+        export_inspect(out, models=["nobody"])

@@ -60,7 +60,12 @@ def test_report_and_paper_twice_give_byte_identical_tables(pilot, tmp_path):
     paper([pilot], tmp_path / "p1")
     paper([pilot], tmp_path / "p2")
     assert snapshot(tmp_path / "p1" / "tables") == snapshot(tmp_path / "p2" / "tables")
-    assert snapshot(tmp_path / "p1" / "tables") == first
+    # the report's tables, and the paper's Tables 1-3 beside them
+    papers = snapshot(tmp_path / "p1" / "tables")
+    assert {k: v for k, v in papers.items() if not k.startswith("table")} == first
+    assert sorted(k for k in papers if k.startswith("table")) == [
+        f"table{n}_{name}.{ext}" for n, name in ((1, "first_horizon"), (3, "all_horizons"))
+        for ext in ("csv", "md", "tex")] or "table2_pair_by_horizon.csv" in papers
     # the paper's tables in the repository are what `make paper` writes (text tables: the
     # golden files' promise; the CSVs' ten digits may move with libm on another machine)
     committed = Path(__file__).resolve().parents[1] / "paper" / "tables"
@@ -511,3 +516,122 @@ def test_the_skill_heatmap_is_the_paired_skill_of_each_cell(pilot):
     plt.close("all")
     assert (pilot / "tables" / "skill_ticker_horizon.csv").is_file()
     assert (pilot / "figures" / "skill_heatmap.png").is_file()
+
+
+def test_the_papers_pilot_design_gives_its_33_rows_and_tables_1_to_3(tmp_path, server,
+                                                                      monkeypatch):
+    """configs/pilot.toml as shipped, every model answered by the loopback server: the six
+    language models at the paper's horizons (33 rows); `finbench paper` writes Table 1 (the
+    six at MORNING), Table 2 (GPT-4o and GPT-4o Mini by horizon) and Table 3 (all horizons),
+    Figure 1 of the six and Figure 3 of the pair."""
+    import matplotlib.pyplot as plt
+
+    root = Path(__file__).resolve().parents[1]
+    for key in ("OPENAI_API_KEY", "FINBENCH_OPEN_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.setenv(key, "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the openai client's own variable
+    monkeypatch.setenv("FINBENCH_OPEN_BASE_URL", server.base_url)
+    monkeypatch.setenv("FINBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = tmp_path / "pilot.toml"
+    cfg.write_text((root / "configs" / "pilot.toml").read_text().replace(
+        '"../data/', f'"{root}/data/').replace('base_url = "https://api.deepseek.com"',
+                                               f'base_url = "{server.base_url}"'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    forecasts = pd.read_parquet(out / "forecasts.parquet")
+    llm = forecasts[forecasts["kind"] == "openai"]
+    six = ["GPT-4o", "GPT-4o Mini", "Llama 3.3 70B Instruct", "Qwen2.5 72B", "Llama 3.1 70B",
+           "DeepSeek-V3"]
+    assert len(llm) == 33 and llm.groupby("model").size().to_dict() == {
+        "GPT-4o": 9, "GPT-4o Mini": 9, "Llama 3.1 70B": 6, "Llama 3.3 70B Instruct": 3,
+        "Qwen2.5 72B": 3, "DeepSeek-V3": 3}
+    said = []
+    paper([out], tmp_path / "paper", echo=said.append)
+    assert not any("none of" in s for s in said)
+    tables = tmp_path / "paper" / "tables"
+    one = pd.read_csv(tables / "table1_first_horizon.csv")
+    assert sorted(one["model"]) == sorted(six) and set(one["slice"]) == {"MORNING"}
+    two = pd.read_csv(tables / "table2_pair_by_horizon.csv")
+    assert two[["slice", "model"]].values.tolist() == [
+        [h, m] for h in ("MORNING", "MIDDAY", "CLOSE") for m in ("GPT-4o", "GPT-4o Mini")]
+    three = pd.read_csv(tables / "table3_all_horizons.csv").set_index("model")
+    assert three.loc[six, "n"].sum() == 33 and three.loc["Llama 3.1 70B", "n"] == 6
+    by_h = pd.read_csv(tables / "scores_by_horizon.csv")
+    morning = by_h[by_h["slice"] == "MORNING"].set_index("model")
+    np.testing.assert_allclose(one.set_index("model").loc[six, "brier"],
+                               morning.loc[six, "brier"])
+    assert (tables / "table1_first_horizon.tex").read_text().count("\\\\") >= 6
+    for name in ("fig1_skill_by_model", "fig3_models_across_horizons"):
+        assert (tmp_path / "paper" / "figures" / f"{name}.pdf").is_file()
+    # the figures as the paper draws them: Figure 1 the six, Figure 3 the pair
+    data = load_run(out)
+    from finbench.tracks.intraday.report import build_figures, build_tables
+
+    drawn = {}
+    real_skill, real_across = F.plot_skill_by_model, F.plot_across_horizons
+
+    def skill(table, **kw):
+        drawn.setdefault("fig1", list(table["model"]))
+        return real_skill(table, **kw)
+
+    def across(table, **kw):
+        drawn["fig3"] = sorted(set(table["model"]))
+        return real_across(table, **kw)
+
+    monkeypatch.setattr(F, "plot_skill_by_model", skill)
+    monkeypatch.setattr(F, "plot_across_horizons", across)
+    build_figures(data, build_tables(data, tmp_path / "t"), tmp_path / "f", paper=True).check()
+    assert sorted(drawn["fig1"]) == sorted(six) and drawn["fig3"] == ["GPT-4o", "GPT-4o Mini"]
+    plt.close("all")
+
+
+def test_a_paper_of_runs_without_its_models_says_so_and_shows_every_model(pilot, tmp_path):
+    said = []
+    paper([pilot], tmp_path / "p", echo=said.append)
+    assert any(s.startswith("report.paper_models: none of GPT-4o") for s in said)
+    one = pd.read_csv(tmp_path / "p" / "tables" / "table1_first_horizon.csv")
+    assert list(one["model"]) == ["coin", "base_rate", "momentum", "climatology"]
+    assert not (tmp_path / "p" / "tables" / "table2_pair_by_horizon.csv").exists() or \
+        len(pd.read_csv(tmp_path / "p" / "tables" / "table2_pair_by_horizon.csv")) == 12
+
+
+def test_the_papers_choices_are_checked_against_the_config():
+    from finbench.tracks.intraday.config import RunConfig
+
+    base = {"data": {"store": "x"}, "tasks": {"tickers": ["A"], "start": "2025-01-15",
+                                               "end": "2025-01-15"},
+            "models": [{"name": "coin", "kind": "coin"}]}
+    with pytest.raises(ValueError, match="report.paper_pair: 'GPT-4o' is no model"):
+        RunConfig.model_validate({**base, "report": {"paper_pair": ["coin", "GPT-4o"]}})
+    with pytest.raises(ValueError, match="report.paper_composite: .* defines none"):
+        RunConfig.model_validate({**base, "report": {"paper_composite": True}})
+
+
+def test_the_papers_figures_show_the_composite_when_chosen(tmp_path, sample_store,
+                                                           monkeypatch):
+    """With ``[report] paper_composite``, Figure 1 draws each model's composite at the first
+    horizon and Figure 3 the composite across horizons (the scores tables' own)."""
+    from tests.helpers import baselines_toml
+
+    cfg = aapl_config(tmp_path / "c.toml", sample_store,
+                      baselines_toml("coin", "base_rate", "momentum")
+                      + "[scores]\ncomposite = { brier = -1.0, accuracy = 0.5 }\n"
+                        "[report]\npaper_composite = true\n")
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    drawn = {}
+    real_skill, real_across = F.plot_skill_by_model, F.plot_across_horizons
+
+    def skill(table, **kw):
+        drawn.setdefault("fig1", dict(zip(table["model"], table["bss"], strict=True)))
+        return real_skill(table, **kw)
+
+    def across(table, metric="brier", **kw):
+        drawn["fig3"] = metric
+        return real_across(table, metric=metric, **kw)
+
+    monkeypatch.setattr(F, "plot_skill_by_model", skill)
+    monkeypatch.setattr(F, "plot_across_horizons", across)
+    paper([out], tmp_path / "paper")
+    by_h = pd.read_csv(tmp_path / "paper" / "tables" / "scores_by_horizon.csv")
+    first = by_h[by_h["slice"] == "MORNING"].set_index("model")
+    assert drawn["fig1"] == pytest.approx(first["composite_secondary"].to_dict(), rel=1e-9)
+    assert drawn["fig3"] == "composite_secondary"

@@ -36,7 +36,8 @@ def _err(est, lo, hi):
     return np.vstack([low, high])
 
 
-def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = ""):
+def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = "",
+                        ylabel: str | None = None):
     """Brier skill vs the reference (bss) per model, with bootstrap CIs (Fig. 1). Each bar is
     computed on the rows that model and the reference both scored; its label says how many
     (``bss_n``)."""
@@ -51,7 +52,7 @@ def plot_skill_by_model(table: pd.DataFrame, *, ax=None, title: str = ""):
                               strict=True)]
     style.category_ticks(ax, x, labels)
     ref = table["bss_ref"].iloc[0] if len(table) and "bss_ref" in table else "reference"
-    ax.set_ylabel(f"Brier skill vs {ref}\n(n: rows paired with it)")
+    ax.set_ylabel(ylabel or f"Brier skill vs {ref}\n(n: rows paired with it)")
     ax.set_title(title)
     return ax
 

@@ -235,6 +235,14 @@ class ReportConfig(StrictModel):
     min_sessions: Annotated[int, Field(ge=1)] = 20  # below it a session bootstrap's 95%
     # interval covers 88-91% (at 10 sessions): rows are "descriptive only"
     bins: Annotated[int, Field(ge=2, le=50)] = 10
+    # the paper's tables (`finbench paper`): Table 1 and Figure 1 show these models at the
+    # first horizon (None: every model); Table 2 and Figure 3 compare this pair by horizon
+    # (None: no Table 2); Figures 1 and 3 show the composite (needs [scores] composite)
+    paper_models: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
+                                                                            min_length=1)
+    paper_pair: tuple[Annotated[str, Field(min_length=1)],
+                      Annotated[str, Field(min_length=1)]] | None = None
+    paper_composite: bool = False
 
     def warnings(self) -> list[str]:
         """What a user choosing these settings should know."""
@@ -300,6 +308,16 @@ class RunConfig(StrictModel):
         if unknown:
             raise ValueError(f"scores.composite.{unknown[0]}: not a score of this run; a "
                              f"composite weighs these: {', '.join(columns)}")
+        names = [m.name for m in self.models]
+        for key, given in (("paper_models", self.report.paper_models or []),
+                           ("paper_pair", self.report.paper_pair or [])):
+            stray = [n for n in given if n not in names]
+            if stray:
+                raise ValueError(f"report.{key}: {stray[0]!r} is no model of the config "
+                                 f"({', '.join(names)})")
+        if self.report.paper_composite and not composite:
+            raise ValueError("report.paper_composite: the paper's figures show the composite "
+                             "[scores] composite defines, and it defines none")
         return self
 
     def resolved(self, base: Path) -> RunConfig:

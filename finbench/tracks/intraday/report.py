@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
@@ -296,9 +297,55 @@ def _class_display(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
+def _matches(table: pd.DataFrame, names) -> np.ndarray:
+    """The rows of ``names`` (config names; a paper's pooled model ``RUN/NAME`` matches
+    ``NAME``)."""
+    models = table["model"].astype(str)
+    masks = [((models == n) | models.str.endswith("/" + n)).to_numpy(bool) for n in names]
+    return np.logical_or.reduce(masks) if masks else np.zeros(len(table), bool)
+
+
+def _paper_rows(table: pd.DataFrame, names) -> np.ndarray:
+    """The rows of ``names`` (:func:`_matches`); all rows without names, or when none of them
+    is in the table (the models were skipped: :func:`intraday_paper` says so)."""
+    mine = _matches(table, names or [])
+    return mine if names and mine.any() else np.ones(len(table), bool)
+
+
+def paper_tables(data: RunData, tables: dict, folder: Path) -> None:
+    """The paper's Tables 1-3 (``table1_first_horizon``, ``table2_pair_by_horizon``,
+    ``table3_all_horizons``) from the run's scores tables: the first horizon for the
+    config's ``[report] paper_models``, its ``paper_pair`` by horizon, and every model over
+    all horizons (each the scores table's rows, in its columns)."""
+    if "scores_by_horizon" not in tables:
+        return
+    chosen = data.config.report
+    by_h, overall = tables["scores_by_horizon"], tables["scores_aggregate"]
+    if not len(by_h):
+        return
+    facts = caption_facts(data)
+    first = by_h["slice"].iloc[0]
+    one = by_h[(by_h["slice"] == first).to_numpy(bool) & _paper_rows(by_h, chosen.paper_models)]
+    write_table(_score_display(one, slice_name=None), folder, "table1_first_horizon",
+                f"The {first} horizon, per model (the paper's Table 1). {ROWS_NOTE} {facts}",
+                raw=one)
+    if chosen.paper_pair:
+        pair = by_h[_paper_rows(by_h, chosen.paper_pair)]
+        write_table(_score_display(pair, slice_name="Horizon"), folder,
+                    "table2_pair_by_horizon", f"{chosen.paper_pair[0]} and "
+                    f"{chosen.paper_pair[1]} by horizon (the paper's Table 2). {ROWS_NOTE} "
+                    f"{facts}", raw=pair)
+    write_table(_score_display(overall, slice_name=None), folder, "table3_all_horizons",
+                "Every model over all horizons (the paper's Table 3); a model asked some "
+                "horizons only is "
+                f"scored on those (its N). {ROWS_NOTE} {facts}", raw=overall)
+
+
+def build_figures(data: RunData, tables: dict, folder: Path, *, paper: bool = False
+                  ) -> F.FigureSet:
     """Draw every figure (PNG and PDF) of one run into ``folder``; one that fails is recorded
-    in the returned set and the others are drawn."""
+    in the returned set and the others are drawn. ``paper``: Figures 1 and 3 as the config's
+    ``[report]`` chooses them for the paper (its models, its pair, the composite)."""
     figs = F.FigureSet(folder, models=data.models)
     bins3 = tables.get("reliability3_bins")
     if bins3 is not None and not bins3.empty:
@@ -309,11 +356,27 @@ def build_figures(data: RunData, tables: dict, folder: Path) -> F.FigureSet:
     first = by_h[by_h["slice"] == by_h["slice"].iloc[0]] if len(by_h) else by_h
     name = by_h["slice"].iloc[0] if len(by_h) else ""
     synthetic = " (SYNTHETIC data)" if data.manifest["data"]["synthetic"] else ""
-    if "bss" in first:  # skill needs a reference: a run without baselines has none
-        figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first, title=f"{name}{synthetic}")
+    chosen = data.config.report
+    across = by_h
+    if paper:
+        first = first[_paper_rows(first, chosen.paper_models)]
+        if chosen.paper_pair:
+            across = by_h[_paper_rows(by_h, chosen.paper_pair)]
+    if paper and chosen.paper_composite:  # the paper's composite in place of skill and Brier
+        figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first.assign(
+            bss=first["composite_secondary"], bss_lo=np.nan, bss_hi=np.nan, bss_n=first["n"]),
+            title=f"{name}{synthetic}", ylabel="composite (secondary; higher is better)\n"
+                                               "(n: rows scored)")
+        figs.draw("fig3_models_across_horizons", F.plot_across_horizons, across,
+                  metric="composite_secondary")
+    else:
+        if "bss" in first:  # skill needs a reference: a run without baselines has none
+            figs.draw("fig1_skill_by_model", F.plot_skill_by_model, first,
+                      title=f"{name}{synthetic}")
+        figs.draw("fig3_models_across_horizons", F.plot_across_horizons, across)
+    if "bss" in by_h:
         figs.draw("skill_by_horizon", F.plot_skill_by_horizon, by_h)
     figs.draw("fig2_brier_vs_coverage", F.plot_brier_vs_coverage, by_h)
-    figs.draw("fig3_models_across_horizons", F.plot_across_horizons, by_h)
     bins = tables["reliability_bins"]
     if len(bins):
         figs.draw("reliability", F.plot_reliability_sharpness,
@@ -364,6 +427,12 @@ def intraday_paper(run_dirs: list, labels: list[str], out: Path, *,
                                          for label, _, b in parts], ignore_index=True)
     out = Path(out)
     tables = build_tables(data, out / "tables")
-    figs = build_figures(data, tables, out / "figures")
+    chosen, by_h = data.config.report, tables.get("scores_by_horizon")
+    for key, names in (("paper_models", chosen.paper_models), ("paper_pair", chosen.paper_pair)):
+        if names and by_h is not None and len(by_h) and not _matches(by_h, names).any():
+            echo(f"report.{key}: none of {', '.join(names)} is in the runs (skipped?): the "
+                 "paper's tables and figures show every model")
+    paper_tables(data, tables, out / "tables")
+    figs = build_figures(data, tables, out / "figures", paper=True)
     figs.check()
     return figs.paths
