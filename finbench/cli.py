@@ -305,6 +305,16 @@ def _export_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from finbench.audit import audit_run
+    from finbench.reports.leaderboard import leaderboard
+
+    page = leaderboard(args.runs, args.out, reference=args.reference, echo=_progress,
+                       audit=lambda run_dir: audit_run(run_dir, echo=lambda *_: None))
+    print(f"wrote {page} (and leaderboard.csv, runs.csv beside it)")
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from finbench.reports.show import as_json, show
     from finbench.runlog.mirror import local_copy
@@ -453,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_log.add_argument("--out", help="the folder for the logs (default RUN/inspect)")
     inspect_log.add_argument("--models", metavar="A,B", help="these models only")
     inspect_log.set_defaults(func=_export_inspect)
+    board = sub.add_parser("leaderboard", help="one page (and CSV) from many runs: the runs "
+                           "whose audit passes, models compared on the tasks they share")
+    board.add_argument("runs", nargs="+", help="the run directories")
+    board.add_argument("--out", required=True, help="the folder for leaderboard.html")
+    board.add_argument("--reference", default="coin", help="the model each skill is against "
+                       "(default coin)")
+    board.set_defaults(func=_leaderboard)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+", help="the run directories to pool")
     pap.add_argument("--out", default="paper", help="where tables/ and figures/ go (default "

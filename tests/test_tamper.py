@@ -518,3 +518,26 @@ def test_a_file_the_manifest_does_not_record_is_refused_through_the_cli(clean, t
     err = capsys.readouterr().err
     assert "forecasts.parquet (not recorded): not the file(s) the run recorded" in err
     assert "Traceback" not in err and not (copy / "tables").exists()
+
+
+def test_a_run_made_before_a_config_key_existed_audits_clean_and_an_edit_is_still_named(
+        tmp_path, sample_store):
+    """A later FinBench adds config keys with defaults ([report] paper_models, ...): a run
+    whose manifest was written before them is read with the defaults, and the audit's
+    config check was refusing it ("is None, but its config text gives False")."""
+    import json
+
+    from finbench.audit import audit_run
+    from tests.helpers import aapl_config, baselines_toml
+
+    out = run(aapl_config(tmp_path / "c.toml", sample_store, baselines_toml("coin")),
+              tmp_path / "run", echo=lambda *_: None)
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for key in ("paper_models", "paper_pair", "paper_composite"):
+        del manifest["config"]["report"][key]
+    path.write_text(json.dumps(manifest, indent=2))
+    assert audit_run(out, echo=lambda *_: None) == []
+    manifest["config"]["report"]["seed"] = 7  # an edit is still one
+    path.write_text(json.dumps(manifest, indent=2))
+    assert any("config report.seed is 7" in p for p in audit_run(out, echo=lambda *_: None))

@@ -174,9 +174,10 @@ class TrackPlugin(ABC):
 
     Required: :attr:`name`, :attr:`description`, :attr:`config_class`, :attr:`read_columns`,
     :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`,
-    :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`, :attr:`outcomes`,
-    :meth:`score_inputs`, :meth:`score_notes`, :meth:`stance_judge`,
-    :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`) and :meth:`show_text`.
+    :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`,
+    :attr:`outcomes`, :attr:`cluster_column`, :meth:`score_inputs`, :meth:`score_notes`,
+    :meth:`stance_judge`, :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`)
+    and :meth:`show_text`.
     The module holding ``PLUGIN`` imports what a method needs inside that method, so looking
     a track up costs its config class alone (and the forecaster kinds it registers).
     """
@@ -194,6 +195,9 @@ class TrackPlugin(ABC):
     in_paper: ClassVar[bool] = False  # ``finbench paper`` pools its runs
     # the names of a label's two outcomes, y = 0 and y = 1 (an Inspect sample's target)
     outcomes: ClassVar[tuple[str, str]] = ("0", "1")
+    # the column of its rows.* whose values move together, the clusters a cross-run
+    # comparison resamples (by default each task on its own)
+    cluster_column: ClassVar[str] = "task_id"
 
     @abstractmethod
     def open(self, config) -> Track:

@@ -16,6 +16,7 @@ class EventsPlugin(TrackPlugin):
     name = "events"
     description = "will a resolved prediction market resolve YES, asked at its cutoff t0"
     outcomes = ("NO", "YES")
+    cluster_column = "event_group"
     config_class = EventRunConfig
     read_columns = {  # docs/spec.md §11
         "tasks.parquet": {"task_id": "text", "t0": "time"},

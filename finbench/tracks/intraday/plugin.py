@@ -28,6 +28,7 @@ class IntradayPlugin(TrackPlugin):
     shardable = True
     in_paper = True
     outcomes = ("down", "up")
+    cluster_column = "session"
 
     def open(self, config: RunConfig) -> IntradayTrack:
         return IntradayTrack(config)

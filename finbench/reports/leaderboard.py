@@ -1,0 +1,222 @@
+"""``finbench leaderboard RUN... --out DIR``: one static page (``leaderboard.html``) and its
+tables (``leaderboard.csv``, ``runs.csv``) from many runs, each track on a board of its own.
+
+Only runs whose audit passes are on a board: every run is audited again (the caller's
+``audit``, :func:`finbench.audit.audit_run` from the command), and a run that fails is
+listed with its violations and left off. Each run's row gives its audit verdict, the
+SHA-256 of its manifest (its receipt), its engine version and its data snapshot. A model is
+named after its run (``RUN/MODEL``, the labels ``finbench paper`` gives).
+
+Models are compared where their tasks are the same: a task of several runs whose labels
+disagree (runs of different snapshots) is left out of every comparison and counted. Per
+model: its own scored rows (N, mean Brier); on the tasks every model of the board scored
+(``n_shared``), its mean Brier and its Brier skill against the reference (``--reference``,
+by default the first run's ``coin``) with a bootstrap interval resampling whole clusters
+(the track's: sessions, event groups); and, where the task sets differ, a difficulty-adjusted
+Brier: the model's effect in a two-way fixed-effects fit of each scored row's Brier on its
+model and its task (:func:`fixed_effects`), put on the scale of the mean task, beside the raw
+score (on a complete design the two are equal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from finbench.core.errors import RunError
+from finbench.core.outputs import write_atomic
+from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, run_labels
+from finbench.scoring import bootstrap
+from finbench.tracks import plugin_of
+
+REPLICATES, SEED, LEVEL = 2000, 20250115, 0.95
+COLUMNS = ["track", "model", "run", "tools", "n", "brier", "n_shared", "brier_shared",
+           "bss_shared", "bss_lo", "bss_hi", "clusters", "brier_adjusted", "n_before_cutoff",
+           "brier_before_cutoff", "n_after_cutoff", "brier_after_cutoff", "reference"]
+RUN_COLUMNS = ["run", "track", "audit", "violations", "manifest_sha256", "engine_version",
+               "snapshot_sha256", "tasks", "models"]
+
+
+def fixed_effects(values: np.ndarray, model: np.ndarray, task: np.ndarray, *,
+                  tol: float = 1e-13, most: int = 10_000) -> np.ndarray:
+    """Each model's effect in the least-squares fit ``value = a[model] + b[task]`` (codes
+    ``0..M-1`` and ``0..T-1``), by alternating projections (each side's means given the
+    other's), on the scale of the mean task: ``a + mean(b)``. The fit is that of the
+    dummy-variable regression; on a design where every model has every task, each model's
+    effect is its mean. Models and tasks must form one connected set (a task shared)."""
+    values = np.asarray(values, float)
+    m, t = int(model.max()) + 1, int(task.max()) + 1
+    per_model = np.bincount(model, minlength=m).astype(float)
+    per_task = np.bincount(task, minlength=t).astype(float)
+    a, b = np.zeros(m), np.zeros(t)
+    for _ in range(most):
+        a_new = np.bincount(model, weights=values - b[task], minlength=m) / per_model
+        b = np.bincount(task, weights=values - a_new[model], minlength=t) / per_task
+        done = np.max(np.abs(a_new - a)) < tol
+        a = a_new
+        if done:
+            break
+    return a + b.mean()
+
+
+def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference: str = "coin",
+                echo=print) -> Path:
+    """Audit the runs, build each track's board and write ``out``; returns its page.
+    ``audit(run_dir)``: a run's violations (:func:`finbench.audit.audit_run`, which the
+    command gives: the audit is a layer above the reports)."""
+    labels = run_labels(run_dirs)
+    runs, boards = [], {}
+    for label, run_dir in zip(labels, run_dirs, strict=True):
+        run_dir = finished_run(run_dir)
+        config, manifest = load_run_config(run_dir), read_manifest(run_dir)
+        track = plugin_of(config)
+        echo(f"auditing {label} ...")
+        violations = audit(run_dir)
+        runs.append({"run": label, "track": track.name,
+                     "audit": "passed" if not violations else "failed",
+                     "violations": "; ".join(violations[:3]) + (
+                         f" (and {len(violations) - 3} more)" if len(violations) > 3 else ""),
+                     "manifest_sha256": hashlib.sha256(
+                         (run_dir / "manifest.json").read_bytes()).hexdigest(),
+                     "engine_version": manifest.get("engine_version"),
+                     "snapshot_sha256": (manifest.get("data") or {}).get("snapshot_sha256"),
+                     "tasks": (manifest.get("tasks") or {}).get("tasks"),
+                     "models": ", ".join(m.name for m in config.models
+                                         if m.name not in (manifest.get("skipped_models") or {}))})
+        if violations:
+            echo(f"{label}: audit failed ({len(violations)} violation(s)): left off the board")
+            continue
+        rows = pd.read_parquet(run_dir / "rows.parquet")
+        agents = {m.name for m in config.models if getattr(m, "tools", None)
+                  or m.kind == "mcp"}
+        boards.setdefault(track.name, []).append((label, rows, track.cluster_column, agents))
+    if not any(r["audit"] == "passed" for r in runs):
+        raise RunError("no run passed its audit: no board to make")
+    tables, notes = [], []
+    for name, parts in boards.items():
+        table, note = _board(name, parts, reference)
+        tables.append(table)
+        notes += note
+    board = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+    run_table = pd.DataFrame(runs, columns=RUN_COLUMNS)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for note in notes:
+        echo(note)
+    write_atomic(out / "leaderboard.csv", lambda p: board.to_csv(
+        p, index=False, float_format="%.10g", lineterminator="\n"))
+    write_atomic(out / "runs.csv", lambda p: run_table.to_csv(p, index=False,
+                                                              lineterminator="\n"))
+    return _page(out / "leaderboard.html", board, run_table, notes)
+
+
+def _board(track: str, parts: list, reference: str) -> tuple[pd.DataFrame, list[str]]:
+    """One track's board from its runs' rows (label, rows.parquet, cluster column)."""
+    frames, tools = [], {}
+    for label, rows, cluster, agents in parts:
+        memorised = (rows["possibly_memorised"].astype("boolean") if "possibly_memorised" in rows
+                     else pd.array([pd.NA] * len(rows), "boolean"))
+        frames.append(pd.DataFrame({
+            "run": label, "entry": label + "/" + rows["model"].astype(str),
+            "task_id": rows["task_id"].astype(str), "y": rows["y"].astype(float),
+            "brier": rows["brier"].astype(float), "scored": rows["scored"].astype(bool),
+            "cluster": rows[cluster].astype(str), "memorised": memorised}))
+        tools.update({f"{label}/{m}": "yes" if m in agents else "no"
+                      for m in rows["model"].astype(str).unique()})
+    rows = pd.concat(frames, ignore_index=True)
+    notes = []
+    labels = rows.dropna(subset=["y"]).groupby("task_id")["y"].nunique()
+    conflict = set(labels.index[labels > 1])
+    if conflict:
+        notes.append(f"{track}: {len(conflict)} task(s) whose labels differ between runs (other "
+                     "snapshots) are left out of every comparison")
+    rows = rows[~rows["task_id"].isin(conflict)]
+    scored = rows[rows["scored"]]
+    entries = list(dict.fromkeys(rows["entry"]))
+    run_of = dict(zip(rows["entry"], rows["run"], strict=True))
+    ref_entry = next((e for e in entries if e.endswith("/" + reference)), None)
+    if ref_entry is None:
+        notes.append(f"{track}: no model named {reference!r} in the runs: no skill")
+    per_entry = {e: g for e, g in scored.groupby("entry", sort=False)}
+    shared = set.intersection(*(set(g["task_id"]) for g in per_entry.values())) \
+        if per_entry else set()
+    ref_rows = per_entry.get(ref_entry)
+    ref_brier = (ref_rows.drop_duplicates("task_id").set_index("task_id")["brier"]
+                 if ref_rows is not None else None)
+    adjusted = _adjusted(scored, entries)
+    out = []
+    for e in entries:
+        mine = per_entry.get(e)
+        record = {"track": track, "model": e, "run": run_of[e], "tools": tools.get(e, "no"),
+                  **_cutoff_sides(mine),
+                  "n": 0 if mine is None else len(mine),
+                  "brier": np.nan if mine is None else float(mine["brier"].mean()),
+                  "n_shared": 0, "brier_shared": np.nan, "bss_shared": np.nan,
+                  "bss_lo": np.nan, "bss_hi": np.nan, "clusters": 0,
+                  "brier_adjusted": adjusted.get(e, np.nan), "reference": ref_entry or ""}
+        if mine is not None and shared:
+            on = mine[mine["task_id"].isin(shared)].sort_values("task_id", kind="stable")
+            record.update(n_shared=len(on), brier_shared=float(on["brier"].mean()))
+            if ref_brier is not None:
+                ci = bootstrap.skill_ci(on["brier"].to_numpy(),
+                                        ref_brier.reindex(on["task_id"]).to_numpy(),
+                                        pd.factorize(on["cluster"], sort=True)[0],
+                                        replicates=REPLICATES, seed=SEED, level=LEVEL)
+                record.update(bss_shared=ci.estimate, bss_lo=ci.lower, bss_hi=ci.upper,
+                              clusters=ci.clusters)
+        out.append(record)
+    return pd.DataFrame(out, columns=COLUMNS), notes
+
+
+def _cutoff_sides(mine: pd.DataFrame | None) -> dict:
+    """N and mean Brier of a model's scored rows on sessions up to its knowledge cutoff
+    (possibly memorised) and after it; empty for a model that declares no cutoff."""
+    out = {"n_before_cutoff": None, "brier_before_cutoff": np.nan, "n_after_cutoff": None,
+           "brier_after_cutoff": np.nan}
+    if mine is None or mine["memorised"].isna().all():
+        return out
+    for side, flag in (("before", True), ("after", False)):
+        part = mine[(mine["memorised"] == flag).fillna(False).to_numpy(bool)]
+        out[f"n_{side}_cutoff"] = len(part)
+        out[f"brier_{side}_cutoff"] = float(part["brier"].mean()) if len(part) else np.nan
+    return out
+
+
+def _adjusted(scored: pd.DataFrame, entries: list[str]) -> dict[str, float]:
+    """Each entry's difficulty-adjusted Brier (:func:`fixed_effects`) over every scored row."""
+    if scored.empty:
+        return {}
+    model, names = pd.factorize(scored["entry"])
+    task, _ = pd.factorize(scored["task_id"])
+    effects = fixed_effects(scored["brier"].to_numpy(), model, task)
+    return dict(zip(names, effects, strict=True))
+
+
+def _page(path: Path, board: pd.DataFrame, runs: pd.DataFrame, notes: list[str]) -> Path:
+    import jinja2
+
+    from finbench.core.outputs import write_text
+    from finbench.core.version import describe_version
+    from finbench.reports.page import cells
+
+    def shown(frame: pd.DataFrame) -> dict:
+        columns, rows = cells(frame)
+        return {"columns": columns, "rows": rows}
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("finbench.reports", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    boards = []
+    for track, part in board.groupby("track", sort=False):
+        display = part.drop(columns=["track"]).assign(**{
+            c: part[c].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
+            for c in ("brier", "brier_shared", "bss_shared", "bss_lo", "bss_hi",
+                      "brier_adjusted", "brier_before_cutoff", "brier_after_cutoff")})
+        boards.append({"track": track, **shown(display)})
+    page = env.get_template("leaderboard.html.j2").render(
+        boards=boards, runs=shown(runs), notes=notes, drawn_by=describe_version(),
+        level=f"{LEVEL:.0%}", replicates=REPLICATES)
+    write_text(path, page)
+    return path
