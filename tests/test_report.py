@@ -635,3 +635,20 @@ def test_the_papers_figures_show_the_composite_when_chosen(tmp_path, sample_stor
     first = by_h[by_h["slice"] == "MORNING"].set_index("model")
     assert drawn["fig1"] == pytest.approx(first["composite_secondary"].to_dict(), rel=1e-9)
     assert drawn["fig3"] == "composite_secondary"
+
+
+def test_the_papers_source_inputs_what_finbench_paper_writes_and_no_missing_glyph():
+    """paper/main.tex: every table it inputs and figure it includes is a file `finbench
+    paper` wrote into paper/ (Tables 1-3 among them), and no \\mathbb{1} (amssymb has no
+    blackboard-bold digit: the PDF showed another glyph)."""
+    root = Path(__file__).resolve().parents[1] / "paper"
+    text = (root / "main.tex").read_text()
+    assert "\\mathbb{1}" not in text and "\\ind[r > 0]" in text
+    inputs = re.findall(r"\\input\{([^}]+)\}", text)
+    figures = re.findall(r"\\includegraphics(?:\[[^]]*\])?\{([^}]+)\}", text)
+    assert {"tables/table1_first_horizon.tex", "tables/table2_pair_by_horizon.tex",
+            "tables/table3_all_horizons.tex"} <= set(inputs)
+    for name in inputs:
+        assert (root / name).is_file(), name
+    for name in figures:
+        assert (root / name).is_file(), name
