@@ -300,7 +300,7 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
         assert markets.loc[market, "question"] in shown
         assert f"market price at t0: {labels.loc[task, 'price']:.4f}" in shown
         posts = retrieval[retrieval["task_id"] == task].sort_values("rank")
-        assert f"retrieved before t0: {len(posts)} post(s)" in shown
+        assert f"retrieval found before t0: {len(posts)} post(s)" in shown
         assert all(post in shown for post in posts["post_id"])
         browser.close()
     assert problems == []

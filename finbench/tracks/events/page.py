@@ -92,7 +92,8 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
                 f"answer: {answer}" + (f" ({_text(r.error)})" if _text(r.error) else "")
                 + f"; p_yes {_said(r.p_up)}",
                 f"scores: Brier {_said(r.brier)}, log loss {_said(r.log_loss)}",
-                f"retrieved before t0: {0 if posts is None else len(posts)} post(s)"]
+                f"retrieval found before t0: {0 if posts is None else len(posts)} post(s) (a "
+                "model with retrieval is shown them)"]
         if posts is not None:
             head += [f"  {p.rank}. {p.post_id} at {p.created_utc} (score {p.score:.3f})"
                      for p in posts.itertuples(index=False)]
