@@ -357,26 +357,42 @@ def skill_cells(data: RunData) -> pd.DataFrame:
     sorted, horizons in the config's order."""
     rows = data.rows
     horizons = list(data.config.tasks.horizons)
+    # a scored row's Brier by its task's place, per model (tasks are paired by place, not by
+    # matching their id texts)
+    scored = rows["scored"].to_numpy(bool)
+    names = rows["model"].to_numpy(object)
+    at = rows["task_row"].to_numpy(np.int64)
+    brier = rows["brier"].to_numpy(float)
+    tasks = int(at.max()) + 1 if len(at) else 0
+    ticker, tickers = pd.factorize(rows["ticker"])
+    horizon, horizon_names = pd.factorize(rows["horizon"])
+    cell = ticker.astype(np.int64) * len(horizon_names) + horizon  # each ticker x horizon
+    cells = len(tickers) * len(horizon_names)
     out = []
     for model in data.models:
         ref = data.reference(model)
         if ref is None or ref == model:
             continue
-        mine = rows[(rows["model"] == model) & rows["scored"].to_numpy(bool)]
-        theirs = rows[(rows["model"] == ref) & rows["scored"].to_numpy(bool)]
-        both = mine[["task_id", "ticker", "horizon", "brier"]].merge(
-            theirs[["task_id", "brier"]], on="task_id", suffixes=("", "_ref"))
-        sums = both.groupby(["ticker", "horizon"], sort=False).agg(
-            n=("brier", "size"), brier=("brier", "sum"), brier_ref=("brier_ref", "sum"))
-        for (ticker, horizon), r in sums.iterrows():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                bss = 1.0 - r["brier"] / r["brier_ref"] if r["brier_ref"] != 0 else np.nan
-            out.append({"model": model, "reference": ref, "ticker": str(ticker),
-                        "horizon": str(horizon), "n": int(r["n"]),
-                        "brier": r["brier"] / r["n"], "brier_ref": r["brier_ref"] / r["n"],
-                        "bss": bss})
+        theirs = scored & (names == ref)
+        ref_brier = np.full(tasks, np.nan)
+        ref_brier[at[theirs]] = brier[theirs]
+        mine = np.flatnonzero(scored & (names == model))
+        paired = mine[np.isfinite(ref_brier[at[mine]])]
+        n = np.bincount(cell[paired], minlength=cells)
+        own = np.bincount(cell[paired], weights=brier[paired], minlength=cells)
+        theirs_sum = np.bincount(cell[paired], weights=ref_brier[at[paired]], minlength=cells)
+        has = np.flatnonzero(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bss = np.where(theirs_sum[has] != 0, 1.0 - own[has] / theirs_sum[has], np.nan)
+        out.append(pd.DataFrame({
+            "model": model, "reference": ref,
+            "ticker": np.asarray(tickers, object)[has // len(horizon_names)].astype(str),
+            "horizon": np.asarray(horizon_names, object)[has % len(horizon_names)].astype(str),
+            "n": n[has], "brier": own[has] / n[has], "brier_ref": theirs_sum[has] / n[has],
+            "bss": bss}))
     columns = ["model", "reference", "ticker", "horizon", "n", "brier", "brier_ref", "bss"]
-    table = pd.DataFrame(out, columns=columns)
+    table = (pd.concat(out, ignore_index=True)[columns] if out
+             else pd.DataFrame(columns=columns))
     if table.empty:
         return table
     order = {m: i for i, m in enumerate(data.models)}
