@@ -145,3 +145,23 @@ def script_json(value) -> str:
     a model's text holding ``</script>`` or ``<!--<script>`` can neither end nor swallow the
     block and the page's script after it."""
     return json.dumps(value, allow_nan=False, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def exchanges(run_dir: Path, pairs) -> dict:
+    """The messages of each (model, task) of ``pairs`` as its last call sent them (an
+    agent's whole exchange), from the run's transcripts; none for a row without a call."""
+    from finbench.runlog.transcripts import Transcripts
+
+    found: dict = {}
+    pairs = list(pairs)
+    if not pairs:
+        return found
+    transcripts = Transcripts(run_dir)
+    try:
+        for model, task in pairs:
+            calls = transcripts.of(task, model)
+            if calls and calls[-1].get("messages"):
+                found[(model, task)] = calls[-1]["messages"]
+    finally:
+        transcripts.close()
+    return found

@@ -12,7 +12,6 @@ import pandas as pd
 
 from finbench.core.config import PROMPTED_KINDS
 from finbench.reports import page
-from finbench.runlog.transcripts import Transcripts
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose exchange is embedded
@@ -78,7 +77,7 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
         run_dir / "retrieval.parquet").is_file() else {}
     prompted = frame.loc[frame["kind"].isin(PROMPTED_KINDS), ["model", "task_id"]].head(
         MAX_PROMPTS)
-    exchanges = _exchanges(run_dir, prompted)
+    exchanges = page.exchanges(run_dir, prompted.itertuples(index=False))
     out = []
     for r in frame.itertuples(index=False):
         answer = "error" if r.answer_status == "error" else "valid" if r.valid else "invalid"
@@ -113,21 +112,6 @@ def _questions(config) -> dict[str, str]:
         return {}
     markets = pd.read_parquet(path, columns=["market_id", "question"])
     return dict(zip(markets["market_id"], markets["question"], strict=True))
-
-
-def _exchanges(run_dir: Path, wanted: pd.DataFrame) -> dict:
-    found: dict = {}
-    if wanted.empty:
-        return found
-    transcripts = Transcripts(run_dir)
-    try:
-        for model, task in wanted.itertuples(index=False):
-            calls = transcripts.of(task, model)
-            if calls and calls[-1].get("messages"):
-                found[(model, task)] = calls[-1]["messages"]
-    finally:
-        transcripts.close()
-    return found
 
 
 def _fmt(value) -> str:

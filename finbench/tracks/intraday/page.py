@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 from finbench.core.config import PROMPTED_KINDS
 from finbench.reports import page
 from finbench.reports.writers import json_number
-from finbench.runlog.transcripts import Transcripts
 from finbench.tracks.intraday.report_data import RunData
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
@@ -101,18 +100,7 @@ def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
 def _prompts(run_dir: Path, models: set[str], extra: pd.DataFrame) -> dict:
     """The messages of up to :data:`MAX_PROMPTS` language-model rows, by (model, task)."""
     wanted = extra[extra["model"].isin(models)].head(MAX_PROMPTS)
-    found: dict = {}
-    if wanted.empty:
-        return found
-    transcripts = Transcripts(run_dir)
-    try:
-        for model, task in wanted[["model", "task_id"]].itertuples(index=False):
-            calls = transcripts.of(task, model)
-            if calls and calls[-1].get("messages"):
-                found[(model, task)] = calls[-1]["messages"]
-    finally:
-        transcripts.close()
-    return found
+    return page.exchanges(run_dir, wanted[["model", "task_id"]].itertuples(index=False))
 
 
 def _text(value) -> str:
