@@ -3,6 +3,7 @@ it loads without console errors, the leaderboard has the run's models, a filter 
 the sample browser shows, and a sample shows its prompt as sent. Skipped, with why, where no
 browser or no Playwright is installed (`.ci/run` installs the browser)."""
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -18,6 +19,26 @@ BROWSER = os.environ.get("FINBENCH_CHROMIUM") or shutil.which("chromium") or shu
     "chromium-browser")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextlib.contextmanager
+def browser_page(height: int = 1200):
+    """A page of headless Chromium (1280 wide) and the list its console errors and page
+    errors are appended to; skipped, saying why, without the browser or Playwright."""
+    if BROWSER is None:
+        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="Playwright is not installed (pip install playwright)")
+    problems: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": height})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        try:
+            yield page, problems
+        finally:
+            browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +69,7 @@ def test_the_page_is_self_contained(pilot_html):
 
 
 def test_the_report_opens_in_a_browser_and_its_filter_works(pilot_html, tmp_path):
-    if BROWSER is None:
-        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="Playwright is not installed (pip install playwright)")
-    problems = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 2000})
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
+    with browser_page(2000) as (page, problems):
         page.goto(pilot_html.as_uri())
         leaderboard = page.inner_text("#table-scores_aggregate")
         models = ["coin", "base_rate", "momentum", "climatology", "Llama 3.1 70B",
@@ -81,7 +93,6 @@ def test_the_report_opens_in_a_browser_and_its_filter_works(pilot_html, tmp_path
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")
-        browser.close()
     assert shot.stat().st_size > 10_000
     assert problems == []
 
@@ -177,10 +188,6 @@ def test_the_header_sorting_and_paging_work_in_a_browser(pilot_html, monkeypatch
     """The run's header (its FinBench, the snapshot, each model and why one is missing);
     a click on a header sorts by value, a second the other way, blanks last; the samples a
     page at a time, a filter starting again at the first page."""
-    if BROWSER is None:
-        pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="Playwright is not installed (pip install playwright)")
     import json
 
     import finbench.reports.page as shared
@@ -188,13 +195,8 @@ def test_the_header_sorting_and_paging_work_in_a_browser(pilot_html, monkeypatch
     monkeypatch.setattr(shared, "PAGE_ROWS", 10)
     report(pilot_html.parent)
     manifest = json.loads((pilot_html.parent / "manifest.json").read_text())
-    problems = []
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1200})
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(str(e)))
+        with browser_page() as (page, problems):
             page.goto(pilot_html.as_uri())
             header = page.inner_text("#run-header")
             assert manifest["data"]["snapshot_sha256"] in header
@@ -235,7 +237,6 @@ def test_the_header_sorting_and_paging_work_in_a_browser(pilot_html, monkeypatch
             assert page.is_disabled("#next")
             page.select_option("select[name=model]", "coin")
             assert page.inner_text("#page") == "page 1 of 1" and listed.count() == 9
-            browser.close()
     finally:
         monkeypatch.undo()
         report(pilot_html.parent)
@@ -264,10 +265,8 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     """The event pilot's report.html: its header, its tables, and a sample with the market's
     question, t0, price at t0, outcome and the posts retrieved before t0 (as the run's
     retrieval receipts have them)."""
-    if BROWSER is None:
+    if BROWSER is None:  # (before the run: the browser would skip the test after it)
         pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="Playwright is not installed (pip install playwright)")
     import pandas as pd
 
     cfg = tmp_path / "events.toml"
@@ -280,12 +279,7 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     retrieval = pd.read_parquet(out / "retrieval.parquet")
     markets = pd.read_parquet(ROOT / "data" / "events_sample" / "store" / "markets.parquet"
                               ).set_index("market_id")
-    problems = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=BROWSER, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1200})
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
+    with browser_page() as (page, problems):
         page.goto((out / "report.html").as_uri())
         assert "GPT-4o Mini with posts" in page.inner_text("#run-models")
         assert "market" in page.inner_text("#table-event_scores")
@@ -302,5 +296,4 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
         posts = retrieval[retrieval["task_id"] == task].sort_values("rank")
         assert f"retrieval found before t0: {len(posts)} post(s)" in shown
         assert all(post in shown for post in posts["post_id"])
-        browser.close()
     assert problems == []
