@@ -191,6 +191,8 @@ class ChatServer:
                                {"Retry-After": "1"})
         if model == "flaky500" and attempt <= 2:
             return self._reply(h, 500, {"error": {"message": "boom", "type": "server"}})
+        if model == "variants":
+            return self._reply(h, 200, self._completion(model, _variant_answer(body)))
         if model == "echo":  # a normal answer that repeats what the request carried
             said = f"auth={h.headers.get('authorization')} path={h.path}"
             return self._reply(h, 200, self._completion(model, json.dumps(
@@ -527,3 +529,37 @@ def _event_agent(model: str, body: dict, prompt: str) -> dict:
     cited = [i["post_id"] for i in items if "post_id" in i][:2]
     return ChatServer._completion(model, json.dumps(
         {"p_yes": p, "rationale": f"read {len(items)} items; cites {', '.join(cited) or 'none'}"}))
+
+
+VARIANT_P = (0.2, 0.5, 0.8)
+VARIANT_Q = ((0.2, 0.3, 0.5), (0.3, 0.3, 0.4), (0.1, 0.2, 0.7))
+
+
+def _variant_answer(body: dict) -> str:
+    """The ``variants`` model: p_up 0.6 and [-0.01, 0.012] without a seed; with one, p_up
+    from :data:`VARIANT_P` by ``seed % 3`` and the interval [-0.01 k, 0.01 k] for
+    ``k = 1 + seed % 3``; asked to reason first (the system message says so), prose with
+    braces before the JSON object; shown examples, p_up 0.7 (without a seed). The event
+    question: that p_up as p_yes (0.3 when shown examples); the three-class question:
+    :data:`VARIANT_Q` by ``seed % 3`` (the first without a seed)."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    seed = body.get("seed")
+    answer = dict(VALID)
+    if seed is not None:
+        k = 1 + seed % 3
+        answer.update(p_up=VARIANT_P[seed % 3], lower=-0.01 * k, upper=0.01 * k)
+    elif "resolved before now" in user:
+        answer["p_up"] = 0.7
+    if system.startswith("You forecast whether a prediction-market question"):
+        answer = {"p_yes": answer["p_up"], "rationale": None}
+        if "Earlier markets of this category" in user:
+            answer["p_yes"] = 0.3
+    elif '"p_down"' in system:  # the three-class question
+        answer = dict(zip(("p_down", "p_flat", "p_up"), VARIANT_Q[0 if seed is None
+                                                                  else seed % 3], strict=True))
+        answer["rationale"] = None
+    text = json.dumps(answer)
+    if "Think step by step" in system:
+        return ("The bars {open, close} drift up; a set {a, b} of headlines is mixed.\n"
+                f"So my answer is:\n```json\n{text}\n```")
+    return text

@@ -232,7 +232,11 @@ def raw_answers(rows: pa.Table, config, prompt) -> pa.Table:
             want.append({**dict.fromkeys(FROM_RAW, np.nan), "valid": False, "error": error,
                          "rationale": None, "interval_note": None})
             continue
-        finish = json.loads(rec["detail"]).get("finish_reason") if rec["detail"] else None
+        detail = json.loads(rec["detail"]) if rec["detail"] else {}
+        finish = detail.get("finish_reason")
+        if "samples" in detail:  # a sampled variant: each sample read again, aggregated
+            want.append(_sampled_again(rec["raw"], detail, config, prompt))
+            continue
         if error.startswith("refusal: "):
             response = {"refusal": rec["raw"]}
         elif prompt.request_options(config):  # its raw text: the first token's top
@@ -244,6 +248,30 @@ def raw_answers(rows: pa.Table, config, prompt) -> pa.Table:
         want.append({c: getattr(parsed, c) for c in FROM_RAW})
     schema = pa.schema([FORECAST_SCHEMA.field(c) for c in FROM_RAW])
     return pa.Table.from_pylist(want, schema=schema)
+
+
+def _sampled_again(raw: str, detail: dict, config, prompt) -> dict:
+    """A sampled row's answer from its samples' raw texts, read and aggregated again."""
+    return {c: getattr(parsed, c) for c in FROM_RAW} if (
+        parsed := sampled_answer(raw, detail, config, prompt)) is not None else {
+        **dict.fromkeys(FROM_RAW, np.nan), "valid": False,
+        "error": "(its samples cannot be read again)", "rationale": None,
+        "interval_note": None}
+
+
+def sampled_answer(raw: str, detail: dict, config, prompt):
+    """A sampled row's answer (a :class:`ParsedAnswer`) from its samples' raw texts and
+    what its detail says of each, read by ``prompt`` and aggregated by the model's rule
+    again; None when its raw text does not hold its samples."""
+    from finbench.forecasters.sampling import aggregate, read_sample, responses_again
+
+    try:
+        responses = responses_again(raw, detail["samples"])
+    except (ValueError, TypeError):
+        return None
+    parsed, _ = aggregate([read_sample(r, lambda r: prompt.parse(r, config))
+                           for r in responses], config.prompt.aggregate, config.prompt.needed)
+    return parsed
 
 
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:

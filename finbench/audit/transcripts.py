@@ -82,6 +82,9 @@ def _content(response: dict) -> str | None:
     that got no answer (its row is no answer either)."""
     if "submit_forecast" in response:  # an agent over MCP: what it submitted, as kept
         return response.get("content") or ""
+    if "samples" in response:  # a sampled variant: each sample's text, as the row keeps them
+        texts = [_content(r) for r in response["samples"]]
+        return json.dumps([t or "" for t in texts], ensure_ascii=False)
     kept = completion_dict(response.get("body"))
     if "transport_error" in kept:
         return None

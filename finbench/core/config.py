@@ -64,6 +64,41 @@ class ScriptedModel(ModelBase):
     sum_tolerance: Annotated[float, Field(ge=0, le=0.1)] = 1e-3
 
 
+class PromptVariant(StrictModel):
+    """How a language model is asked beyond its track's own prompt (the ``prompt`` table of
+    a model, :mod:`finbench.core.prompting`): a user template, reasoning before the answer,
+    earlier resolved examples, repeated samples. The defaults ask the track's prompt."""
+
+    user: Annotated[str, Field(min_length=1)] | None = None  # Jinja2, of the gate's fields
+    reasoning: Literal["direct", "think"] = "direct"
+    examples: Annotated[int, Field(ge=0, le=20)] = 0
+    samples: Annotated[int, Field(ge=1, le=32)] = 1
+    aggregate: Literal["mean", "median"] = "mean"  # of the samples' probabilities
+    min_valid: Annotated[int, Field(ge=1)] | None = None  # valid samples needed (default all)
+
+    @model_validator(mode="after")
+    def _variant(self) -> PromptVariant:
+        from finbench.core.prompting import template_names
+
+        if self.user is not None:
+            template_names(self.user)  # a template that does not parse, with its line
+        if self.min_valid is not None and self.min_valid > self.samples:
+            raise ValueError(f"min_valid {self.min_valid} is more than the {self.samples} "
+                             "samples asked")
+        if self.samples == 1 and (self.min_valid is not None or self.aggregate != "mean"):
+            raise ValueError("aggregate and min_valid are read with samples > 1")
+        return self
+
+    @property
+    def is_default(self) -> bool:
+        return self == PromptVariant()
+
+    @property
+    def needed(self) -> int:
+        """Valid samples an answer needs."""
+        return self.samples if self.min_valid is None else self.min_valid
+
+
 class OpenAIModel(ModelBase):
     kind: Literal["openai"]
     model: Annotated[str, Field(min_length=1)]
@@ -113,6 +148,9 @@ class OpenAIModel(ModelBase):
     max_tool_calls: Annotated[int, Field(ge=1, le=200)] = 8
     max_turns: Annotated[int, Field(ge=2, le=50)] = 6
     max_task_tokens: Annotated[int, Field(ge=1)] | None = None
+    # how it is asked beyond the track's prompt: a user template, reasoning first, examples,
+    # repeated samples (docs/spec.md, "Prompt variants")
+    prompt: PromptVariant = Field(default_factory=PromptVariant)
 
     @model_validator(mode="after")
     def _one_url(self) -> OpenAIModel:
@@ -139,7 +177,29 @@ class OpenAIModel(ModelBase):
                              "reads the first token of a single answer")
         if len(set(self.tools)) < len(self.tools):
             raise ValueError(f"tools {self.tools!r}: a tool named twice")
+        _check_variant(self)
         return self
+
+
+def _check_variant(model: OpenAIModel) -> None:
+    """What a model's prompt variant cannot be asked with."""
+    v = model.prompt
+    if v.reasoning == "think" and model.structured != "text":
+        raise ValueError("prompt.reasoning 'think': the reasoning is text before the JSON "
+                         f"object, which structured = {model.structured!r} does not allow "
+                         "(give structured = 'text')")
+    if model.head == "native" and (v.reasoning == "think" or v.samples > 1):
+        raise ValueError("head 'native' reads the first token of one answer: no reasoning "
+                         "before it, no samples")
+    if model.tools and (v.samples > 1 or v.examples):
+        raise ValueError("an agent (tools) is asked once, from its prompt and its tools: "
+                         "prompt.samples and prompt.examples are for models without tools")
+    if v.samples > 1 and model.temperature == 0:
+        raise ValueError(f"prompt.samples {v.samples} at temperature 0: the samples would be "
+                         "one answer repeated (leave temperature unset or above 0)")
+    if v.samples > 1 and v.aggregate == "median" and model.format == "multiclass":
+        raise ValueError("aggregate 'median': the medians of three probabilities need not sum "
+                         "to 1; a three-class model's samples aggregate by their mean")
 
 
 class McpAgentModel(ModelBase):

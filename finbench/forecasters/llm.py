@@ -29,6 +29,8 @@ import pandas as pd
 
 from finbench.core.config import url_credentials, url_problem
 from finbench.core.errors import ConfigError, ModelStopped
+from finbench.core.prompting import last_json_object
+from finbench.core.times import from_ns
 from finbench.forecasters.agent import AgentRun, check_tools, converse, messages_digest
 from finbench.forecasters.answers import (
     ParsedAnswer,
@@ -38,8 +40,9 @@ from finbench.forecasters.answers import (
 from finbench.forecasters.base import Forecaster, make_record, register
 from finbench.forecasters.cache import ResponseCache, request_key
 from finbench.forecasters.completion import completion_dict
+from finbench.forecasters.sampling import aggregate, combine, read_sample
 from finbench.runlog.rows import ANSWERED, ERROR
-from finbench.tracks.base import Inputs, Prompt
+from finbench.tracks.base import Inputs, Prompt, Rendered
 from finbench.tracks.tools import agent_input_sha256
 
 DEFAULT_OUTPUT_TOKENS = 200
@@ -85,9 +88,16 @@ def estimate_tokens(messages: list[dict[str, str]]) -> int:
                   for m in messages) // 4)
 
 
+def answer_mode(model) -> str:
+    """How a model's answer text is read: its ``structured`` setting, or ``"think"`` for a
+    variant that reasons first (the JSON object that ends the text)."""
+    variant = getattr(model, "prompt", None)
+    return "think" if variant is not None and variant.reasoning == "think" else model.structured
+
+
 def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnswer:
     """Turn a stored response (content, refusal, finish_reason) into a validated answer
-    (``parse``: the schema's parser)."""
+    (``parse``: the schema's parser; ``structured``: :func:`answer_mode`)."""
     content = response.get("content") or ""
     if response.get("refusal"):
         return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])
@@ -96,7 +106,13 @@ def interpret(response: dict, structured: str, parse=parse_answer) -> ParsedAnsw
     if not content.strip():
         return ParsedAnswer(False, "empty: no content in the answer", content)
     text = content
-    if structured == "text":
+    if structured == "think":
+        found = last_json_object(content)
+        if found is None:
+            return ParsedAnswer(False, "not_json: the reasoning does not end with a JSON "
+                                       "object", content)
+        text = found
+    elif structured == "text":
         match = _JSON_OBJECT.search(content)
         if not match:
             return ParsedAnswer(False, "not_json: no JSON object in the text", content)
@@ -214,14 +230,18 @@ class OpenAIForecaster(Forecaster):
                           max_turns=c.max_turns, max_task_tokens=c.max_task_tokens)
         return params
 
-    def plan(self, inputs: Inputs) -> list[tuple[list[dict], str]]:
-        """Messages and their hash for every task (rendered from the gated contexts)."""
-        return [(m, self.prompt.sha256(m)) for m in self.prompt.messages(inputs.contexts)]
+    def plan(self, inputs: Inputs, rendered: Rendered | None = None
+             ) -> list[tuple[list[dict], str]]:
+        """Messages and their hash for every task (rendered from the gated contexts and, for
+        a variant shown examples, the label history)."""
+        rendered = rendered or self.prompt.render(inputs)
+        return [(m, self.prompt.sha256(m)) for m in rendered.messages]
 
     def estimate(self, inputs: Inputs) -> dict:
         """Calls, estimated tokens and cost for a dry run (no request is made)."""
         tokens_in = sum(estimate_tokens(m) for m, _ in self.plan(inputs))
-        calls = len(inputs.tasks)
+        calls = len(inputs.tasks) * self.config.prompt.samples
+        tokens_in *= self.config.prompt.samples
         if self.config.tools:  # an agent: as if each task took every turn it may, each
             # sending its prompt again (its tools' answers, unknown before, not counted)
             calls *= self.config.max_turns
@@ -244,15 +264,23 @@ class OpenAIForecaster(Forecaster):
 
     def run_stream(self, inputs: Inputs, journal, echo=print, cache: ResponseCache | None = None):
         """Answer every task, journalling each row the moment its answer arrives."""
-        plan = self.plan(inputs)
+        rendered = self.prompt.render(inputs)
+        plan = self.plan(inputs, rendered)
         ctx_time = inputs.contexts.max_input_time
         task_ids = inputs.tasks["task_id"]
+        examples = None if rendered.examples is None else (
+            rendered.examples, from_ns(rendered.examples_known))
 
         def keep(i: int, response: dict, latency: float, from_cache: bool,
                  agent: AgentRun | None = None) -> tuple[dict, dict]:
             task_id = task_ids.iat[i]
             attempt = self.attempts_before.get(task_id, 0) + 1
             sha, latest, messages = plan[i][1], ctx_time.iat[i], plan[i][0]
+            shown = None
+            if examples is not None:  # the labels it was shown: known before its now
+                shown = (examples[0][i], examples[1].iat[i])
+                if pd.notna(shown[1]) and (pd.isna(latest) or shown[1] > latest):
+                    latest = shown[1]
             if agent is not None:  # what its tools answered is part of its input
                 sha = agent_input_sha256(sha, [r["result_sha256"] for r in agent.receipts])
                 found = agent.max_available()
@@ -262,7 +290,7 @@ class OpenAIForecaster(Forecaster):
             record = answer_record(self, task_id=task_id, sha=sha, max_input_time=latest,
                                    context_max_input_time=ctx_time.iat[i], response=response,
                                    latency=latency, from_cache=from_cache, attempt=attempt,
-                                   agent=agent, prompt_sha256=plan[i][1])
+                                   agent=agent, prompt_sha256=plan[i][1], examples=shown)
             return record, {"model": self.name, "task_id": task_id, "attempt": attempt,
                             "input_sha256": sha, "messages": messages, "response": response}
 
@@ -307,8 +335,10 @@ class OpenAIForecaster(Forecaster):
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
 
-        async def ask(i: int, messages: list[dict], rkey: str, tools=None) -> dict | None:
-            """One completion, from the cache or asked (None: the model cannot be called)."""
+        async def ask(i: int, messages: list[dict], rkey: str, tools=None, sample: int = 0
+                      ) -> dict | None:
+            """One completion, from the cache or asked (None: the model cannot be called);
+            ``sample``: which of a sampled variant's answers it is."""
             response = cache.get(rkey)
             if response is not None:
                 stats["cached"] += 1
@@ -320,7 +350,7 @@ class OpenAIForecaster(Forecaster):
                     await limiter.acquire(estimate_tokens(messages))
                     stats["requests"] += 1
                     response = await self._call(clients[i % n_clients], messages, secrets,
-                                                tools=tools)
+                                                tools=tools, sample=sample)
                 reason = stop_reason(response, answered_before=bool(stats["answered"]))
                 if reason:  # this call, and any later one, cannot succeed
                     stop.setdefault("reason", reason)
@@ -369,6 +399,14 @@ class OpenAIForecaster(Forecaster):
         """A task's response (and, for an agent on ``task``, what it did; None: not one),
         ``ask(messages, key, tools)`` making each call; None when the model cannot be called."""
         messages, sha = planned
+        samples = self.config.prompt.samples
+        if task is None and samples > 1:  # the same prompt asked again, each its own key
+            got = await asyncio.gather(*(ask(messages, self.cache_key(sha, sample=s), None, s)
+                                         for s in range(samples)))
+            if any(r is None for r in got):
+                return None
+            cached = all([r.pop("_cached", False) for r in got])  # popped from each
+            return {**combine(got), **({"_cached": True} if cached else {})}, None
         if task is None:
             response = await ask(messages, self.cache_key(sha))
             return None if response is None else (response, None)
@@ -377,14 +415,16 @@ class OpenAIForecaster(Forecaster):
                                self.toolbox, task, messages, self.config)
         return None if agent is None else (agent.response, agent)
 
-    def request_body(self, messages: list[dict]) -> dict:
-        """The chat-completions request body for these messages (online and batch alike)."""
+    def request_body(self, messages: list[dict], sample: int = 0) -> dict:
+        """The chat-completions request body for these messages (online and batch alike);
+        ``sample``: of a sampled variant's answers, the one asked (with a ``seed``, sample
+        ``s`` is asked with ``seed + s``)."""
         c = self.config
         kwargs: dict = {"model": c.model, "messages": messages}
         if c.temperature is not None:
             kwargs["temperature"] = c.temperature
         if c.seed is not None:
-            kwargs["seed"] = c.seed
+            kwargs["seed"] = c.seed + sample
         for key in ("max_tokens", "max_completion_tokens", "reasoning_effort"):
             if getattr(c, key) is not None:
                 kwargs[key] = getattr(c, key)
@@ -401,9 +441,13 @@ class OpenAIForecaster(Forecaster):
         """The strict schema of the answer, as the track's prompt gives it."""
         return self.prompt.response_schema()
 
-    def cache_key(self, sha: str) -> str:
+    def cache_key(self, sha: str, sample: int = 0) -> str:
+        """A completion's key: provider, model, parameters and the prompt's hash; a sampled
+        variant's later samples add their number (the first is the prompt asked once: the
+        same request, so the same answer whatever the samples after it)."""
+        params = self.params() if not sample else {**self.params(), "sample": sample}
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
-                           params=self.params(), messages_sha256=sha)
+                           params=params, messages_sha256=sha)
 
     def turn_key(self, messages: list[dict], now: pd.Timestamp) -> str:
         """An agent's completion key: its exchange so far, its tools, the task's ``now`` and
@@ -413,12 +457,12 @@ class OpenAIForecaster(Forecaster):
         return request_key(base_url=self.base_url or "openai", model=self.config.model,
                            params=params, messages_sha256=messages_digest(messages))
 
-    async def _call(self, client, messages: list[dict], secrets: list[str], tools=None
-                    ) -> dict:
+    async def _call(self, client, messages: list[dict], secrets: list[str], tools=None,
+                    sample: int = 0) -> dict:
         import openai
 
         c = self.config
-        kwargs = self.request_body(messages)
+        kwargs = self.request_body(messages, sample)
         if tools:  # an agent's turn: the track's tools, called as the model decides
             kwargs.update(tools=tools, tool_choice="auto")
         try:
@@ -474,7 +518,7 @@ class OpenAIForecaster(Forecaster):
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
                   latency: float, from_cache: bool, attempt: int = 1,
                   context_max_input_time=None, agent: AgentRun | None = None,
-                  prompt_sha256: str | None = None) -> dict:
+                  prompt_sha256: str | None = None, examples=None) -> dict:
     """The journal row of one LLM answer (online or batch). An online call that got no
     answer (``transport_error``) is a row of ``answer_status = "error"`` numbered by its
     ``attempt`` (runs that asked it, this one included). A request refused as sent (HTTP
@@ -482,7 +526,10 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
     reason: asking again would get the same. ``agent``: what an agent did (its receipts
     and counts go into the row's detail, its tokens are every turn's; an agent that ended
     without an answer, ``agent_error``, gave an invalid one); ``context_max_input_time``: its
-    context's alone (default ``max_input_time``)."""
+    context's alone (default ``max_input_time``); ``examples``: (task ids, when the latest
+    became known) of the earlier resolved tasks its prompt shows. A sampled variant's
+    response holds its ``samples``, read one by one and aggregated
+    (:mod:`~finbench.forecasters.sampling`)."""
     status = ANSWERED
     detail = {"template": forecaster.prompt.template, "finish_reason": response.get("finish_reason"),
               "cached": from_cache, **served(response)}
@@ -497,9 +544,19 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
         parsed = ParsedAnswer(False, response["request_refused"], "")
     elif "agent_error" in response:  # an agent's budget spent, or a call it cannot make
         parsed = ParsedAnswer(False, response["agent_error"], response.get("content") or "")
+    elif "samples" in response:
+        variant = forecaster.config.prompt
+        parsed, kept = aggregate(
+            [read_sample(r, lambda r: forecaster.prompt.parse(r, forecaster.config))
+             for r in response["samples"]], variant.aggregate, variant.needed)
+        detail.update(kept)
     else:
         parsed = forecaster.prompt.parse(response, forecaster.config)
     detail.update(forecaster.prompt.answer_detail(response, forecaster.config))
+    history_time = pd.NaT
+    if examples is not None:
+        detail["examples"] = list(examples[0])
+        history_time = examples[1]
     if "batch_id" in response:
         detail["batch_id"] = response["batch_id"]
     usage = response.get("usage") or {}
@@ -516,7 +573,7 @@ def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, respons
                        parsed=parsed, max_input_time=max_input_time,
                        context_max_input_time=(max_input_time if context_max_input_time is None
                                                else context_max_input_time),
-                       history_max_input_time=pd.NaT,
+                       history_max_input_time=history_time,
                        input_sha256=sha, detail=json.dumps(detail, sort_keys=True),
                        latency=latency, tokens=tokens or None, answer_status=status)
 

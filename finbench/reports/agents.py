@@ -24,15 +24,16 @@ def agents_of(config) -> list[str]:
 
 
 def twin_of(config, agent: str) -> str | None:
-    """The model of the run asking the same provider's same model without tools, the
-    agent's twin (its first, in the config's order), None without one."""
+    """The model of the run asking the same provider's same model in the same prompt
+    variant without tools, the agent's twin (its first, in the config's order), None
+    without one."""
     model = next(m for m in config.models if m.name == agent)
     if getattr(model, "model", None) is None:
         return None  # an agent over MCP: which model it asks is its harness's own
     for other in config.models:
         if (other.name != agent and other.kind == model.kind and not other.tools
-                and (other.model, other.base_url, other.base_url_env)
-                == (model.model, model.base_url, model.base_url_env)):
+                and (other.model, other.base_url, other.base_url_env, other.prompt)
+                == (model.model, model.base_url, model.base_url_env, model.prompt)):
             return other.name
     return None
 

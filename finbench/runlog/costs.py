@@ -41,9 +41,10 @@ def cost_arrays(kind: str, n: int, detail=None, tokens=None,
                 prices: tuple[float, float] | None = None) -> dict[str, pa.Array]:
     """The :data:`COST_COLUMNS` of ``n`` rows of one model of ``kind``. For a kind FinBench
     calls, ``detail`` (each row's detail JSON text) and ``tokens`` (each row's tokens,
-    None where none were reported) give them: ``calls`` its agent's turns (1 without tools),
-    ``tool_calls`` the receipts, ``dollars`` from the prompt and completion tokens (an
-    agent's summed over its turns)."""
+    None where none were reported) give them: ``calls`` its agent's turns (1 without tools;
+    a sampled variant's samples), ``tool_calls`` the receipts, ``dollars`` from the prompt and
+    completion tokens (an agent's summed over its turns, a sampled variant's over its
+    samples)."""
     if kind in UNKNOWN_KINDS:
         return _columns(*(np.full(n, -1) for _ in range(3)), np.full(n, np.nan))
     if not needs_detail(kind):
@@ -60,7 +61,7 @@ def cost_arrays(kind: str, n: int, detail=None, tokens=None,
         tool_calls[i] = len(d.get("tool_calls") or ())
         if external:
             continue
-        calls[i] = d.get("turns") or 1
+        calls[i] = d.get("turns") or len(d.get("samples") or ()) or 1
         if tokens[i] is not None and not (isinstance(tokens[i], float) and np.isnan(tokens[i])):
             billed[i] = int(tokens[i])
         prompt, completion = d.get("prompt_tokens"), d.get("completion_tokens")

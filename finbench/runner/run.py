@@ -65,6 +65,12 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     if batch and agents:
         raise ConfigError(f"--batch: {', '.join(agents)} call tools, turn by turn; the Batch "
                           "API answers one request a task: run them without --batch")
+    sampled = [m.name for m in config.models if getattr(m, "prompt", None) is not None
+               and m.prompt.samples > 1]
+    if batch and sampled:
+        raise ConfigError(f"--batch: {', '.join(sampled)} ask each task several times "
+                          "(prompt.samples); the Batch API answers one request a task: run "
+                          "them without --batch")
     stem = Path(config_path).stem + ("-trial" if trial is not None else "")
     out = Path(out) if out else Path("results") / stem
     with RunLock(out, command=f"finbench run {config_path}") as lock:

@@ -30,6 +30,17 @@ def messages_sha256(messages: list[dict[str, str]], template: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A batch's prompts (:meth:`Prompt.render`): every task's messages and, for a variant
+    shown earlier resolved tasks, each task's examples (their task ids) and when the latest
+    of them became known (ns; ``NO_TIME`` where it shows none)."""
+
+    messages: list[list[dict[str, str]]]
+    examples: list[list[str]] | None = None
+    examples_known: np.ndarray | None = None
+
+
 class Prompt(Protocol):
     """How a track words a task for a language model (from its gated context only)."""
 
@@ -37,6 +48,10 @@ class Prompt(Protocol):
 
     def messages(self, contexts) -> list[list[dict[str, str]]]:
         """The chat messages of every task of a batch's contexts, in their order."""
+
+    def render(self, inputs: Inputs) -> Rendered:
+        """The messages of every task of a batch (its :class:`Inputs`: the contexts and, for
+        a variant shown examples, the label history they are drawn from)."""
 
     def sha256(self, messages: list[dict[str, str]]) -> str:
         """The digest of the messages with the template version (the prompt's receipt)."""

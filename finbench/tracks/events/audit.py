@@ -18,6 +18,7 @@ on the machine and versions that made the run they are equal.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +27,15 @@ import pyarrow as pa
 
 from finbench.audit.agents import agent_problems
 from finbench.audit.files import task_problems
-from finbench.audit.rows import capped
+from finbench.audit.rows import capped, sampled_answer
 from finbench.audit.scores import first_difference, frame_problems
 from finbench.audit.transcripts import transcript_problems
 from finbench.core.config import trial_mask
 from finbench.core.errors import RunError, StoreError
+from finbench.core.times import from_ns
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
+from finbench.forecasters.llm import answer_mode
 from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
 from finbench.tracks.events.scores import event_csv, event_tables
 from finbench.tracks.events.track import EventsTrack
@@ -169,14 +172,38 @@ def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame, gated,
     return problems
 
 
+def _example_problems(name: str, mine: pd.DataFrame, ids: pd.Series, rendered) -> list[str]:
+    """Each row of a model shown earlier resolved markets against them drawn again: the
+    markets its detail names and when the latest resolved (``history_max_input_time``)."""
+    problems = []
+    known = from_ns(rendered.examples_known)
+    for i, task in enumerate(ids.tolist()):
+        if task not in mine.index:
+            continue
+        row = mine.loc[task]
+        detail = json.loads(row["detail"]) if row["detail"] else {}
+        if detail.get("examples") != rendered.examples[i]:
+            problems.append(f"forecasts.parquet ({task}, {name}): its examples "
+                            f"{detail.get('examples')} are not the markets resolved before t0 "
+                            f"drawn again ({rendered.examples[i]})")
+        have, want = row["history_max_input_time"], known.iat[i]
+        if not ((pd.isna(have) and pd.isna(want)) or have == want):
+            problems.append(f"forecasts.parquet ({task}, {name}): history_max_input_time "
+                            f"{have} is not when its latest example resolved ({want})")
+    return problems
+
+
 def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame, gated
                   ) -> list[str]:
     """Answers re-read from their raw text; prompts re-rendered from the gated context."""
     problems = []
     prompt = track.prompt.for_model(model)
-    sha = [prompt.sha256(m) for m in prompt.messages(gated.contexts)]
+    rendered = prompt.render(gated)  # (its examples drawn again from the snapshot's markets)
+    sha = [prompt.sha256(m) for m in rendered.messages]
     ids = gated.tasks["task_id"]  # the tasks that can be asked
     inputs = dict(zip(ids, sha, strict=True))
+    if rendered.examples is not None:
+        problems += _example_problems(model.name, mine, ids, rendered)
     if model.tools:  # an agent: its calls executed again; its input digest covers them
         found, inputs = agent_problems(run_dir, model, track.tools(), track.tasks, inputs)
         problems += found
@@ -188,7 +215,18 @@ def _llm_problems(run_dir: Path, track: EventsTrack, model, mine: pd.DataFrame, 
     for task, row in mine[mine["answer_status"] == "answered"].iterrows():
         if not row["raw"]:
             continue  # a request refused: its reason is the answer, as an agent's ending
-        parsed = parse_event_answer(row["raw"])
+        detail = json.loads(row["detail"]) if row["detail"] else {}
+        if "samples" in detail:  # a sampled variant: its samples read and aggregated again
+            parsed = sampled_answer(row["raw"], detail, model, prompt)
+            if parsed is None:
+                problems.append(f"forecasts.parquet ({task}, {model.name}): its raw text does "
+                                "not hold the samples its detail names")
+                continue
+        elif answer_mode(model) == "think":  # reasoning first: the JSON object ending it
+            parsed = prompt.parse({"content": row["raw"],
+                                   "finish_reason": detail.get("finish_reason")}, model)
+        else:
+            parsed = parse_event_answer(row["raw"])
         if parsed.valid != row["valid"] or (parsed.valid and parsed.p_up != row["p_up"]):
             problems.append(f"forecasts.parquet ({task}, {model.name}): the raw answer reads "
                             f"as p_yes {parsed.p_up} (valid {parsed.valid}), not the row's")

@@ -118,6 +118,15 @@ class EventLLMModel(OpenAIModel):
             raise ValueError("anonymize belongs to the intraday track")
         if self.head != "verbal":
             raise ValueError("the event track asks for a stated probability (head 'verbal')")
+        from finbench.core.prompting import check_variant_fields
+        from finbench.tracks.events.prompt import USER_FIELDS
+
+        absent = {}
+        if not self.show_market_price:
+            absent["price"] = "the market's price is not shown (show_market_price = false)"
+        if self.retrieval != "bm25":
+            absent["posts"] = "no posts are retrieved (retrieval = 'none')"
+        check_variant_fields(self.name, self.prompt, USER_FIELDS, absent)
         return self
 
 

@@ -130,6 +130,45 @@ def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
                                raw=effect)
 
 
+def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """Each model asked in a prompt variant against the same model asked the track's own
+    prompt, on the markets both were asked (:mod:`finbench.reports.variants`)."""
+    from finbench.reports.variants import sample_spread, variant_pairs, variant_table
+
+    pairs = variant_pairs(config)
+    if not pairs:
+        return []
+    names = sorted({x for p in pairs for x in p})
+    rows = pd.read_parquet(run_dir / "rows.parquet", columns=[
+        "task_id", "model", "valid", "scored", "brier", "event_group", "tokens", "dollars"],
+        filters=[("model", "in", names)])
+    s = config.scores
+    sampled = [m.name for m in config.models if getattr(m, "prompt", None) is not None
+               and m.prompt.samples > 1]
+    table = variant_table(rows, config, pd.factorize(rows["event_group"], sort=True)[0],
+                          replicates=s.bootstrap_replicates, seed=s.seed, level=s.level,
+                          min_n=s.min_n, min_clusters=s.min_groups,
+                          spread=sample_spread(run_dir, sampled))
+    shown = pd.DataFrame([{
+        "model": r["model"], "variant": r["variant"], "against": r["base"],
+        "asked": r["asked"], "valid / against": f"{r['valid']} / {r['valid_base']}",
+        "n": r["n"], "groups": r["clusters"],
+        "Brier / against": f"{_f(r['brier'])} / {_f(r['brier_base'])}",
+        "difference [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        "p": _f(r["p_value"], 3),
+        "sample spread of p": _f(r["spread"]) if r["model"] in sampled else "n/a",
+        "tokens / forecast": f"{_f(r['tokens'], 0)} / {_f(r['tokens_base'], 0)}",
+        "note": r["flag"]} for r in table.to_dict("records")])
+    return put(shown, "event_prompt_variants", "Prompt variants: each model asked in a "
+               "variant (its user template, reasoning first, repeated samples) against the "
+               "same model asked the track's own prompt, on the markets both were asked: "
+               "valid answers of each, mean Brier of each on the n markets both scored and "
+               "the variant's less the other's (negative: the variant scored better), "
+               "resampling whole event groups (two-sided bootstrap p); a sampled variant's "
+               "mean standard deviation of p across its samples; tokens per forecast."
+               + rule + source, raw=table)
+
+
 def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     """The event run's tables into ``RUN/tables`` and figures into ``RUN/figures`` (those
     that could not be drawn named in the returned set). Every caption ends with the data's
@@ -178,6 +217,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     paths += put(table, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
     paths += _agent_tables(run_dir, config, put, rule, source)
+    paths += _variant_tables(run_dir, config, put, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
     table = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})

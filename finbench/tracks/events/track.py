@@ -165,7 +165,8 @@ class EventsTrack(Track):
         known = m[m["outcome"] != "void"]
         return pd.DataFrame({"market_id": known["market_id"], "category": known["category"],
                              "resolved_at": known["resolved_at"],
-                             "y": (known["outcome"] == "YES").astype(np.int8)}
+                             "y": (known["outcome"] == "YES").astype(np.int8),
+                             "question": known["question"]}
                             ).sort_values(["resolved_at", "market_id"]).reset_index(drop=True)
 
     def plain_inputs(self, rows: np.ndarray) -> Inputs:

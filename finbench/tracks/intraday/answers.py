@@ -13,7 +13,7 @@ from finbench.forecasters.answers import (
     ParsedAnswer,
     parse_class_answer,
 )
-from finbench.forecasters.llm import interpret
+from finbench.forecasters.llm import answer_mode, interpret
 from finbench.tracks.intraday.logprobs import RULE, read_native
 
 
@@ -53,9 +53,9 @@ def read_answer(question: str, config, response: dict) -> ParsedAnswer:
     model config): a binary forecast, three stated probabilities, or a native head from the
     first token's top log-probabilities (:mod:`finbench.tracks.intraday.logprobs`)."""
     if question == "binary":
-        return interpret(response, config.structured)
+        return interpret(response, answer_mode(config))
     if question == "classes":
-        return interpret(response, config.structured, parse=lambda payload: parse_class_answer(
+        return interpret(response, answer_mode(config), parse=lambda payload: parse_class_answer(
             payload, tolerance=config.sum_tolerance))
     if response.get("refusal"):
         return ParsedAnswer(False, f"refusal: {response['refusal']}", response["refusal"])

@@ -284,7 +284,8 @@ def _receipt_problems(path: Path, plan, ids, receipts: Receipts, echo,
         if agents:
             derived = pa.array([agents[m].get(t, d) if m in agents else d for m, t, d in zip(
                 rows["model"], rows["task_id"], derived.to_pylist(), strict=True)], pa.string())
-        problems += receipt_problems(rows, batch.column("input_sha256"), derived)
+        problems += receipt_problems(rows, batch.column("input_sha256"), derived,
+                                     receipts.examples_time(rows, task))
         first += len(rows)
         progress.add(len(rows))
     return problems

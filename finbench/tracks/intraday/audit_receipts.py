@@ -38,6 +38,9 @@ class Receipts:
                      .to_numpy(np.int64)[rows] for m in config.models if m.kind == "momentum"}
         self.context_ns = self.context_sha = None
         self.prompt_shas: dict[PromptSettings, pa.Array] = {}
+        # per prompt shown earlier resolved tasks: when the latest it shows became known
+        self.examples_ns: dict[PromptSettings, np.ndarray] = {}
+        self.known = resolved.known
         base = PromptSettings.of(config)
         # the prompt each language model is asked (models asked the same share its digests)
         self.prompt_of = {m.name: base.for_model(m) for m in config.models
@@ -51,6 +54,7 @@ class Receipts:
         self.context_ns = np.full(n, NO_TIME, np.int64)
         sha = np.full(n, None, object)
         prompt = {variant: np.full(n, None, object) for variant in prompts}
+        self.examples_ns = {v: np.full(n, NO_TIME, np.int64) for v in prompts if v.examples}
         at = pd.Series(np.arange(n), index=plan.tasks["task_id"])
         for chunk, contexts, bars in context_chunks(plan, plan.tasks, resolved.daily):
             if each_chunk is not None:
@@ -59,11 +63,26 @@ class Receipts:
             self.context_ns[where] = contexts.max_input_ns
             sha[where] = contexts.digests()
             for settings in prompts:  # each prompt the run's models are asked
-                prompt[settings][where] = [settings.sha256(m)
-                                           for m in settings.messages(contexts)]
+                renderer = settings.renderer(contexts, self.known)
+                prompt[settings][where] = [settings.sha256(m) for m in renderer.messages()]
+                if settings.examples:  # its examples drawn again from the labels re-derived
+                    self.examples_ns[settings][where] = renderer.example_receipts()[1]
         self.context_sha = pa.array(sha, pa.string())
         self.prompt_shas = {settings: pa.array(prompt[settings], pa.string())
                             for settings in prompts}
+
+    def examples_time(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[np.ndarray,
+                                                                           pd.Series]:
+        """(which of ``rows`` are of a model shown examples, the time its row's
+        ``history_max_input_time`` should be: when the latest example became known)."""
+        ns = np.full(len(rows), NO_TIME, np.int64)
+        shown = np.zeros(len(rows), bool)
+        for name, settings in self.prompt_of.items():
+            if settings in self.examples_ns:
+                mine = (task >= 0) & (rows["model"] == name).to_numpy(bool)
+                ns[mine] = self.examples_ns[settings][task[mine]]
+                shown |= mine
+        return shown, from_ns(ns)
 
     def of(self, rows: pd.DataFrame, task: np.ndarray) -> tuple[pd.Series, pa.Array]:
         """(input time, digest) each of ``rows`` should carry; ``task``: its task's number
@@ -94,12 +113,13 @@ class Receipts:
         return from_ns(ns), sha
 
 
-def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.Array
-                     ) -> list[str]:
+def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.Array,
+                     examples: tuple[np.ndarray, pd.Series] | None = None) -> list[str]:
     """Each forecast row against its task's horizon and its re-derived receipts
     (``derived_sha``, beside the rows' ``input_sha256`` as ``stored_sha``: Arrow text, a
-    missing digest equal only to a missing one); the rules are checked on whole columns, the
-    messages written for the rows that break one."""
+    missing digest equal only to a missing one; ``examples``:
+    :meth:`Receipts.examples_time`); the rules are checked on whole columns, the messages
+    written for the rows that break one."""
     t_fc = rows["t_forecast"]
     foreign = t_fc.isna().to_numpy()
     late = (rows["max_input_time"] > t_fc).fillna(False).to_numpy(bool)
@@ -107,7 +127,14 @@ def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.A
     time_differs = ~((stored.isna() & derived.isna()) | (stored == derived).fillna(False))
     history_late = (rows["history_max_input_time"] >= t_fc).fillna(False).to_numpy(bool)
     sha_differs = ~same_values(stored_sha, derived_sha)
-    bad = foreign | late | time_differs.to_numpy(bool) | history_late | sha_differs
+    shown_differs = np.zeros(len(rows), bool)
+    if examples is not None:
+        shown, when = examples
+        stored_h = rows["history_max_input_time"].reset_index(drop=True)
+        same = (stored_h.isna() & when.isna()) | (stored_h == when).fillna(False)
+        shown_differs = shown & ~same.to_numpy(bool)
+    bad = (foreign | late | time_differs.to_numpy(bool) | history_late | sha_differs
+           | shown_differs)
     problems = []
     for i in np.flatnonzero(bad):
         rec = rows.iloc[i]
@@ -124,6 +151,10 @@ def receipt_problems(rows: pd.DataFrame, stored_sha: pa.Array, derived_sha: pa.A
         if history_late[i]:
             problems.append(f"{where}: uses a label known at {rec.history_max_input_time} , not "
                             f"before the horizon {rec.t_forecast}")
+        if shown_differs[i]:
+            problems.append(f"{where}: history_max_input_time {rec.history_max_input_time} "
+                            "is not when the latest example its prompt shows became known "
+                            f"({examples[1].iat[int(i)]}, derived again)")
         if sha_differs[i]:
             problems.append(f"{where}: input_sha256 {str(stored_sha[int(i)].as_py())[:12]} "
                             "does not match the re-derived "

@@ -302,6 +302,7 @@ class RunConfig(StrictModel):
             if unknown:
                 raise ValueError(f"models.{m.name}.horizons: {unknown[0]!r} is not a horizon of "
                                  f"the run ({', '.join(self.tasks.horizons)})")
+        check_variants(self.models)
         composite = self.scores.composite or {}
         columns = composite_columns(self)
         unknown = [key for key in composite if key not in columns]
@@ -323,6 +324,21 @@ class RunConfig(StrictModel):
     def resolved(self, base: Path) -> RunConfig:
         """The config with its relative paths made absolute against ``base``."""
         return resolve_paths(self, base)
+
+
+def check_variants(models) -> None:
+    """A ValueError when a model's user template names a field its tasks' gate does not
+    hold, or leaves out the examples it is to be shown."""
+    for m in models:
+        if getattr(m, "prompt", None) is not None:
+            _check_variant(m.name, m.prompt)
+
+
+def _check_variant(name: str, variant) -> None:
+    from finbench.core.prompting import check_variant_fields
+    from finbench.tracks.intraday.prompt import USER_FIELDS
+
+    check_variant_fields(name, variant, USER_FIELDS)
 
 
 SCORE_COLUMNS = ("accuracy", "brier", "log_loss", "kelly", "coverage", "width", "winkler")

@@ -104,10 +104,12 @@ def session_days_between(calendar: str, first: dt.date, last: dt.date) -> np.nda
 
 
 def rolling_window(config: RunConfig) -> int:
-    """The most resolved labels any rolling baseline's window holds (0 without one): every
-    baseline with a ``window`` but a frozen base rate."""
+    """The most resolved labels any rolling window holds (0 without one): every baseline
+    with a ``window`` but a frozen base rate, and the examples a prompt variant shows."""
     return max([m.window for m in config.models if hasattr(m, "window")
-                and getattr(m, "variant", "rolling") == "rolling"], default=0)
+                and getattr(m, "variant", "rolling") == "rolling"]
+               + [m.prompt.examples for m in config.models if hasattr(m, "prompt")],
+               default=0)
 
 
 def fill_windows(plan: Plan, resolved: Resolved, *, momentum_minutes=(), echo=None) -> Resolved:

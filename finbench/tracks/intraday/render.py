@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.lookup import repeated
-from finbench.core.times import NS, to_ns
+from finbench.core.times import NO_TIME, NS, to_ns
 from finbench.tracks.intraday.anonymize import Redactor, alias, redact_dates
 from finbench.tracks.intraday.gate import ContextIndex
+from finbench.tracks.intraday.history import History, window_rows
 from finbench.tracks.intraday.prompt import (
     BUCKET_MINUTES,
     RECENT_MINUTES,
@@ -56,12 +57,19 @@ def _ohlcv(o, h, lo, c, v) -> list[str]:
                                      strict=True)]
 
 
+CLASS_NAMES = ("down", "flat", "up")
+
+
 class PromptRenderer:
     """The chat messages of every task of a :class:`ContextIndex` (:meth:`messages`). Rows of
-    the store's daily summaries and headlines are formatted when a task first shows them."""
+    the store's daily summaries and headlines are formatted when a task first shows them.
+    ``history``: the run's indexed label history, for a variant shown ``settings.examples``
+    earlier resolved tasks (the last that many labels of the task's ticker and horizon known
+    before its forecast time: the same window a rolling baseline takes)."""
 
-    def __init__(self, index: ContextIndex, settings: PromptSettings) -> None:
-        self.index, self.settings = index, settings
+    def __init__(self, index: ContextIndex, settings: PromptSettings,
+                 history: History | None = None) -> None:
+        self.index, self.settings, self.history = index, settings, history
         tz = settings.timezone
         tasks = index.tasks
         self.system = system_message(settings)
@@ -89,6 +97,17 @@ class PromptRenderer:
         self._lines: dict[int, str] = {}
         self._redacted: dict[int, str] = {}
         self.redact = Redactor(settings.names) if settings.anonymize else None
+        self._example_lines: dict[int, str] = {}
+        if settings.examples:
+            lo, end = window_rows(history, tasks, settings.examples)
+            self.example_lo, self.example_end = lo, end
+            counts = np.maximum(end - lo, 0)
+            rows = np.unique(np.repeat(lo - np.r_[0, np.cumsum(counts)[:-1]], counts)
+                             + np.arange(counts.sum()))
+            clocks = [_clock(_local_ns(to_ns(pd.Series(history.column(c)[rows])), tz))
+                      for c in ("t_forecast", "t_target")]
+            self._example_clock = dict(zip(rows.tolist(), zip(*clocks, strict=True),
+                                           strict=True))
 
     def _news_times(self, tz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Local day, ``HH:MM`` and ``YYYY-MM-DD HH:MM`` of the headlines these tasks show
@@ -120,8 +139,48 @@ class PromptRenderer:
             settings=s, ticker=alias(ticker) if s.anonymize else ticker,
             session=session, horizon=self.horizons[i], t_clock=self.t_clock[i],
             target_clock=self.target_clock[i], bars=self._bars(i),
-            sessions=self._sessions(i), headlines=self._headlines(i, session))
+            sessions=self._sessions(i), headlines=self._headlines(i, session),
+            examples=self._examples(i) if s.examples else "")
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def example_receipts(self) -> tuple[list[list[str]], np.ndarray]:
+        """Per task: the task ids of the examples it shows (newest first) and when the
+        latest of them became known (ns; NO_TIME when it shows none)."""
+        ids = self.history.column("task_id")
+        known = self.history.known
+        lo, end = self.example_lo, self.example_end
+        shown = [ids[a:b][::-1].tolist() for a, b in zip(lo.tolist(), end.tolist(), strict=True)]
+        latest = np.where(end > lo, known[np.maximum(end - 1, 0)] if len(known) else NO_TIME,
+                          NO_TIME)
+        return shown, latest.astype(np.int64)
+
+    def _examples(self, i: int) -> str:
+        lo, end = int(self.example_lo[i]), int(self.example_end[i])
+        if end <= lo:
+            return "(none resolved yet)"
+        return "\n".join(self._example_line(j, i) for j in range(end - 1, lo - 1, -1))
+
+    def _example_line(self, j: int, i: int) -> str:
+        """Row ``j`` of the history as an example: its session (a day number relative to
+        task ``i``'s when anonymized), its forecast and target clock times, the log return
+        and the outcome."""
+        s, h = self.settings, self.history
+        if not s.anonymize and j in self._example_lines:
+            return self._example_lines[j]
+        session = str(h.column("session")[j])
+        shown = (f"day {int(np.datetime64(session, 'D').view(np.int64)) - self.session_day[i]}"
+                 if s.anonymize else session)
+        t_clock, target_clock = self._example_clock[j]
+        r = float(h.r[j])
+        if s.question == "binary":
+            outcome = "up" if h.y[j] == 1 else "not up"
+        else:
+            outcome = CLASS_NAMES[int(h.column("cls")[j])]
+        line = (f"{shown}  {t_clock} -> {target_clock} {s.zone}  log return {r:+.6f}  "
+                f"outcome: {outcome}")
+        if not s.anonymize:
+            self._example_lines[j] = line
+        return line
 
     def _bars(self, i: int) -> str:
         bars, lo, hi = self.index.bars, self.index.bar_lo[i], self.index.bar_hi[i]

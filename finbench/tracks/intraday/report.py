@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
@@ -176,9 +177,9 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     f"Paired differences in mean {metric} on the rows both models scored "
                     f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
         tables[f"paired_{metric}"] = paired
-    agents = [a for a in agents_of(data.config) if a in data.models]
-    if agents and data.run_dir is not None:  # (pooled runs: none)
-        _agent_tables(data, agents, put, tables, ci_note, facts)
+    if data.run_dir is not None:  # (pooled runs: none)
+        _agent_tables(data, put, tables, ci_note, facts)
+        _variant_tables(data, put, tables, ci_note, facts)
     summary, bins = calibration_tables(data)
     show = summary.assign(**{c: summary[c].map(lambda v: fmt(v, 4)) for c in
                              ("brier", "brier_binned", "reliability", "resolution",
@@ -236,10 +237,12 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def _agent_tables(data: RunData, agents: list[str], put, tables: dict, ci_note: str,
-                  facts: str) -> None:
+def _agent_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
     """What the run's agents did (tool calls, turns, refusals, answers citing what a search
     answered) and what their tools add against the same model without them."""
+    agents = [a for a in agents_of(data.config) if a in data.models]
+    if not agents:
+        return
     usage = agent_usage(data.run_dir, agents)
     put(pd.DataFrame([{
         "Model": r["model"], "Tasks": r["tasks"], "Tool calls / task": fmt(r["calls_per_task"], 2),
@@ -271,6 +274,52 @@ def _agent_tables(data: RunData, agents: list[str], put, tables: dict, ci_note: 
         "each, their paired difference (negative: the tools helped) and the difference of "
         f"their Brier skill (two-sided bootstrap p). {ci_note} {facts}", raw=effect)
     tables["tools_effect"] = effect
+
+
+def _variant_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
+    """Each model asked in a prompt variant against the same model asked the track's own
+    prompt, paired on the tasks both were asked (:mod:`finbench.reports.variants`)."""
+    from finbench.reports.variants import sample_spread, variant_pairs, variant_table
+
+    pairs = [(v, b) for v, b in variant_pairs(data.config)
+             if v in data.models and b in data.models]
+    if not pairs:
+        return
+    rep = data.config.report
+    sampled = [m.name for m in data.config.models if getattr(m, "prompt", None) is not None
+               and m.prompt.samples > 1]
+    names = sorted({x for p in pairs for x in p})
+    keep = np.isin(data.rows["model"].to_numpy(object), names)
+    rows = data.rows.loc[keep, ["task_id", "model", "valid", "scored", "brier",
+                                "interval_scored", "winkler"]]
+    costs = pq.read_table(data.run_dir / "rows.parquet", columns=[
+        "task_id", "model", "tokens", "dollars"], filters=[("model", "in", names)]).to_pandas()
+    rows = rows.merge(costs, on=["task_id", "model"], how="left", validate="one_to_one")
+    table = variant_table(rows, data.config, data.cluster_codes(rep.cluster)[keep],
+                          replicates=rep.bootstrap_replicates, seed=rep.seed, level=rep.level,
+                          min_n=rep.min_n, min_clusters=rep.min_sessions,
+                          spread=sample_spread(data.run_dir, sampled))
+    table = table[[(v, b) in pairs for v, b in zip(table["model"], table["base"], strict=True)]]
+    put(pd.DataFrame([{
+        "Model": r["model"], "Variant": r["variant"], "Against": r["base"],
+        "Asked": r["asked"], "Valid / against": f"{r['valid']} / {r['valid_base']}",
+        "N": r["n"], "Sessions": r["clusters"],
+        "Brier / against": f"{fmt(r['brier'], 4)} / {fmt(r['brier_base'], 4)}",
+        "Brier difference [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
+        "p": fmt_p(r["p_value"]),
+        "Winkler difference [95% CI] (N)": with_ci(r["winkler_diff"], r["winkler_lo"],
+                                                   r["winkler_hi"], 4) + f" ({r['n_interval']})",
+        "Sample spread of p": "n/a" if r["model"] not in sampled else fmt(r["spread"], 4),
+        "Tokens / forecast": f"{fmt(r['tokens'], 0)} / {fmt(r['tokens_base'], 0)}",
+        "Note": r["flag"]} for r in table.to_dict("records")]), "prompt_variants",
+        "Prompt variants: each model asked in a variant (its user template, reasoning first, "
+        "earlier resolved examples, repeated samples) against the same model asked the "
+        "track's own prompt, on the tasks both were asked: valid answers of each, mean Brier "
+        "of each on the N tasks both scored and the variant's less the other's (negative: "
+        "the variant scored better; two-sided bootstrap p), the Winkler difference where "
+        "both gave an interval, a sampled variant's mean standard deviation of p across its "
+        f"samples, and tokens per forecast of each. {ci_note} {facts}", raw=table)
+    tables["prompt_variants"] = table
 
 
 def _class_display(table: pd.DataFrame) -> pd.DataFrame:
