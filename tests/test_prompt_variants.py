@@ -473,3 +473,18 @@ def test_the_user_template_in_the_llm_docs_runs_as_written(tmp_path, sample_stor
     assert len(re.findall(r"^20\d\d-\d\d-\d\d  09:30 -> 15:55 ET  log return", text, re.M)) == 10
     assert text.endswith("Answer with the JSON object only.")
     assert audit_run(out, **QUIET) == []
+
+
+def test_the_leaderboard_says_each_entrys_prompt_variant(variant_run, tmp_path):
+    from finbench.reports.leaderboard import leaderboard
+
+    out, _, _ = variant_run
+    leaderboard([out], tmp_path / "board", audit=lambda d: audit_run(d, **QUIET), **QUIET)
+    board = pd.read_csv(tmp_path / "board" / "leaderboard.csv", keep_default_na=False)
+    prompt = dict(zip(board["model"].str.split("/").str[-1], board["prompt"], strict=True))
+    assert prompt == {"coin": "", "plain": "the track's prompt", "think": "think",
+                      "examples": "examples 3", "sampled": "samples 3 (mean, 3 valid needed)",
+                      "median": "samples 3 (median, 3 valid needed)",
+                      "templated": "user template "
+                      + variant_tag(next(m for m in load_run_config(out).models
+                                         if m.name == "templated").prompt)[6:]}

@@ -28,12 +28,13 @@ import pandas as pd
 
 from finbench.core.errors import RunError
 from finbench.core.outputs import write_atomic
+from finbench.reports.variants import describe as describe_variant
 from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, run_labels
 from finbench.scoring import bootstrap
 from finbench.tracks import plugin_of
 
 REPLICATES, SEED, LEVEL = 2000, 20250115, 0.95
-COLUMNS = ["track", "model", "run", "tools", "n", "brier", "n_shared", "brier_shared",
+COLUMNS = ["track", "model", "run", "tools", "prompt", "n", "brier", "n_shared", "brier_shared",
            "bss_shared", "bss_lo", "bss_hi", "clusters", "brier_adjusted", "n_before_cutoff",
            "brier_before_cutoff", "n_after_cutoff", "brier_after_cutoff", "reference"]
 RUN_COLUMNS = ["run", "track", "audit", "violations", "manifest_sha256", "engine_version",
@@ -92,7 +93,10 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference
         rows = pd.read_parquet(run_dir / "rows.parquet")
         agents = {m.name for m in config.models if getattr(m, "tools", None)
                   or m.kind == "mcp"}
-        boards.setdefault(track.name, []).append((label, rows, track.cluster_column, agents))
+        prompts = {m.name: describe_variant(m.prompt) for m in config.models
+                   if getattr(m, "prompt", None) is not None}
+        boards.setdefault(track.name, []).append((label, rows, track.cluster_column, agents,
+                                                  prompts))
     if not any(r["audit"] == "passed" for r in runs):
         raise RunError("no run passed its audit: no board to make")
     tables, notes = [], []
@@ -114,9 +118,11 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference
 
 
 def _board(track: str, parts: list, reference: str) -> tuple[pd.DataFrame, list[str]]:
-    """One track's board from its runs' rows (label, rows.parquet, cluster column)."""
-    frames, tools = [], {}
-    for label, rows, cluster, agents in parts:
+    """One track's board from its runs' rows (label, rows.parquet, cluster column, its
+    agents, each language model's prompt variant in words)."""
+    frames, tools, prompts = [], {}, {}
+    for label, rows, cluster, agents, variants in parts:
+        prompts.update({f"{label}/{m}": v for m, v in variants.items()})
         memorised = (rows["possibly_memorised"].astype("boolean") if "possibly_memorised" in rows
                      else pd.array([pd.NA] * len(rows), "boolean"))
         frames.append(pd.DataFrame({
@@ -151,6 +157,7 @@ def _board(track: str, parts: list, reference: str) -> tuple[pd.DataFrame, list[
     for e in entries:
         mine = per_entry.get(e)
         record = {"track": track, "model": e, "run": run_of[e], "tools": tools.get(e, "no"),
+                  "prompt": prompts.get(e, ""),
                   **_cutoff_sides(mine),
                   "n": 0 if mine is None else len(mine),
                   "brier": np.nan if mine is None else float(mine["brier"].mean()),
