@@ -10,6 +10,7 @@ import math
 import warnings
 
 import exchange_calendars as xcals
+import numpy as np
 import pandas as pd
 
 
@@ -212,9 +213,49 @@ def naive_paired_table(data, *, metric: str, paired_difference) -> pd.DataFrame:
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
                     "sessions": ci.clusters if rep.cluster == "session" else sessions,
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
+                    **naive_inference(pair, metric, rep.cluster),
                     "flag": "descriptive only" if ci.n < rep.min_n or sessions < rep.min_sessions
                     else ""})
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    return table.assign(p_holm=naive_holm(table["p_value"]), dm_p_holm=naive_holm(table["dm_p"]))
+
+
+def naive_inference(pair: pd.DataFrame, metric: str, cluster: str) -> dict:
+    """The MDE from the clusters' sums by pandas, and the Diebold-Mariano test by
+    statsmodels on each session's mean losses (sessions sorted as text: date order)."""
+    from statistics import NormalDist
+
+    from statsmodels.tsa.stattools import diebold_mariano_test
+
+    d = pair[f"{metric}_a"] - pair[f"{metric}_b"]
+    groups = pd.Series(_naive_clusters(pair, cluster), index=pair.index)
+    sums = (d - d.mean()).groupby(groups).sum()
+    g = len(sums)
+    se = math.inf if g < 2 else math.sqrt(g / (g - 1) * (sums ** 2).sum()) / len(d)
+    z = NormalDist()
+    by_session = pair.groupby("session")[[f"{metric}_a", f"{metric}_b"]].mean().sort_index()
+    t = len(by_session)
+    lags = max(0, min(int(4 * (t / 100) ** (2 / 9)), t - 1))  # Newey and West (1994)
+    if t >= 3:
+        dm = diebold_mariano_test(np.zeros(t), by_session[f"{metric}_a"],
+                                  by_session[f"{metric}_b"], lags=lags, harvey_adj=True,
+                                  criterion=lambda y, f: np.asarray(f, float))
+        stat, p = float(dm.statistic), float(dm.pvalue)
+    else:
+        stat = p = math.nan
+    return {"mde": (z.inv_cdf(0.975) + z.inv_cdf(0.8)) * se, "dm_stat": stat, "dm_p": p,
+            "dm_lags": lags}
+
+
+def naive_holm(p: pd.Series) -> np.ndarray:
+    """Holm-adjusted p-values by statsmodels (NaN left out and kept)."""
+    from statsmodels.stats.multitest import multipletests
+
+    out = np.full(len(p), np.nan)
+    ok = p.notna().to_numpy()
+    if ok.any():
+        out[ok] = multipletests(p[ok].to_numpy(float), method="holm")[1]
+    return out
 
 
 def _naive_interval(rows: pd.DataFrame, model: str) -> str:

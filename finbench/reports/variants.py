@@ -21,9 +21,10 @@ from finbench.scoring.bootstrap import paired_difference
 SAME_QUESTION = ("kind", "model", "base_url", "base_url_env", "format", "head", "labels",
                  "anonymize", "retrieval", "show_market_price")
 VARIANT_COLUMNS = ["model", "base", "variant", "asked", "valid", "valid_base", "n", "clusters",
-                   "brier", "brier_base", "diff", "diff_lo", "diff_hi", "p_value", "n_interval",
+                   "brier", "brier_base", "diff", "diff_lo", "diff_hi", "p_value", "mde",
+                   "dm_stat", "dm_p", "dm_lags", "n_interval",
                    "winkler_diff", "winkler_lo", "winkler_hi", "spread", "tokens",
-                   "tokens_base", "dollars", "dollars_base", "flag"]
+                   "tokens_base", "dollars", "dollars_base", "flag", "p_holm", "dm_p_holm"]
 
 
 def describe(variant) -> str:
@@ -85,17 +86,24 @@ def sample_spread(run_dir: Path, models: list[str]) -> dict[str, float]:
 
 def variant_table(rows: pd.DataFrame, config, cluster: np.ndarray, *, replicates: int,
                   seed: int, level: float, min_n: int, min_clusters: int,
-                  spread: dict[str, float] | None = None) -> pd.DataFrame:
+                  spread: dict[str, float] | None = None,
+                  series: np.ndarray | None = None) -> pd.DataFrame:
     """One row per (variant, base) of :func:`variant_pairs` from a run's ``rows`` (columns
     ``task_id, model, valid, scored, brier`` and, where the track has them,
     ``interval_scored, winkler, tokens, dollars``), ``cluster``: each row's bootstrap
     cluster (session or event group, as an integer). The Brier difference is the variant's
-    less its base's (negative: the variant scored better)."""
+    less its base's (negative: the variant scored better), with its minimum detectable
+    difference at 80% power and, given ``series`` (each row's place in time, as session
+    codes in date order), the Diebold-Mariano test on its groups' mean differentials; the
+    p-values Holm-adjusted over the table's rows."""
+    from finbench.scoring.inference import diebold_mariano, holm, mde, series_of
+
     spread = spread or {}
     by = config.models
-    rows = rows.assign(_cluster=np.asarray(cluster))
+    rows = rows.assign(_cluster=np.asarray(cluster),
+                       _series=np.asarray(series) if series is not None else 0)
     keep = [c for c in ("task_id", "valid", "scored", "brier", "interval_scored", "winkler",
-                        "tokens", "dollars", "_cluster") if c in rows.columns]
+                        "tokens", "dollars", "_cluster", "_series") if c in rows.columns]
     out = []
     for variant, base in variant_pairs(config):
         mine = rows.loc[rows["model"] == variant, keep]
@@ -113,9 +121,16 @@ def variant_table(rows: pd.DataFrame, config, cluster: np.ndarray, *, replicates
                "clusters": ci.clusters, "brier": _mean(both["brier"]),
                "brier_base": _mean(both["brier_base"]), "diff": ci.estimate,
                "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
+               "mde": mde(both["brier"].to_numpy(float) - both["brier_base"].to_numpy(float),
+                          both["_cluster"].to_numpy(np.int64)),
+               "dm_stat": np.nan, "dm_p": np.nan, "dm_lags": None,
                "n_interval": 0, "winkler_diff": np.nan, "winkler_lo": np.nan,
                "winkler_hi": np.nan, "spread": spread.get(variant, np.nan),
                "flag": descriptive(ci.n, ci.clusters, min_n=min_n, min_clusters=min_clusters)}
+        if series is not None:
+            row["dm_stat"], row["dm_p"], row["dm_lags"] = diebold_mariano(series_of(
+                both["brier"].to_numpy(float) - both["brier_base"].to_numpy(float),
+                both["_series"].to_numpy(np.int64)))
         if "winkler" in asked.columns:
             both_i = asked[asked["interval_scored"].to_numpy(bool)
                            & asked["interval_scored_base"].to_numpy(bool)]
@@ -130,7 +145,9 @@ def variant_table(rows: pd.DataFrame, config, cluster: np.ndarray, *, replicates
             row[col] = _mean(asked[col]) if col in asked.columns else np.nan
             row[f"{col}_base"] = _mean(asked[f"{col}_base"]) if col in asked.columns else np.nan
         out.append(row)
-    return pd.DataFrame(out, columns=VARIANT_COLUMNS)
+    table = pd.DataFrame(out, columns=VARIANT_COLUMNS[:-2])
+    return table.assign(p_holm=holm(table["p_value"].to_numpy(float)),
+                        dm_p_holm=holm(table["dm_p"].to_numpy(float)))
 
 
 def _mean(values: pd.Series) -> float:

@@ -16,6 +16,7 @@ from finbench.reports.stats import descriptive
 from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
 from finbench.scoring.bootstrap import paired_difference
+from finbench.scoring.inference import holm, mde
 from finbench.tracks.events.figures import RELIABILITY_BINS, event_figures, event_reliability
 from finbench.tracks.events.page import write_event_html
 
@@ -69,7 +70,10 @@ def _skill(frame: pd.DataFrame, s) -> pd.DataFrame:
 
 
 TOOLS_COLUMNS = ["model", "without_tools", "n", "groups", "brier", "brier_twin", "diff",
-                 "diff_lo", "diff_hi", "p_value", "flag"]
+                 "diff_lo", "diff_hi", "p_value", "mde", "flag"]
+INFERENCE_NOTE = (" MDE: the smallest difference the comparison could detect (two-sided, 5% "
+                  "level, 80% power: 2.80 times the standard error clustered by event group). "
+                  "Holm: p adjusted over the table's rows (Holm's step-down rule).")
 
 
 def tools_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
@@ -95,9 +99,13 @@ def tools_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
                     "brier": both["brier"].mean() if len(both) else float("nan"),
                     "brier_twin": both["brier_twin"].mean() if len(both) else float("nan"),
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper,
-                    "p_value": p, "flag": descriptive(ci.n, ci.clusters, min_n=s.min_n,
-                                                      min_clusters=s.min_groups)})
-    return pd.DataFrame(out, columns=TOOLS_COLUMNS)
+                    "p_value": p,
+                    "mde": mde(both["brier"].to_numpy(float) - both["brier_twin"].to_numpy(float),
+                               groups),
+                    "flag": descriptive(ci.n, ci.clusters, min_n=s.min_n,
+                                        min_clusters=s.min_groups)})
+    table = pd.DataFrame(out, columns=TOOLS_COLUMNS)
+    return table.assign(p_holm=holm(table["p_value"].to_numpy(float)))
 
 
 def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
@@ -121,13 +129,14 @@ def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
         "groups": r["groups"], "Brier with / without": f"{_f(r['brier'])} / "
         f"{_f(r['brier_twin'])}",
         "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p": _f(r["p_value"], 3), "note": r["flag"]} for r in effect.to_dict("records")])
+        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
+        "note": r["flag"]} for r in effect.to_dict("records")])
     return paths + put(shown, "event_tools_effect", "What tools add: each agent "
                                "against the same provider's same model without tools, on the "
                                "markets both scored: mean Brier of each and their paired "
                                "difference (negative: the tools helped), resampling whole "
-                               "event groups (two-sided bootstrap p)." + rule + source,
-                               raw=effect)
+                               "event groups (two-sided bootstrap p)." + INFERENCE_NOTE
+                               + rule + source, raw=effect)
 
 
 def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
@@ -155,7 +164,7 @@ def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[
         "n": r["n"], "groups": r["clusters"],
         "Brier / against": f"{_f(r['brier'])} / {_f(r['brier_base'])}",
         "difference [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p": _f(r["p_value"], 3),
+        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
         "sample spread of p": _f(r["spread"]) if r["model"] in sampled else "n/a",
         "tokens / forecast": f"{_f(r['tokens'], 0)} / {_f(r['tokens_base'], 0)}",
         "note": r["flag"]} for r in table.to_dict("records")])
@@ -166,7 +175,7 @@ def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[
                "the variant's less the other's (negative: the variant scored better), "
                "resampling whole event groups (two-sided bootstrap p); a sampled variant's "
                "mean standard deviation of p across its samples; tokens per forecast."
-               + rule + source, raw=table)
+               + INFERENCE_NOTE + rule + source, raw=table)
 
 
 def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:

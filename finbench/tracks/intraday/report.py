@@ -172,10 +172,10 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
             "Model A": r["model_a"], "Model B": r["model_b"], "N": r["n"],
             "Sessions": r["sessions"],
             f"mean {metric} A - B [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
-            "p": fmt_p(r["p_value"]), "Note": r["flag"]} for r in paired.to_dict("records")])
+            **_inference_cells(r), "Note": r["flag"]} for r in paired.to_dict("records")])
         put(show, f"paired_{metric}",
                     f"Paired differences in mean {metric} on the rows both models scored "
-                    f"(two-sided bootstrap p). {ci_note} {facts}", raw=paired)
+                    f"(two-sided bootstrap p). {INFERENCE_NOTE} {ci_note} {facts}", raw=paired)
         tables[f"paired_{metric}"] = paired
     if data.run_dir is not None:  # (pooled runs: none)
         _agent_tables(data, put, tables, ci_note, facts)
@@ -265,15 +265,33 @@ def _agent_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) ->
         "Sessions": r["sessions"], "Brier with / without": f"{fmt(r['brier'], 4)} / "
         f"{fmt(r['brier_twin'], 4)}",
         "Brier with - without [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
-        "p": fmt_p(r["p_value"]),
+        **_inference_cells(r),
         f"BSS with - without vs {r['reference']} [95% CI]": with_ci(
             r["bss_diff"], r["bss_diff_lo"], r["bss_diff_hi"], 4),
         "Note": r["flag"]} for r in effect.to_dict("records")]), "tools_effect",
         "What tools add: each agent against the same provider's same model without tools, on "
         "the tasks both scored and its skill reference scored too (N beside): mean Brier of "
         "each, their paired difference (negative: the tools helped) and the difference of "
-        f"their Brier skill (two-sided bootstrap p). {ci_note} {facts}", raw=effect)
+        f"their Brier skill (two-sided bootstrap p). {INFERENCE_NOTE} {ci_note} {facts}",
+        raw=effect)
     tables["tools_effect"] = effect
+
+
+INFERENCE_NOTE = (
+    "MDE: the smallest difference the comparison could detect (two-sided, 5% level, 80% "
+    "power: 2.80 times the standard error clustered as the bootstrap resamples), so no "
+    "difference reads as none larger than it. DM: the Diebold-Mariano test on the sessions' "
+    "mean differentials in date order (Harvey-Leybourne-Newbold form, Newey-West variance "
+    "at floor(4 (T/100)^(2/9)) lags, Student's t). Holm: p "
+    "adjusted over the table's rows (Holm's step-down rule).")
+
+
+def _inference_cells(r: dict) -> dict:
+    """A comparison row's bootstrap p, MDE and Diebold-Mariano p, each p beside its Holm
+    adjustment, as the tables show them."""
+    return {"p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})",
+            "MDE 80%": fmt(r["mde"], 4),
+            "DM p (Holm)": f"{fmt_p(r['dm_p'])} ({fmt_p(r['dm_p_holm'])})"}
 
 
 def _variant_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
@@ -298,7 +316,8 @@ def _variant_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) 
     table = variant_table(rows, data.config, data.cluster_codes(rep.cluster)[keep],
                           replicates=rep.bootstrap_replicates, seed=rep.seed, level=rep.level,
                           min_n=rep.min_n, min_clusters=rep.min_sessions,
-                          spread=sample_spread(data.run_dir, sampled))
+                          spread=sample_spread(data.run_dir, sampled),
+                          series=data.cluster_codes("session")[keep])
     table = table[[(v, b) in pairs for v, b in zip(table["model"], table["base"], strict=True)]]
     put(pd.DataFrame([{
         "Model": r["model"], "Variant": r["variant"], "Against": r["base"],
@@ -306,7 +325,7 @@ def _variant_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) 
         "N": r["n"], "Sessions": r["clusters"],
         "Brier / against": f"{fmt(r['brier'], 4)} / {fmt(r['brier_base'], 4)}",
         "Brier difference [95% CI]": with_ci(r["diff"], r["diff_lo"], r["diff_hi"], 4),
-        "p": fmt_p(r["p_value"]),
+        **_inference_cells(r),
         "Winkler difference [95% CI] (N)": with_ci(r["winkler_diff"], r["winkler_lo"],
                                                    r["winkler_hi"], 4) + f" ({r['n_interval']})",
         "Sample spread of p": "n/a" if r["model"] not in sampled else fmt(r["spread"], 4),
@@ -318,7 +337,8 @@ def _variant_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) 
         "of each on the N tasks both scored and the variant's less the other's (negative: "
         "the variant scored better; two-sided bootstrap p), the Winkler difference where "
         "both gave an interval, a sampled variant's mean standard deviation of p across its "
-        f"samples, and tokens per forecast of each. {ci_note} {facts}", raw=table)
+        f"samples, and tokens per forecast of each. {INFERENCE_NOTE} {ci_note} {facts}",
+        raw=table)
     tables["prompt_variants"] = table
 
 

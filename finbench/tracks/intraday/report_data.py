@@ -20,6 +20,7 @@ from finbench.runlog.rundir import finished_run
 from finbench.runlog.stances import judged_stances
 from finbench.scoring.bootstrap import Draws, mean_ci, paired_difference, skill_ci
 from finbench.scoring.calibration import ece, murphy, reliability_table
+from finbench.scoring.inference import diebold_mariano, holm, mde, series_of
 from finbench.tracks.intraday.config import (
     BASELINE_KINDS,
     CUTOFF_SLICES,
@@ -421,16 +422,34 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
                     "sessions": ci.clusters if rep.cluster == "session" else sessions,
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
+                    **power_and_dm(values[ra] - values[rb], cluster[ra], session[ra]),
                     "flag": descriptive(ci.n, sessions, min_n=rep.min_n,
                                         min_clusters=rep.min_sessions)})
-    return pd.DataFrame(out, columns=PAIRED_COLUMNS)
+    return adjusted(pd.DataFrame(out, columns=PAIRED_COLUMNS))
 
 
+def power_and_dm(diff: np.ndarray, cluster: np.ndarray, session: np.ndarray) -> dict:
+    """A paired comparison's minimum detectable difference at 80% power (from the variance
+    clustered as its bootstrap resamples) and its Diebold-Mariano test on the sessions'
+    mean differentials in date order (Newey-West variance; ``session``: codes in date
+    order), :mod:`finbench.scoring.inference`."""
+    stat, p, lags = diebold_mariano(series_of(diff, session))
+    return {"mde": mde(diff, cluster), "dm_stat": stat, "dm_p": p, "dm_lags": lags}
+
+
+def adjusted(table: pd.DataFrame) -> pd.DataFrame:
+    """A comparison table with Holm-adjusted p-values over its rows (a family per table),
+    of the bootstrap's p and the Diebold-Mariano test's."""
+    return table.assign(p_holm=holm(table["p_value"].to_numpy(float)),
+                        dm_p_holm=holm(table["dm_p"].to_numpy(float)))
+
+
+INFERENCE_COLUMNS = ["mde", "dm_stat", "dm_p", "dm_lags"]
 PAIRED_COLUMNS = ["model_a", "model_b", "metric", "n", "sessions", "diff", "diff_lo", "diff_hi",
-                  "p_value", "flag"]
+                  "p_value", *INFERENCE_COLUMNS, "flag"]
 TOOLS_COLUMNS = ["model", "without_tools", "reference", "n", "sessions", "brier", "brier_twin",
                  "diff", "diff_lo", "diff_hi", "p_value", "bss_diff", "bss_diff_lo",
-                 "bss_diff_hi", "flag"]
+                 "bss_diff_hi", *INFERENCE_COLUMNS, "flag"]
 
 
 def tools_table(data: RunData, agents: list[str]) -> pd.DataFrame:
@@ -468,9 +487,10 @@ def tools_table(data: RunData, agents: list[str]) -> pd.DataFrame:
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper,
                     "p_value": p, "bss_diff": skill.estimate, "bss_diff_lo": skill.lower,
                     "bss_diff_hi": skill.upper,
+                    **power_and_dm(values[ra] - values[rt], cluster[ra], session[ra]),
                     "flag": descriptive(ci.n, sessions, min_n=rep.min_n,
                                         min_clusters=rep.min_sessions)})
-    return pd.DataFrame(out, columns=TOOLS_COLUMNS)
+    return adjusted(pd.DataFrame(out, columns=TOOLS_COLUMNS))
 
 
 def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
