@@ -539,7 +539,8 @@ def _variant_answer(body: dict) -> str:
     """The ``variants`` model: p_up 0.6 and [-0.01, 0.012] without a seed; with one, p_up
     from :data:`VARIANT_P` by ``seed % 3`` and the interval [-0.01 k, 0.01 k] for
     ``k = 1 + seed % 3``; asked to reason first (the system message says so), prose with
-    braces before the JSON object; shown examples, p_up 0.7 (without a seed). The event
+    braces before the JSON object; shown examples, p_up 0.7, anonymized 0.55 (without a
+    seed). The event
     question: that p_up as p_yes (0.3 when shown examples); the three-class question:
     :data:`VARIANT_Q` by ``seed % 3`` (the first without a seed)."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
@@ -550,6 +551,8 @@ def _variant_answer(body: dict) -> str:
         answer.update(p_up=VARIANT_P[seed % 3], lower=-0.01 * k, upper=0.01 * k)
     elif "resolved before now" in user:
         answer["p_up"] = 0.7
+    elif "Session: day 0" in user:  # anonymized
+        answer["p_up"] = 0.55
     if system.startswith("You forecast whether a prediction-market question"):
         answer = {"p_yes": answer["p_up"], "rationale": None}
         if "Earlier markets of this category" in user:

@@ -205,6 +205,49 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     return top
 
 
+def plot_corp_reliability(points: pd.DataFrame, summary: pd.DataFrame, *,
+                          xlabel: str = "forecast p_up", event: str = "up"):
+    """CORP reliability diagrams, a panel per model: the recalibrated probability (isotonic
+    regression of the outcomes on the forecasts) as a step function of the forecast, over
+    its consistency band (shaded, where drawn) around the diagonal, with the forecasts'
+    histogram along the bottom and the panel titled with the model's n and its Brier
+    score's MCB, DSC and UNC. Returns the first panel (``save`` writes the figure)."""
+    models = list(dict.fromkeys(points["model"]))
+    cols = min(3, len(models))
+    rows = -(-len(models) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 3.0 * rows), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")  # (a suptitle
+    terms = summary.set_index("model")  # added after is laid out too)
+    for i, model in enumerate(models):
+        ax = axes[i // cols][i % cols]
+        part = points[points["model"] == model].sort_values("x")
+        c = style.colour_of(model, i)
+        ax.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+        if part["lower"].notna().all() and len(part) > 1:
+            ax.fill_between(part["x"], part["lower"], part["upper"], step="post",
+                            color="grey", alpha=0.25, lw=0)
+        elif part["lower"].notna().all():
+            ax.vlines(part["x"], part["lower"], part["upper"], color="grey", alpha=0.5, lw=3)
+        ax.step(part["x"], part["cep"], where="post", color=c, lw=1.4)
+        ax.plot(part["x"], part["cep"], "o", color=c, markersize=2.5)
+        share = part["count"].to_numpy(float) / max(float(part["count"].sum()), 1.0)
+        ax.vlines(part["x"], 0, 0.15 * share / max(share.max(), 1e-12), color=c, lw=1.0,
+                  alpha=0.6)
+        t = terms.loc[model]
+        ax.set_title(f"{model} (n={int(t['n'])})\nMCB {t['mcb']:.3f}  DSC {t['dsc']:.3f}  "
+                     f"UNC {t['unc']:.3f}", fontsize=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.02, 1.02)
+        if i % cols == 0:
+            ax.set_ylabel(f"recalibrated P({event})")
+        if i + cols >= len(models):  # the lowest panel of its column: its axis labelled
+            ax.set_xlabel(xlabel)
+            ax.xaxis.set_tick_params(labelbottom=True)
+    for j in range(len(models), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    return axes[0][0]
+
+
 def plot_class_reliability(bins: pd.DataFrame):
     """One-vs-rest reliability of three-class forecasts: a panel per class (down, flat, up),
     observed frequency of the class against its mean forecast probability per bin. Returns

@@ -174,3 +174,30 @@ def paired_difference(loss_a, loss_b, clusters, *, replicates: int = DEFAULT_REP
         p = float(min(1.0, 2 * min((reps <= 0).mean(), (reps >= 0).mean())))
     est = float(diff.mean()) if len(diff) else np.nan
     return Interval(est, lo, hi, len(diff), len(sums)), p
+
+
+def gap_ci(first, first_clusters, second, second_clusters, *,
+           replicates: int = DEFAULT_REPLICATES, seed: int = 0, level: float = 0.95,
+           draws: Draws | None = None) -> tuple[Interval, Interval, Interval]:
+    """CIs of ``mean(first)``, ``mean(second)`` and of their gap ``mean(second) -
+    mean(first)``, two samples of disjoint clusters (the sessions before and after a
+    model's cutoff), each resampled within itself (``seed`` and ``seed + 1``), the gap's
+    replicates the differences of theirs. The gap's ``n`` and ``clusters`` count both."""
+    out, reps = [], []
+    for i, (values, clusters) in enumerate(((first, first_clusters),
+                                            (second, second_clusters))):
+        values = np.asarray(values, float)
+        sums, counts = _sums(values, np.asarray(clusters))
+        r = _ratios(sums, counts, replicates=replicates, seed=seed + i, draws=draws)
+        ok = len(sums) >= MIN_CLUSTERS
+        lo, hi = _percentile(r, level) if ok else (np.nan, np.nan)
+        out.append(Interval(float(values.mean()) if len(values) else np.nan, lo, hi,
+                            len(values), len(sums)))
+        reps.append(r if ok else None)
+    a, b = out
+    if reps[0] is None or reps[1] is None:
+        lo = hi = np.nan
+    else:
+        diff = reps[1] - reps[0]
+        lo, hi = _percentile(diff[np.isfinite(diff)], level)
+    return a, b, Interval(b.estimate - a.estimate, lo, hi, a.n + b.n, a.clusters + b.clusters)

@@ -62,21 +62,48 @@ def plot_event_skill(skill: pd.DataFrame):
     return axes[0][0]
 
 
-def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False
-                  ) -> F.FigureSet:
+def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False,
+                  corp: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> F.FigureSet:
     """The event run's figures into ``RUN/figures``: reliability (from ``bins``, the
-    table :func:`event_reliability` made) and, when the run has references, skill, each
+    table :func:`event_reliability` made), the CORP diagrams (``corp``: their points and
+    decomposition, :func:`event_corp`) and, when the run has references, skill, each
     titled SYNTHETIC on synthetic data; one that fails is recorded in the returned set and
-    the other is drawn."""
+    the others are drawn."""
     figs = F.FigureSet(run_dir / "figures", models=list(dict.fromkeys(bins["model"])))
     title = "SYNTHETIC data" if synthetic else ""
     if len(bins):
         figs.draw("event_reliability", _titled(plot_event_reliability, title), bins)
+    if corp is not None and len(corp[0]):
+        figs.draw("event_reliability_corp", _titled(F.plot_corp_reliability, title), *corp,
+                  xlabel="forecast p_yes", event="YES")
     skill = pd.read_parquet(run_dir / "skill.parquet")
     overall = skill[skill["slice_kind"] == "overall"]
     if len(overall):
         figs.draw("event_skill", _titled(plot_event_skill, title), overall)
     return figs
+
+
+def event_corp(rows: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the CORP diagram's points per model, long; per model the CORP decomposition of its
+    Brier score on its scored rows), :mod:`finbench.scoring.corp`, bands seeded by
+    ``seed``."""
+    from finbench.scoring.corp import BAND_LEVEL, decomposition, diagram
+
+    points, summary = [], []
+    for model, part in rows[rows["scored"]].groupby("model", sort=False):
+        p, y = part["p_yes"].to_numpy(float), part["y"].to_numpy(float)
+        parts, drawn = decomposition(p, y), diagram(p, y, seed=seed)
+        summary.append({"model": model, **parts, "groups": int(part["event_group"].nunique()),
+                        "bands": f"{BAND_LEVEL:.0%}" if drawn["lower"] is not None else "none"})
+        none = np.full(len(drawn["x"]), np.nan)
+        points.append(pd.DataFrame({
+            "model": model, "x": drawn["x"], "cep": drawn["cep"], "count": drawn["count"],
+            "lower": none if drawn["lower"] is None else drawn["lower"],
+            "upper": none if drawn["upper"] is None else drawn["upper"]}))
+    columns = ["model", "n", "groups", "distinct", "brier", "mcb", "dsc", "unc", "bands"]
+    return (pd.concat(points, ignore_index=True) if points else pd.DataFrame(
+        columns=["model", "x", "cep", "count", "lower", "upper"]),
+        pd.DataFrame(summary, columns=columns))
 
 
 def _titled(plot, title: str):

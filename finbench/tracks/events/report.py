@@ -17,7 +17,12 @@ from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
 from finbench.scoring.bootstrap import paired_difference
 from finbench.scoring.inference import holm, mde
-from finbench.tracks.events.figures import RELIABILITY_BINS, event_figures, event_reliability
+from finbench.tracks.events.figures import (
+    RELIABILITY_BINS,
+    event_corp,
+    event_figures,
+    event_reliability,
+)
 from finbench.tracks.events.page import write_event_html
 
 
@@ -139,6 +144,72 @@ def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
                                + rule + source, raw=effect)
 
 
+MEMORY_COLUMNS = ["model", "against", "cutoff", "n_before", "groups_before", "before",
+                  "before_lo", "before_hi", "n_after", "groups_after", "after", "after_lo",
+                  "after_hi", "gap", "gap_lo", "gap_hi", "flag"]
+
+
+def event_memorisation(rows: pd.DataFrame, tasks: pd.DataFrame, config) -> pd.DataFrame:
+    """For each model declaring a ``knowledge_cutoff``: its Brier less each reference's on
+    the markets both scored, for markets resolved up to its cutoff (the outcome may be in
+    its training data) and after it, each with its CI, and the gap after less before
+    (each side's event groups resampled within it)."""
+    from finbench.scoring.bootstrap import gap_ci
+    from finbench.tracks.events.config import reference_names
+
+    s = config.scores
+    resolved = tasks.set_index("task_id")["resolved_at"]
+    scored = rows[rows["scored"].to_numpy(bool)]
+    out = []
+    for m in config.models:
+        cutoff = getattr(m, "knowledge_cutoff", None)
+        if cutoff is None or m.name not in set(scored["model"]):
+            continue
+        for ref in reference_names(config):
+            both = scored[scored["model"] == m.name].merge(
+                scored[scored["model"] == ref][["task_id", "brier"]], on="task_id",
+                suffixes=("", "_ref"))
+            if both.empty:
+                continue
+            d = both["brier"].to_numpy(float) - both["brier_ref"].to_numpy(float)
+            day = resolved.reindex(both["task_id"]).dt.tz_convert("UTC").dt.date
+            before = (day <= cutoff).to_numpy(bool)
+            groups = pd.factorize(both["event_group"], sort=True)[0]
+            a, b, gap = gap_ci(d[before], groups[before], d[~before], groups[~before],
+                               replicates=s.bootstrap_replicates, seed=s.seed, level=s.level)
+            out.append({"model": m.name, "against": ref, "cutoff": cutoff.isoformat(),
+                        "n_before": a.n, "groups_before": a.clusters, "before": a.estimate,
+                        "before_lo": a.lower, "before_hi": a.upper, "n_after": b.n,
+                        "groups_after": b.clusters, "after": b.estimate, "after_lo": b.lower,
+                        "after_hi": b.upper, "gap": gap.estimate, "gap_lo": gap.lower,
+                        "gap_hi": gap.upper,
+                        "flag": descriptive(min(a.n, b.n), min(a.clusters, b.clusters),
+                                            min_n=s.min_n, min_clusters=s.min_groups)})
+    return pd.DataFrame(out, columns=MEMORY_COLUMNS)
+
+
+def _memorisation_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    if not any(getattr(m, "knowledge_cutoff", None) for m in config.models):
+        return []
+    table = event_memorisation(pd.read_parquet(run_dir / "rows.parquet"),
+                               pd.read_parquet(run_dir / "tasks.parquet"), config)
+    shown = pd.DataFrame([{
+        "model": r["model"], "against": r["against"], "cutoff": r["cutoff"],
+        "before: n (groups)": f"{r['n_before']} ({r['groups_before']})",
+        "before: Brier difference [95% CI]": _ci(r["before"], r["before_lo"], r["before_hi"]),
+        "after: n (groups)": f"{r['n_after']} ({r['groups_after']})",
+        "after: Brier difference [95% CI]": _ci(r["after"], r["after_lo"], r["after_hi"]),
+        "gap after - before [95% CI]": _ci(r["gap"], r["gap_lo"], r["gap_hi"]),
+        "note": r["flag"]} for r in table.to_dict("records")])
+    return put(shown, "event_memorisation", "Memorisation: each model that declares a "
+               "knowledge cutoff, its mean Brier less each reference's on the markets both "
+               "scored, for markets resolved up to its cutoff (the outcome may be in its "
+               "training data) and after it, and the gap after less before: better than the "
+               "reference before the cutoff but not after (a positive gap) is what memorised "
+               "outcomes look like. Each side's event groups are resampled within it."
+               + rule + source, raw=table)
+
+
 def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     """Each model asked in a prompt variant against the same model asked the track's own
     prompt, on the markets both were asked (:mod:`finbench.reports.variants`)."""
@@ -227,6 +298,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
                          "both answered." + source, raw=gap)
     paths += _agent_tables(run_dir, config, put, rule, source)
     paths += _variant_tables(run_dir, config, put, rule, source)
+    paths += _memorisation_table(run_dir, config, put, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
     table = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})
@@ -236,6 +308,16 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
                          "with each bin's count, YES count, mean forecast and observed "
                          "frequency of YES. No interval: a bin of few markets says little."
                          + source, raw=bins)
-    figures = event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")))
+    points, corp = event_corp(pd.read_parquet(run_dir / "rows.parquet"), s.seed)
+    paths += put(corp.assign(**{c: corp[c].map(_f) for c in ("brier", "mcb", "dsc", "unc")}),
+                 "event_corp", "CORP reliability (Dimitriadis, Gneiting and Jordan 2021): "
+                 "per model, its p_yes recalibrated by isotonic regression of the outcomes "
+                 "on them (no bins) and its Brier score decomposed exactly as MCB - DSC + "
+                 "UNC (miscalibration, discrimination, uncertainty: the climatology's Brier "
+                 "on the same rows); bands: the diagram's 90% consistency bands (outcomes "
+                 "drawn 500 times as if the forecasts were calibrated), for at most 2,000 "
+                 "distinct values." + source, raw=corp)
+    figures = event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")),
+                            corp=(points, corp))
     write_event_html(run_dir, config, read_manifest(run_dir), shown, figures.paths)
     return paths, figures

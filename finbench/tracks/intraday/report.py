@@ -31,8 +31,10 @@ from finbench.tracks.intraday.report_data import (
     RunData,
     calibration_tables,
     caption_facts,
+    corp_tables,
     decision,
     load_run,
+    memorisation_table,
     paired_table,
     pooled,
     score_table,
@@ -165,6 +167,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     "Baselines and models without a cutoff: 'no cutoff declared'. Skill is "
                     f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
         tables["scores_by_cutoff"] = by_c
+        _memorisation_table(data, put, tables, ci_note, facts)
     _replay_tables(data, folder, put, facts)
     for metric in ("brier", "winkler"):
         paired = paired_table(data, metric=metric)
@@ -192,6 +195,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
         write_atomic(folder / "reliability_bins.csv", partial(
             bins.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
     tables.update(calibration=summary, reliability_bins=bins)
+    _corp_table(data, put, tables, folder, facts)
     mismatch = mismatch_table(data)
     if not mismatch.empty:
         show = pd.DataFrame([{
@@ -275,6 +279,50 @@ def _agent_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) ->
         f"their Brier skill (two-sided bootstrap p). {INFERENCE_NOTE} {ci_note} {facts}",
         raw=effect)
     tables["tools_effect"] = effect
+
+
+def _memorisation_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
+    """Each model with a cutoff against its reference and its anonymized twin, before and
+    after the cutoff, and the gap (:func:`memorisation_table`)."""
+    memory = memorisation_table(data)
+    put(pd.DataFrame([{
+        "Model": r["model"], "Against": f"{r['against']} ({r['versus']})",
+        "Cutoff": r["cutoff"],
+        "Before: N (sessions)": f"{r['n_before']} ({r['sessions_before']})",
+        "Before: Brier difference [95% CI]": with_ci(r["before"], r["before_lo"],
+                                                     r["before_hi"], 4),
+        "After: N (sessions)": f"{r['n_after']} ({r['sessions_after']})",
+        "After: Brier difference [95% CI]": with_ci(r["after"], r["after_lo"], r["after_hi"],
+                                                    4),
+        "Gap after - before [95% CI]": with_ci(r["gap"], r["gap_lo"], r["gap_hi"], 4),
+        "Note": r["flag"]} for r in memory.to_dict("records")]), "memorisation",
+        "Memorisation: each model that declares a knowledge cutoff, its mean Brier less that "
+        "of its skill reference (and of its anonymized twin, the same model asked without "
+        "ticker, names or dates) on the tasks both scored, on the sessions up to its cutoff "
+        "(the outcome may be in its training data) and after it, and the gap after less "
+        "before: a model better than the other before its cutoff but not after (a positive "
+        "gap) is what memorised outcomes look like. Each side's sessions are resampled within "
+        f"it. {ci_note} {facts}", raw=memory)
+    tables["memorisation"] = memory
+
+
+def _corp_table(data: RunData, put, tables: dict, folder: Path, facts: str) -> None:
+    """The CORP decomposition per model and its diagram's points (``reliability_corp.csv``)."""
+    corp, points = corp_tables(data)
+    put(corp.assign(**{c: corp[c].map(lambda v: fmt(v, 4)) for c in
+                       ("brier", "mcb", "dsc", "unc")}), "calibration_corp",
+        "CORP reliability (Dimitriadis, Gneiting and Jordan 2021): each model's forecasts "
+        "recalibrated by isotonic regression of the outcomes on them (no bins), and its Brier "
+        "score decomposed exactly as MCB - DSC + UNC: MCB, the Brier score less the "
+        "recalibrated forecasts' (miscalibration); DSC, the climatology's of the same rows "
+        "less the recalibrated forecasts' (discrimination); UNC, the climatology's "
+        "(uncertainty). Distinct: forecast values; bands: the diagram's consistency bands "
+        "(outcomes drawn 500 times as if the forecasts were calibrated), drawn for at most "
+        f"2,000 distinct values. {facts}", raw=corp)
+    if not points.empty:
+        write_atomic(folder / "reliability_corp.csv", partial(
+            points.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
+    tables.update(calibration_corp=corp, _corp_points=points)
 
 
 INFERENCE_NOTE = (
@@ -450,6 +498,10 @@ def build_figures(data: RunData, tables: dict, folder: Path, *, paper: bool = Fa
     if len(bins):
         figs.draw("reliability", F.plot_reliability_sharpness,
                   bins[bins["binning"] == "uniform"])
+    points = tables.get("_corp_points")
+    if points is not None and len(points):
+        figs.draw("reliability_corp", F.plot_corp_reliability, points,
+                  tables["calibration_corp"])
     cells = tables.get("skill_ticker_horizon")
     if cells is not None and len(cells):
         figs.draw("skill_heatmap", F.plot_skill_heatmap, cells,

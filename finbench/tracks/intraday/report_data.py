@@ -493,6 +493,109 @@ def tools_table(data: RunData, agents: list[str]) -> pd.DataFrame:
     return adjusted(pd.DataFrame(out, columns=TOOLS_COLUMNS))
 
 
+MEMORY_COLUMNS = ["model", "versus", "against", "cutoff", "n_before", "sessions_before",
+                  "before", "before_lo", "before_hi", "n_after", "sessions_after", "after",
+                  "after_lo", "after_hi", "gap", "gap_lo", "gap_hi", "flag"]
+
+
+def anonymized_twin(config, name: str) -> str | None:
+    """The model of the run asking the same provider's same model the same question in the
+    same prompt variant, anonymized where ``name`` is not (the first, in the config's
+    order); None without one."""
+    model = next(m for m in config.models if m.name == name)
+    if getattr(model, "model", None) is None or getattr(model, "anonymize", True):
+        return None
+    keys = ("kind", "model", "base_url", "base_url_env", "format", "head", "labels", "prompt",
+            "tools")
+    for other in config.models:
+        if (other.name != name and getattr(other, "anonymize", False)
+                and all(getattr(other, k, None) == getattr(model, k, None) for k in keys)):
+            return other.name
+    return None
+
+
+def memorisation_table(data: RunData) -> pd.DataFrame:
+    """For each model declaring a ``knowledge_cutoff``: its Brier less its skill
+    reference's on the tasks both scored, on the sessions up to its cutoff (possibly
+    memorised) and after it, each with its CI, and the gap after less before with its CI
+    (each side's sessions resampled within it, :func:`~finbench.scoring.bootstrap.gap_ci`);
+    and the same against its anonymized twin (the same model asked without the ticker,
+    names or dates): a difference below zero before the cutoff that vanishes after it (a
+    positive gap) is what memorised outcomes look like."""
+    from finbench.scoring.bootstrap import gap_ci
+    from finbench.tracks.intraday.config import knowledge_cutoffs
+
+    rep = data.config.report
+    values = data.rows["brier"].to_numpy(float)
+    cluster = data.cluster_codes(rep.cluster)
+    sessions = data.rows["session"].astype(str).to_numpy(object)
+    out = []
+    for model, cutoff in knowledge_cutoffs(data.config).items():
+        if model not in data.models:
+            continue
+        against = [("reference", data.reference(model)),
+                   ("anonymized", anonymized_twin(data.config, model))]
+        for versus, other in against:
+            if other is None or other not in data.models:
+                continue
+            ra, rb = data.scored_pairs(model, other)
+            d = values[ra] - values[rb]
+            before = sessions[ra] <= cutoff.isoformat()
+            a, b, gap = gap_ci(d[before], cluster[ra][before], d[~before], cluster[ra][~before],
+                               replicates=rep.bootstrap_replicates, seed=rep.seed,
+                               level=rep.level, draws=data.draws)
+            fewest = min(a.clusters, b.clusters)
+            out.append({"model": model, "versus": versus, "against": other,
+                        "cutoff": cutoff.isoformat(), "n_before": a.n,
+                        "sessions_before": a.clusters, "before": a.estimate,
+                        "before_lo": a.lower, "before_hi": a.upper, "n_after": b.n,
+                        "sessions_after": b.clusters, "after": b.estimate, "after_lo": b.lower,
+                        "after_hi": b.upper, "gap": gap.estimate, "gap_lo": gap.lower,
+                        "gap_hi": gap.upper,
+                        "flag": descriptive(min(a.n, b.n), fewest, min_n=rep.min_n,
+                                            min_clusters=rep.min_sessions)})
+    return pd.DataFrame(out, columns=MEMORY_COLUMNS)
+
+
+CORP_COLUMNS = ["model", "n", "sessions", "distinct", "brier", "mcb", "dsc", "unc", "bands",
+                "flag"]
+
+
+def corp_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per model, on its scored rows: the CORP decomposition of its Brier score and whether
+    its diagram has consistency bands; the diagram's points, long: model, each distinct
+    forecast ``x``, its recalibrated probability ``cep``, row count and band),
+    :mod:`finbench.scoring.corp`. The bands' draws are seeded by the report's seed."""
+    from finbench.scoring.corp import BAND_LEVEL, decomposition, diagram
+
+    rep = data.config.report
+    rows = data.rows[["model", "scored", "y", "p_up", "session"]]
+    summary, points = [], []
+    for model in data.models:
+        own = rows[(rows["model"] == model) & rows["scored"]]
+        if own.empty:
+            continue
+        y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy(float)
+        sessions = int(own["session"].nunique())
+        parts = decomposition(p, y)
+        drawn = diagram(p, y, seed=rep.seed)
+        summary.append({"model": model, "n": parts["n"], "sessions": sessions,
+                        "distinct": parts["distinct"], "brier": parts["brier"],
+                        "mcb": parts["mcb"], "dsc": parts["dsc"], "unc": parts["unc"],
+                        "bands": f"{BAND_LEVEL:.0%}" if drawn["lower"] is not None else "none",
+                        "flag": descriptive(len(own), sessions, min_n=rep.min_n,
+                                            min_clusters=rep.min_sessions)})
+        k = len(drawn["x"])
+        none = np.full(k, np.nan)
+        points.append(pd.DataFrame({
+            "model": model, "x": drawn["x"], "cep": drawn["cep"], "count": drawn["count"],
+            "lower": none if drawn["lower"] is None else drawn["lower"],
+            "upper": none if drawn["upper"] is None else drawn["upper"]}))
+    return (pd.DataFrame(summary, columns=CORP_COLUMNS),
+            pd.concat(points, ignore_index=True) if points else pd.DataFrame(
+                columns=["model", "x", "cep", "count", "lower", "upper"]))
+
+
 def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary per model: N, sessions, Murphy terms and ECE for both binnings, and the
     descriptive flag; reliability bins, long)."""

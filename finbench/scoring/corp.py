@@ -1,0 +1,93 @@
+"""CORP reliability (Dimitriadis, Gneiting and Jordan 2021, "Stable reliability diagrams for
+probabilistic classifiers", PNAS): the forecasts recalibrated by isotonic regression of the
+outcomes on them (pool-adjacent-violators, PAV), a diagram that needs no bins, and the Brier
+score's CORP decomposition
+
+    Brier(p) = MCB - DSC + UNC,  MCB = S(p) - S(c),  DSC = S(r) - S(c),  UNC = S(r),
+
+with ``S`` the mean Brier score, ``c`` the recalibrated forecasts and ``r`` the outcomes'
+mean (the climatology of the same rows). MCB >= 0 (miscalibration), DSC >= 0
+(discrimination); the identity holds exactly, in any sample.
+
+Consistency bands: where the forecasts hold at most :data:`MAX_DISTINCT` distinct values,
+outcomes are drawn again as if the forecasts were calibrated (``y* ~ Bernoulli(p)``, as
+counts per distinct value), recalibrated, and the band at each value is the ``level``
+quantiles of the recalibrated values: a diagram leaving its band says the miscalibration is
+more than chance would make it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_DISTINCT = 2_000  # distinct forecast values for which bands are drawn
+BAND_REPLICATES = 500
+BAND_LEVEL = 0.9
+
+
+def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The weighted isotonic (non-decreasing) fit of ``y`` in the given order, by
+    pool-adjacent-violators: blocks merged while a block's mean exceeds the next one's."""
+    means, weights, sizes = [], [], []
+    for value, weight in zip(np.asarray(y, float).tolist(), np.asarray(w, float).tolist(),
+                             strict=True):
+        means.append(value)
+        weights.append(weight)
+        sizes.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            m, wt, k = means.pop(), weights.pop(), sizes.pop()
+            total = weights[-1] + wt
+            means[-1] = (means[-1] * weights[-1] + m * wt) / total
+            weights[-1] = total
+            sizes[-1] += k
+    return np.repeat(np.array(means), sizes)
+
+
+def distinct(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct forecast values, sorted; how many rows hold each; how many of them
+    resolved 1)."""
+    values, inverse, counts = np.unique(np.asarray(p, float), return_inverse=True,
+                                        return_counts=True)
+    ones = np.bincount(inverse, weights=np.asarray(y, float), minlength=len(values))
+    return values, counts, ones
+
+
+def recalibrated(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each row's CORP-recalibrated probability (rows tied in ``p`` share one: the outcomes
+    of a distinct value are pooled before the fit)."""
+    values, counts, ones = distinct(p, y)
+    fit = pav(ones / counts, counts)
+    return fit[np.searchsorted(values, np.asarray(p, float))]
+
+
+def decomposition(p: np.ndarray, y: np.ndarray) -> dict:
+    """The CORP decomposition of the mean Brier score of forecasts ``p`` of outcomes ``y``
+    (0 or 1): ``brier``, ``mcb``, ``dsc``, ``unc``, ``n``, ``distinct``."""
+    p, y = np.asarray(p, float), np.asarray(y, float)
+    n = len(p)
+    if n == 0:
+        return {"n": 0, "distinct": 0, "brier": np.nan, "mcb": np.nan, "dsc": np.nan,
+                "unc": np.nan}
+    c = recalibrated(p, y)
+    s_p, s_c = float(np.mean((p - y) ** 2)), float(np.mean((c - y) ** 2))
+    s_r = float(np.mean((y.mean() - y) ** 2))
+    return {"n": n, "distinct": int(len(np.unique(p))), "brier": s_p, "mcb": s_p - s_c,
+            "dsc": s_r - s_c, "unc": s_r}
+
+
+def diagram(p: np.ndarray, y: np.ndarray, *, seed: int, replicates: int = BAND_REPLICATES,
+            level: float = BAND_LEVEL) -> dict:
+    """The CORP diagram's points: each distinct forecast value ``x`` with its recalibrated
+    probability ``cep`` and row count, and (with at most :data:`MAX_DISTINCT` values) the
+    consistency band ``[lower, upper]`` at each, from ``replicates`` draws of the outcomes
+    under calibration (seeded: the same band every time)."""
+    values, counts, ones = distinct(p, y)
+    out = {"x": values, "cep": pav(ones / counts, counts) if len(values) else values,
+           "count": counts, "lower": None, "upper": None}
+    if 0 < len(values) <= MAX_DISTINCT:
+        rng = np.random.default_rng(seed)
+        draws = rng.binomial(counts, values, size=(replicates, len(values)))
+        fits = np.vstack([pav(d / counts, counts) for d in draws])
+        tail = (1 - level) / 2
+        out["lower"], out["upper"] = np.quantile(fits, [tail, 1 - tail], axis=0)
+    return out
