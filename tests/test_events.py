@@ -455,8 +455,9 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
     assert constant[["count", "yes", "mean_prob"]].values.tolist() == [[42, 11, 0.01]]
     _, figures = report(out)
     assert sorted(p.name for p in figures) == [
-        "event_reliability.pdf", "event_reliability.png", "event_reliability_corp.pdf",
-        "event_reliability_corp.png", "event_skill.pdf", "event_skill.png"]
+        "event_murphy.pdf", "event_murphy.png", "event_reliability.pdf",
+        "event_reliability.png", "event_reliability_corp.pdf", "event_reliability_corp.png",
+        "event_skill.pdf", "event_skill.png"]
     drawn = {p.name: p.read_bytes() for p in figures}
     _, figures = report(out)  # the same run's report again: the same bytes
     assert {p.name: p.read_bytes() for p in figures} == drawn

@@ -78,7 +78,7 @@ def test_an_interval_collapsed_beside_its_estimate_is_drawn(tmp_path, sample_sto
     done = cli("report", run_dir)
     assert done.returncode == 0, done.stderr
     assert (run_dir / "figures" / "fig3_models_across_horizons.png").is_file()
-    assert len(list((run_dir / "figures").glob("*.png"))) == 10
+    assert len(list((run_dir / "figures").glob("*.png"))) == 11
     assert (run_dir / "report.html").is_file()
 
 
@@ -107,7 +107,7 @@ def test_a_figure_that_fails_never_stops_the_others_nor_the_page(tmp_path, sampl
     pngs = sorted(p.stem for p in (run_dir / "figures").glob("*.png"))
     # skill by horizon draws its panels with the same function: it fails too
     assert "fig1_skill_by_model" not in pngs and "skill_by_horizon" not in pngs
-    assert len(pngs) == 8 and "reliability_corp" in pngs
+    assert len(pngs) == 9 and {"reliability_corp", "murphy"} <= set(pngs)
     page = (run_dir / "report.html").read_text()
     assert 'alt="kelly_wealth"' in page and 'alt="fig1_skill_by_model"' not in page
     assert len(list((run_dir / "tables").glob("*.csv"))) > 5

@@ -205,6 +205,42 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     return top
 
 
+def murphy_curves(rows: pd.DataFrame, models, *, p: str = "p_up") -> pd.DataFrame:
+    """Each model's Murphy diagram on its scored rows (``rows``: ``model``, ``scored``,
+    ``y`` and the probability column ``p``), long: model, threshold, mean elementary score
+    (:func:`finbench.scoring.murphy.elementary_scores`)."""
+    from finbench.scoring.murphy import THRESHOLDS, elementary_scores
+
+    out = []
+    for model in models:
+        own = rows[(rows["model"] == model).to_numpy(bool) & rows["scored"].to_numpy(bool)]
+        if own.empty:
+            continue
+        out.append(pd.DataFrame({"model": model, "threshold": THRESHOLDS,
+                                 "score": elementary_scores(own[p].to_numpy(float),
+                                                            own["y"].to_numpy(float))}))
+    return (pd.concat(out, ignore_index=True) if out
+            else pd.DataFrame(columns=["model", "threshold", "score"]))
+
+
+def plot_murphy(curves: pd.DataFrame, *, event: str = "up"):
+    """Murphy diagram: each model's mean elementary score against the threshold (a decision
+    maker's cost ratio), lower is better; twice the area under a curve is the model's
+    Brier score (the legend gives it)."""
+    ax = _ax(None)
+    for i, (model, part) in enumerate(curves.groupby("model", sort=False)):
+        area = 2 * float(np.trapezoid(np.r_[0.0, part["score"], 0.0],
+                                      np.r_[0.0, part["threshold"], 1.0]))
+        ax.plot(part["threshold"], part["score"], color=style.colour_of(model, i), lw=1.3,
+                label=f"{model} (2 x area {area:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(f"threshold theta (act on '{event}' when p > theta)")
+    ax.set_ylabel("mean elementary score")
+    _legend(ax)
+    return ax
+
+
 def plot_corp_reliability(points: pd.DataFrame, summary: pd.DataFrame, *,
                           xlabel: str = "forecast p_up", event: str = "up"):
     """CORP reliability diagrams, a panel per model: the recalibrated probability (isotonic

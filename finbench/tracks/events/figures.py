@@ -63,16 +63,20 @@ def plot_event_skill(skill: pd.DataFrame):
 
 
 def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False,
-                  corp: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> F.FigureSet:
+                  corp: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                  murphy: pd.DataFrame | None = None) -> F.FigureSet:
     """The event run's figures into ``RUN/figures``: reliability (from ``bins``, the
     table :func:`event_reliability` made), the CORP diagrams (``corp``: their points and
-    decomposition, :func:`event_corp`) and, when the run has references, skill, each
+    decomposition, :func:`event_corp`), the Murphy diagram (``murphy``: its curves,
+    :func:`~finbench.reports.figures.murphy_curves`) and, when the run has references, skill, each
     titled SYNTHETIC on synthetic data; one that fails is recorded in the returned set and
     the others are drawn."""
     figs = F.FigureSet(run_dir / "figures", models=list(dict.fromkeys(bins["model"])))
     title = "SYNTHETIC data" if synthetic else ""
     if len(bins):
         figs.draw("event_reliability", _titled(plot_event_reliability, title), bins)
+    if murphy is not None and len(murphy):
+        figs.draw("event_murphy", _titled(F.plot_murphy, title), murphy, event="YES")
     if corp is not None and len(corp[0]):
         figs.draw("event_reliability_corp", _titled(F.plot_corp_reliability, title), *corp,
                   xlabel="forecast p_yes", event="YES")

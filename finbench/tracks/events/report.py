@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
 from finbench.reports.agents import agent_usage, agents_of, twin_of
 from finbench.reports.stats import descriptive
@@ -317,7 +318,12 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
                  "on the same rows); bands: the diagram's 90% consistency bands (outcomes "
                  "drawn 500 times as if the forecasts were calibrated), for at most 2,000 "
                  "distinct values." + source, raw=corp)
+    rows = pd.read_parquet(run_dir / "rows.parquet")
+    curves = F.murphy_curves(rows, list(dict.fromkeys(rows["model"])), p="p_yes")
+    if len(curves):
+        write_atomic(out / "murphy_curves.csv", lambda path: curves.to_csv(
+            path, index=False, float_format="%.10g", lineterminator="\n"))
     figures = event_figures(run_dir, bins, synthetic=bool(data.get("synthetic")),
-                            corp=(points, corp))
+                            corp=(points, corp), murphy=curves)
     write_event_html(run_dir, config, read_manifest(run_dir), shown, figures.paths)
     return paths, figures

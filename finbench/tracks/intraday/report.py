@@ -323,6 +323,11 @@ def _corp_table(data: RunData, put, tables: dict, folder: Path, facts: str) -> N
         write_atomic(folder / "reliability_corp.csv", partial(
             points.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
     tables.update(calibration_corp=corp, _corp_points=points)
+    curves = F.murphy_curves(data.rows, data.models)
+    if len(curves):
+        write_atomic(folder / "murphy_curves.csv", partial(
+            curves.to_csv, index=False, float_format="%.10g", lineterminator="\n"))
+    tables["_murphy"] = curves
 
 
 INFERENCE_NOTE = (
@@ -498,6 +503,9 @@ def build_figures(data: RunData, tables: dict, folder: Path, *, paper: bool = Fa
     if len(bins):
         figs.draw("reliability", F.plot_reliability_sharpness,
                   bins[bins["binning"] == "uniform"])
+    curves = tables.get("_murphy")
+    if curves is not None and len(curves):
+        figs.draw("murphy", F.plot_murphy, curves)
     points = tables.get("_corp_points")
     if points is not None and len(points):
         figs.draw("reliability_corp", F.plot_corp_reliability, points,
