@@ -541,7 +541,8 @@ def _variant_answer(body: dict) -> str:
     ``k = 1 + seed % 3``; asked to reason first (the system message says so), prose with
     braces before the JSON object; shown examples, p_up 0.7, anonymized 0.55 (without a
     seed). The event
-    question: that p_up as p_yes (0.3 when shown examples); the three-class question:
+    question: that p_up as p_yes (0.3 when shown examples, 0.45 without a posts block); the
+    three-class question:
     :data:`VARIANT_Q` by ``seed % 3`` (the first without a seed)."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
     seed = body.get("seed")
@@ -557,6 +558,8 @@ def _variant_answer(body: dict) -> str:
         answer = {"p_yes": answer["p_up"], "rationale": None}
         if "Earlier markets of this category" in user:
             answer["p_yes"] = 0.3
+        elif seed is None and "<posts>" not in user:  # asked without retrieved posts
+            answer["p_yes"] = 0.45
     elif '"p_down"' in system:  # the three-class question
         answer = dict(zip(("p_down", "p_flat", "p_up"), VARIANT_Q[0 if seed is None
                                                                   else seed % 3], strict=True))

@@ -107,3 +107,32 @@ def test_the_event_track_splits_at_the_cutoff_by_resolution_date(tmp_path, serve
     assert table["gap"] == pytest.approx(d[~before.to_numpy()].mean()
                                          - d[before.to_numpy()].mean(), abs=1e-9)
     assert "Memorisation" in (out / "report.html").read_text()
+
+
+def test_what_retrieval_adds_is_a_paired_difference_with_its_interval(tmp_path, server):
+    from finbench.reports.build import report
+    from tests.test_mcp import EVENT_STORE
+
+    def llm(name, extra=""):
+        return (f'[[models]]\nname = "{name}"\nkind = "openai"\nmodel = "variants"\n'
+                f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n{extra}')
+
+    path = tmp_path / "events.toml"
+    path.write_text(f'track = "events"\n[data]\nstore = "{EVENT_STORE}"\n[tasks]\n'
+                    'resolved_from = 2024-03-01\nresolved_to = 2024-06-30\ncutoff = "lead"\n'
+                    'lead_hours = 72\n[[models]]\nname = "market"\nkind = "market_price"\n'
+                    + llm("posts") + llm("bare", 'retrieval = "none"\n'))
+    out = run(path, tmp_path / "out", **QUIET)
+    report(out)
+    table = pd.read_csv(out / "tables" / "event_retrieval_effect.csv")
+    assert table[["model", "without_retrieval"]].values.tolist() == [["posts", "bare"]]
+    rows = pd.read_parquet(out / "rows.parquet")
+    rows = rows[rows["scored"]]
+    mine = rows[rows["model"] == "posts"].set_index("task_id")["brier"]
+    theirs = rows[rows["model"] == "bare"].set_index("task_id")["brier"]
+    shared = mine.index.intersection(theirs.index)
+    r = table.iloc[0]
+    assert r["n"] == len(shared) and r["groups"] > 2
+    assert r["diff"] == pytest.approx((mine[shared] - theirs[shared]).mean(), abs=1e-9)
+    assert r["diff_lo"] <= r["diff"] <= r["diff_hi"] and r["mde"] > 0
+    assert "What retrieval adds" in (out / "report.html").read_text()

@@ -22,22 +22,31 @@ def test_elementary_scores_by_hand():
     assert np.isnan(elementary_scores(np.empty(0), np.empty(0), th)).all()
 
 
-@settings(max_examples=40)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=40))
 def test_twice_the_area_under_the_curve_is_the_brier_score(rows):
     p = np.array([r[0] for r in rows])
     y = np.array([float(r[1]) for r in rows])
     # between two forecast values the mean score is linear in theta: the trapezoid rule on
-    # the breakpoints is exact, each piece from its left value to its limit on the right
+    # the breakpoints is exact, each piece from its value at its left end (the curve is
+    # right-continuous, so that is the limit from the right, at 0 too) to its limit on the
+    # right
     grid = np.unique(np.r_[0.0, 1.0, p])
     th = grid[(grid >= 0) & (grid <= 1)]
     area = 0.0
     for i in range(len(th) - 1):
-        left = elementary_scores(p, y, np.array([th[i]]))[0] if 0 < th[i] < 1 else 0.0
+        left = elementary_scores(p, y, np.array([th[i]]))[0]
         right_limit = (th[i + 1] * ((y == 0) & (p > th[i])).sum()
                        + (1 - th[i + 1]) * ((y == 1) & (p <= th[i])).sum()) / len(p)
         area += (left + right_limit) / 2 * (th[i + 1] - th[i])
     assert 2 * area == pytest.approx(np.mean((p - y) ** 2), abs=1e-12)
+
+
+def test_a_sure_miss_at_zero_scores_one():
+    # the case the property test first found: p = 0 for an outcome that happened misses at
+    # every threshold, (1 - theta) each, whose doubled area is the Brier score 1
+    th = np.array([0.0, 0.25, 0.5])
+    assert elementary_scores(np.array([0.0]), np.array([1.0]), th).tolist() == [1.0, 0.75, 0.5]
 
 
 def test_the_reports_write_murphy_curves_and_draw_them(tmp_path):

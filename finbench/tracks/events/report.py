@@ -12,12 +12,11 @@ import pandas as pd
 
 from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
-from finbench.reports.agents import agent_usage, agents_of, twin_of
+from finbench.reports.agents import agent_usage, agents_of
 from finbench.reports.stats import descriptive
 from finbench.reports.writers import write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
-from finbench.scoring.bootstrap import paired_difference
-from finbench.scoring.inference import holm, mde
+from finbench.tracks.events.effects import retrieval_effect, tools_effect
 from finbench.tracks.events.figures import (
     RELIABILITY_BINS,
     event_corp,
@@ -75,43 +74,27 @@ def _skill(frame: pd.DataFrame, s) -> pd.DataFrame:
         "note": _notes(frame, s, n="n")})
 
 
-TOOLS_COLUMNS = ["model", "without_tools", "n", "groups", "brier", "brier_twin", "diff",
-                 "diff_lo", "diff_hi", "p_value", "mde", "flag"]
 INFERENCE_NOTE = (" MDE: the smallest difference the comparison could detect (two-sided, 5% "
                   "level, 80% power: 2.80 times the standard error clustered by event group). "
                   "Holm: p adjusted over the table's rows (Holm's step-down rule).")
 
 
-def tools_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
-    """What tools add: each agent against the same provider's same model without tools
-    (:func:`~finbench.reports.agents.twin_of`), on the markets both scored: mean Brier of
-    each, the agent's less the twin's with its CI (resampling whole event groups) and
-    two-sided p."""
-    s = config.scores
-    scored = rows[rows["scored"].to_numpy(bool)]
-    out = []
-    for agent in agents_of(config):
-        twin = twin_of(config, agent)
-        if twin is None:
-            continue
-        both = scored[scored["model"] == agent].merge(
-            scored[scored["model"] == twin][["task_id", "brier"]], on="task_id",
-            suffixes=("", "_twin"))
-        groups = pd.factorize(both["event_group"], sort=True)[0]
-        ci, p = paired_difference(both["brier"].to_numpy(float),
-                                  both["brier_twin"].to_numpy(float), groups,
-                                  replicates=s.bootstrap_replicates, seed=s.seed, level=s.level)
-        out.append({"model": agent, "without_tools": twin, "n": ci.n, "groups": ci.clusters,
-                    "brier": both["brier"].mean() if len(both) else float("nan"),
-                    "brier_twin": both["brier_twin"].mean() if len(both) else float("nan"),
-                    "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper,
-                    "p_value": p,
-                    "mde": mde(both["brier"].to_numpy(float) - both["brier_twin"].to_numpy(float),
-                               groups),
-                    "flag": descriptive(ci.n, ci.clusters, min_n=s.min_n,
-                                        min_clusters=s.min_groups)})
-    table = pd.DataFrame(out, columns=TOOLS_COLUMNS)
-    return table.assign(p_holm=holm(table["p_value"].to_numpy(float)))
+def _retrieval_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    effect = retrieval_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
+    if effect.empty:
+        return []
+    shown = pd.DataFrame([{
+        "model": r["model"], "without posts": r["without_retrieval"], "n": r["n"],
+        "groups": r["groups"],
+        "Brier with / without": f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
+        "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
+        "note": r["flag"]} for r in effect.to_dict("records")])
+    return put(shown, "event_retrieval_effect", "What retrieved posts add: each model that "
+               "reads them against the same model asked without them, on the markets both "
+               "scored: mean Brier of each and their paired difference (negative: the posts "
+               "helped), resampling whole event groups (two-sided bootstrap p)."
+               + INFERENCE_NOTE + rule + source, raw=effect)
 
 
 def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
@@ -298,6 +281,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     paths += put(table, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
     paths += _agent_tables(run_dir, config, put, rule, source)
+    paths += _retrieval_table(run_dir, config, put, rule, source)
     paths += _variant_tables(run_dir, config, put, rule, source)
     paths += _memorisation_table(run_dir, config, put, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
