@@ -22,7 +22,7 @@ def test_elementary_scores_by_hand():
     assert np.isnan(elementary_scores(np.empty(0), np.empty(0), th)).all()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=40))
 def test_twice_the_area_under_the_curve_is_the_brier_score(rows):
     p = np.array([r[0] for r in rows])
