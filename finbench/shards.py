@@ -32,6 +32,7 @@ from finbench.runlog.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import (
     INPUTS,
     MANIFEST,
+    SLICES,
     check_recorded,
     finished_run,
     journal_parts,
@@ -198,6 +199,21 @@ def _merge_calls(dirs: list[Path], out: Path) -> None:
                         shutil.copyfileobj(part, fh)
 
 
+def _merge_slices(dirs: list[Path], config, tasks: pd.DataFrame, out: Path) -> None:
+    """The shards' declared slices into one ``slices.parquet``: each slice in the config's
+    order, its tasks in the run's (each task's value is its own and the store's, whichever
+    shard found it)."""
+    parts = [pq.read_table(d / SLICES) for d in dirs if (d / SLICES).is_file()]
+    if not parts:
+        return
+    table = pa.concat_tables(parts)
+    order = {name: i for i, name in enumerate(s.name for s in config.slices)}
+    slice_rank = np.array([order[x] for x in table.column("slice").to_pylist()], np.int64)
+    task_rank = positions(table.column("task_id"), tasks["task_id"])
+    table = table.take(np.lexsort((task_rank, slice_rank)))
+    write_atomic(out / SLICES, partial(pq.write_table, table.replace_schema_metadata(None)))
+
+
 def _write_merged(dirs: list[Path], manifests: list[dict], config,
                   tasks: pd.DataFrame, labels: pd.DataFrame, out: Path,
                   merged_from: list[str]) -> None:
@@ -206,6 +222,7 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config,
     names = [m.name for m in config.models if m.name not in first.get("skipped_models", {})]
     write_atomic(out / "tasks.parquet", partial(tasks.to_parquet, index=False))
     write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
+    _merge_slices(dirs, config, tasks, out)
     ids = tasks["task_id"].to_numpy(object)
     if not _stream_forecasts(dirs, out / "forecasts.parquet", ids, names):
         forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet",

@@ -387,7 +387,7 @@ def naive_group_bootstrap(errors: list, groups, *, reps: int, seed: int, level: 
 
 def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
     """A model's event scores in one slice, its rows filtered from the whole table with
-    pandas: what :func:`finbench.tracks.events.scores._score_rows` must give per slice."""
+    pandas: what :func:`finbench.tracks.events.scores.slice_score_rows` must give per slice."""
     from finbench.tracks.events.score_rows import brier_parts, effective_events, log_loss
 
     _, _, mask = cut

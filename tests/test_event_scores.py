@@ -135,7 +135,7 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     group or many, a slice with no rows): each model's scores and each pair's skill per slice,
     picked from rows paired once, equal the rows of the slice filtered and merged anew."""
     from finbench.tracks.events.score_rows import slices
-    from finbench.tracks.events.scores import _score_rows, _skill_rows
+    from finbench.tracks.events.scores import slice_score_rows, slice_skill_rows
     from tests.reference import naive_event_score_row, naive_event_skill_row
 
     rng = np.random.default_rng(seed)
@@ -173,9 +173,9 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
             assert (got[key] == value) or close or (np.isnan(got[key]) and np.isnan(value)), (
                 key, got, want)
     for name in ("a", "b", "c"):
-        for got, cut in zip(_score_rows(rows, name, "k", cuts, s), cuts, strict=True):
+        for got, cut in zip(slice_score_rows(rows, name, "k", cuts, s), cuts, strict=True):
             same(got, naive_event_score_row(rows, name, cut, s))
         for ref in ("a", "b", "c"):
             if ref != name:
-                for got, cut in zip(_skill_rows(rows, name, ref, cuts, s), cuts, strict=True):
+                for got, cut in zip(slice_skill_rows(rows, name, ref, cuts, s), cuts, strict=True):
                     same(got, naive_event_skill_row(rows, name, ref, cut, s))

@@ -26,6 +26,8 @@ FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
             "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl",
             "scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv",
+            # the declared slices' values (both tracks, with [[slices]])
+            "slices.parquet",
             # the event track's
             "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
             "market_gap.csv")
@@ -34,6 +36,7 @@ PARTS = "journal.parts"
 # writes these again); the commands that read a run check the files they read against the
 # hashes its manifest records (:func:`check_recorded`)
 INPUTS = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "stances.jsonl")
+SLICES = "slices.parquet"  # each task's value in each declared slice (the report reads it)
 SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
           "exclusions.csv", "market_gap.csv")
 
@@ -59,7 +62,7 @@ def finished_run(run_dir: str | Path, *, scored: bool = True) -> Path:
                 "them when the same `finbench run` command is given again"
                 if (run_dir / MANIFEST).is_file() else "")
         raise RunError(f"{run_dir}: not a finished run (missing {', '.join(missing)}){hint}")
-    optional = ("retrieval.parquet", *(SCORE_OUTPUTS if scored else ()))
+    optional = ("retrieval.parquet", SLICES, *(SCORE_OUTPUTS if scored else ()))
     for name in [f for f in FINISHED if f.endswith(".parquet")] + [
             f for f in optional if (run_dir / f).is_file()]:
         try:

@@ -12,6 +12,7 @@ from finbench.core.location import is_uri
 from finbench.runlog.mirror import Mirror, scratch_folder
 from finbench.runlog.runlock import RunLock
 from finbench.runner.steps import Laps, RunSteps, load_run_config
+from finbench.tracks import plugin_of
 
 
 def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
@@ -71,6 +72,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         raise ConfigError(f"--batch: {', '.join(sampled)} ask each task several times "
                           "(prompt.samples); the Batch API answers one request a task: run "
                           "them without --batch")
+    plugin_of(config).check_inputs(config)  # a bad slice file: named, no folder made
     stem = Path(config_path).stem + ("-trial" if trial is not None else "")
     out = Path(out) if out else Path("results") / stem
     with RunLock(out, command=f"finbench run {config_path}") as lock:

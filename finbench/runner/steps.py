@@ -271,8 +271,8 @@ class RunSteps:
         tables = {"tasks.parquet": track.tasks, "labels.parquet": labels, **track.outputs()}
         writer = ThreadPoolExecutor(1, thread_name_prefix="label-files")
         self.label_files = writer.submit(_write_tables, self.out, {
-            name: pa.Table.from_pandas(frame, preserve_index=False)
-            for name, frame in tables.items()})
+            name: frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(
+                frame, preserve_index=False) for name, frame in tables.items()})
         writer.shutdown(wait=False)  # its thread ends when the tables are written
         self.manifest = new_manifest(self.config, self.source, data, facts, self.started)
         self.manifest["shard"] = shard_field(self.shard)

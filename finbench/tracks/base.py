@@ -133,9 +133,9 @@ class Track(ABC):
         """The label pass: every task's label (a frame in task order, ``task_id`` first);
         ``contexts``: some forecaster will read contexts (build what they need)."""
 
-    def outputs(self) -> dict[str, pd.DataFrame]:
+    def outputs(self) -> dict:
         """Files the run directory gets from the label pass beyond tasks and labels (name:
-        frame, written as Parquet); none by default."""
+        a frame, or an Arrow table written as it is, as Parquet); none by default."""
         return {}
 
     def askable(self) -> np.ndarray:
@@ -191,8 +191,8 @@ class TrackPlugin(ABC):
     :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`,
     :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`,
     :attr:`outcomes`, :attr:`cluster_column`, :meth:`score_inputs`, :meth:`score_notes`,
-    :meth:`stance_judge`, :meth:`setting_warnings`, :meth:`paper` (with :attr:`in_paper`)
-    and :meth:`show_text`.
+    :meth:`stance_judge`, :meth:`check_inputs`, :meth:`setting_warnings`, :meth:`paper`
+    (with :attr:`in_paper`) and :meth:`show_text`.
     The module holding ``PLUGIN`` imports what a method needs inside that method, so looking
     a track up costs its config class alone (and the forecaster kinds it registers).
     """
@@ -237,6 +237,12 @@ class TrackPlugin(ABC):
         """The stance judge's settings when the config asks rationales to be judged
         (``[analysis.stance]``, a :class:`~finbench.core.config.StanceConfig`); None by
         default."""
+        return None
+
+    def check_inputs(self, config) -> None:
+        """Read the files a config names beside its store (a declared slice's calendar or
+        grouping) and raise a DataError on a bad one, before a run makes its folder; nothing
+        by default."""
         return None
 
     def setting_warnings(self, config) -> list[str]:

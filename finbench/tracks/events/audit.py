@@ -36,6 +36,7 @@ from finbench.core.times import from_ns
 from finbench.forecasters.answers import parse_event_answer
 from finbench.forecasters.base import build_forecaster
 from finbench.forecasters.llm import answer_mode
+from finbench.runlog.rundir import SLICES
 from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
 from finbench.tracks.events.scores import event_csv, event_tables
 from finbench.tracks.events.track import EventsTrack
@@ -106,8 +107,16 @@ PARQUET_AND_CSV = ("scores", "skill", "rows")
 
 def _retrieval_problems(run_dir: Path, track: EventsTrack, tasks: pd.DataFrame) -> list[str]:
     stored = pd.read_parquet(run_dir / "retrieval.parquet")
-    problems = frame_problems(stored, track.outputs()["retrieval.parquet"],
+    outputs = track.outputs()
+    problems = frame_problems(stored, outputs["retrieval.parquet"],
                                "retrieval.parquet", key=["task_id", "rank"])
+    path = run_dir / SLICES
+    if "slices.parquet" in outputs:
+        problems += (frame_problems(pd.read_parquet(path), outputs[SLICES].to_pandas(), SLICES,
+                                    key=["task_id", "slice"]) if path.is_file()
+                     else [f"{SLICES}: missing (the config declares slices)"])
+    elif path.is_file():
+        problems.append(f"{SLICES}: the config declares no slices")
     t0 = stored["task_id"].map(tasks.set_index("task_id")["t0"])
     late = stored[(stored["created_utc"] >= t0).to_numpy(bool)]
     problems += [f"retrieval.parquet: task {r.task_id} was shown post {r.post_id}, made at "

@@ -20,6 +20,7 @@ from finbench.core.config import (
     resolve_paths,
     unique_names,
 )
+from finbench.core.slices import SliceConfig, check_slices, resolve_slice_paths
 
 TEN_YEARS_HOURS = 24 * 3653
 
@@ -172,6 +173,8 @@ class EventRunConfig(StrictModel):
     context: EventContextConfig = Field(default_factory=EventContextConfig)
     models: list[EventModelConfig] = Field(default_factory=list)
     scores: EventScoresConfig = Field(default_factory=EventScoresConfig)
+    # the parts of the markets the report scores apart, declared before any label is read
+    slices: list[SliceConfig] = Field(default_factory=list)
     executor: None = Field(None, exclude=True)  # only to refuse [executor], with the reason
 
     @field_validator("executor", mode="before")
@@ -186,15 +189,22 @@ class EventRunConfig(StrictModel):
         timed = [m.name for m in self.models if m.horizons is not None]
         if timed:
             raise ValueError(f"models.{timed[0]}.horizons: the event track has no horizons")
+        check_slices(self.slices)
+        regimes = [s.name for s in self.slices if s.kind == "volatility"]
+        if regimes:
+            raise ValueError(f"slices.{regimes[0]}: a volatility regime is the intraday "
+                             "track's (its label history); an event run slices by calendar "
+                             "or groups")
         return self
 
     def resolved(self, base: Path) -> EventRunConfig:
         """The config with its relative paths (store, replays, cutoffs file) made absolute
         against ``base``."""
         given = self.tasks.cutoffs_file
+        slices = resolve_slice_paths(self.slices, base)
         if given is None:
-            return resolve_paths(self, base)
-        return resolve_paths(self, base, tasks=self.tasks.model_copy(
+            return resolve_paths(self, base, slices=slices)
+        return resolve_paths(self, base, slices=slices, tasks=self.tasks.model_copy(
             update={"cutoffs_file": absolute_path(given, base)}))
 
 

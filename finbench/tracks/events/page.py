@@ -16,6 +16,7 @@ from finbench.reports import page
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose exchange is embedded
 ORDER = ("event_scores", "event_skill", "event_scores_by_category", "event_scores_by_retrieval",
+         "event_scores_by_slice", "event_skill_by_slice",
          "event_skill_by_retrieval", "event_scores_by_group", "event_tools_effect",
          "event_agents", "event_retrieval_effect", "event_prompt_variants",
          "event_memorisation", "event_market_gap",
@@ -24,6 +25,8 @@ ORDER = ("event_scores", "event_skill", "event_scores_by_category", "event_score
 TITLES = {"event_scores": "Scores", "event_skill": "Skill",
           "event_prompt_variants": "Prompt variants", "event_memorisation": "Memorisation",
           "event_retrieval_effect": "What retrieval adds",
+          "event_scores_by_slice": "Scores by declared slice",
+          "event_skill_by_slice": "Skill by declared slice",
           "event_tools_effect":
           "What tools add", "event_agents": "Agents", "event_market_gap": "Gap to the market",
           "event_reliability": "Reliability", "event_corp": "CORP reliability",

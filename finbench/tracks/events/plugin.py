@@ -31,6 +31,11 @@ class EventsPlugin(TrackPlugin):
 
         return EventsTrack(config)
 
+    def check_inputs(self, config) -> None:
+        from finbench.tracks.events.slices import slice_files
+
+        slice_files(config)
+
     def score(self, run_dir: Path, config: EventRunConfig, *, skipped: dict, inputs=None):
         from finbench.runlog.rundir import read_manifest, record_files
         from finbench.tracks.events.scores import write_event_scores

@@ -24,6 +24,7 @@ from finbench.tracks.events.figures import (
     event_reliability,
 )
 from finbench.tracks.events.page import write_event_html
+from finbench.tracks.events.report_slices import event_slice_tables
 
 
 def _f(x: float, digits: int = 4) -> str:
@@ -77,6 +78,28 @@ def _skill(frame: pd.DataFrame, s) -> pd.DataFrame:
 INFERENCE_NOTE = (" MDE: the smallest difference the comparison could detect (two-sided, 5% "
                   "level, 80% power: 2.80 times the standard error clustered by event group). "
                   "Holm: p adjusted over the table's rows (Holm's step-down rule).")
+
+
+def _slice_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """Scores and skill in each value of each declared slice (none without)."""
+    scores, skill = event_slice_tables(run_dir, config)
+    if scores.empty:
+        return []
+    s = config.scores
+    declared = "; ".join(f"{d.name} ({d.kind})" for d in config.slices)
+    caption = (" in the slices the config declares before any label is read (" + declared
+               + "): tasks, the run's markets of the value.")
+    shown = _scores(scores, s).rename(columns={"slice": "value"})
+    shown.insert(1, "slice", scores["slice_kind"].to_numpy())
+    shown.insert(3, "tasks", scores["tasks"].to_numpy())
+    paths = put(shown, "event_scores_by_slice", "Scores" + caption + " Brier intervals resample "
+                "whole event groups." + rule + source, raw=scores)
+    shown = _skill(skill, s).rename(columns={"slice": "value"})
+    shown.insert(2, "slice", skill["slice_kind"].to_numpy())
+    shown.insert(4, "tasks", skill["tasks"].to_numpy())
+    return paths + put(shown, "event_skill_by_slice", "Brier skill against each reference" + caption
+                       + " Skill is paired on the value's markets both answered validly."
+                       + rule + source, raw=skill)
 
 
 def _retrieval_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
@@ -280,6 +303,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     table = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
     paths += put(table, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
+    paths += _slice_tables(run_dir, config, put, rule, source)
     paths += _agent_tables(run_dir, config, put, rule, source)
     paths += _retrieval_table(run_dir, config, put, rule, source)
     paths += _variant_tables(run_dir, config, put, rule, source)

@@ -52,10 +52,10 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     refs = [r for r in reference_names(config) if r in names]
     cuts = slices(rows, s.min_group_cases)
     truth = labels[labels["status"] == "ok"]
-    scores = [row for name in names for row in _score_rows(rows, name, kinds[name], cuts, s)]
+    scores = [row for name in names for row in slice_score_rows(rows, name, kinds[name], cuts, s)]
     scores += [_in_sample_row(truth, cut, s) for cut in slices(truth, s.min_group_cases)]
     paired = [row for name in names for ref in refs if ref != name
-              for row in _skill_rows(rows, name, ref, cuts, s)]
+              for row in slice_skill_rows(rows, name, ref, cuts, s)]
     counts = labels["status"].value_counts()
     exclusions = pd.DataFrame({"reason": counts.index, "tasks": counts.to_numpy()}).sort_values(
         "reason", kind="stable").reset_index(drop=True)
@@ -69,7 +69,7 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
                                                      "median_abs_gap", "max_abs_gap"])}
 
 
-def _score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s) -> list[dict]:
+def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s) -> list[dict]:
     """A model's scores in each slice of ``cuts``: its rows picked once, then each slice's."""
     at = np.flatnonzero((rows["model"] == name).to_numpy(bool))
     mine = rows.iloc[at]
@@ -114,7 +114,7 @@ def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
             "effective_events": effective_events(truth.loc[mask, "event_group"].to_numpy())}
 
 
-def _skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[dict]:
+def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[dict]:
     """Skill of ``name`` against ``ref`` in each slice of ``cuts``, on the rows both scored
     (same markets), with N, positives, both raw scores and a group-bootstrap interval. The
     rows are paired once; a slice (a set of markets) keeps the pairs of its markets, in the

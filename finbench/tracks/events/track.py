@@ -106,16 +106,23 @@ class EventsTrack(Track):
         return self.tasks.assign(question=text["question"].to_numpy(),
                                  description=text["description"].to_numpy())
 
-    def outputs(self) -> dict[str, pd.DataFrame]:
+    def outputs(self) -> dict:
         """``retrieval.parquet``: every task's retrieved posts, best first (the per-row
-        receipt of which posts a retrieving model was shown)."""
+        receipt of which posts a retrieving model was shown); with declared slices
+        ``slices.parquet``, each task's value in each."""
         rows = [(task, rank, pid, created, score)
                 for task, found in zip(self.tasks["task_id"], self.retrieved, strict=True)
                 for rank, (pid, created, score) in enumerate(zip(
                     found.post_ids, found.created, found.scores, strict=True), 1)]
-        return {"retrieval.parquet": pd.DataFrame(rows, columns=[
+        out = {"retrieval.parquet": pd.DataFrame(rows, columns=[
             "task_id", "rank", "post_id", "created_utc", "score"]).astype(
             {"rank": np.int64, "score": np.float64})}
+        if self.config.slices:
+            from finbench.core.slices import slice_table
+            from finbench.tracks.events.slices import task_slices
+
+            out["slices.parquet"] = slice_table(task_slices(self.config, self.tasks))
+        return out
 
     def askable(self) -> np.ndarray:
         """Only a task that can be scored is asked: one excluded by its label (void, its

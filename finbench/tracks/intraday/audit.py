@@ -127,6 +127,7 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
     resolved = resolve(plan, momentum_minutes=momentum_minutes(plan.config), daily=contexts,
                        echo=echo)
     problems = label_problems(labels, resolved.labels_of(plan.tasks))
+    problems += slice_problems(run_dir, plan, resolved)
     again = Again(plan, resolved, models, limit)
     problems += again.problems
     receipts = Receipts(plan.config, plan, resolved, contexts=contexts,
@@ -153,6 +154,37 @@ def _derived_again(run_dir: Path, plan, models, labels: pd.DataFrame, ids, echo,
                                             receipts.prompt_shas[settings], settings.template,
                                             native=settings.question == "native",
                                             agent=bool(m.tools))
+    return problems
+
+
+def slice_problems(run_dir: Path, plan, resolved) -> list[str]:
+    """``slices.parquet`` against each declared slice's values found again (the calendars and
+    groupings read again, each volatility regime from the label history), and every regime
+    read from returns known before its task's forecast time."""
+    from finbench.audit.scores import frame_problems
+    from finbench.core.errors import DataError
+    from finbench.core.slices import slice_table
+    from finbench.runlog.rundir import SLICES
+    from finbench.tracks.intraday.slices import task_slices
+
+    path = run_dir / SLICES
+    if not plan.config.slices:
+        return [f"{SLICES}: the config declares no slices"] if path.is_file() else []
+    if not path.is_file():
+        return [f"{SLICES}: missing (the config declares slices)"]
+    try:
+        want = slice_table(task_slices(plan.config, plan.tasks, resolved.known)).to_pandas()
+    except DataError as exc:
+        return [f"{SLICES}: not derived again ({exc})"]
+    have = pd.read_parquet(path)
+    problems = frame_problems(have, want, SLICES, key=["task_id", "slice"])
+    if "rv_known_at" in have:
+        when = have[["task_id", "rv_known_at"]].merge(
+            plan.tasks[["task_id", "t_forecast"]], on="task_id")
+        late = when[when["rv_known_at"].notna() & (when["rv_known_at"] >= when["t_forecast"])]
+        problems += [f"{SLICES}: task {r.task_id}: a regime read a return known at "
+                     f"{r.rv_known_at}, not before its forecast time {r.t_forecast}"
+                     for r in late.head(5).itertuples()]
     return problems
 
 

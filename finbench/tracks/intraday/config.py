@@ -26,6 +26,7 @@ from finbench.core.config import (
     unique_names,
 )
 from finbench.core.names import clock_time, is_timezone, ticker_problem
+from finbench.core.slices import SliceConfig, check_slices, resolve_slice_paths
 
 CLASSES = ("down", "flat", "up")  # the three-class partition of r, in its fixed order
 
@@ -270,6 +271,8 @@ class RunConfig(StrictModel):
     report: ReportConfig = Field(default_factory=ReportConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    # the parts of the tasks the report scores apart, declared before any label is read
+    slices: list[SliceConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:
@@ -303,6 +306,7 @@ class RunConfig(StrictModel):
                 raise ValueError(f"models.{m.name}.horizons: {unknown[0]!r} is not a horizon of "
                                  f"the run ({', '.join(self.tasks.horizons)})")
         check_variants(self.models)
+        check_slices(self.slices)
         composite = self.scores.composite or {}
         columns = composite_columns(self)
         unknown = [key for key in composite if key not in columns]
@@ -323,7 +327,7 @@ class RunConfig(StrictModel):
 
     def resolved(self, base: Path) -> RunConfig:
         """The config with its relative paths made absolute against ``base``."""
-        return resolve_paths(self, base)
+        return resolve_paths(self, base, slices=resolve_slice_paths(self.slices, base))
 
 
 def check_variants(models) -> None:

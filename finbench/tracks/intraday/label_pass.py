@@ -105,11 +105,14 @@ def session_days_between(calendar: str, first: dt.date, last: dt.date) -> np.nda
 
 def rolling_window(config: RunConfig) -> int:
     """The most resolved labels any rolling window holds (0 without one): every baseline
-    with a ``window`` but a frozen base rate, and the examples a prompt variant shows."""
+    with a ``window`` but a frozen base rate, the examples a prompt variant shows, and the
+    labels a declared volatility regime reads."""
+    from finbench.tracks.intraday.slices import volatility_history
+
     return max([m.window for m in config.models if hasattr(m, "window")
                 and getattr(m, "variant", "rolling") == "rolling"]
-               + [m.prompt.examples for m in config.models if hasattr(m, "prompt")],
-               default=0)
+               + [m.prompt.examples for m in config.models if hasattr(m, "prompt")]
+               + [volatility_history(config)], default=0)
 
 
 def fill_windows(plan: Plan, resolved: Resolved, *, momentum_minutes=(), echo=None) -> Resolved:

@@ -55,6 +55,11 @@ class IntradayPlugin(TrackPlugin):
     def stance_judge(self, config: RunConfig):
         return config.analysis.stance
 
+    def check_inputs(self, config: RunConfig) -> None:
+        from finbench.tracks.intraday.slices import slice_files
+
+        slice_files(config)
+
     def setting_warnings(self, config: RunConfig) -> list[str]:
         return config.report.warnings()
 

@@ -42,6 +42,7 @@ from finbench.tracks.intraday.report_data import (
     task_overlap,
     tools_table,
 )
+from finbench.tracks.intraday.report_slices import slice_scores
 
 
 def _score_display(table: pd.DataFrame, *, slice_name: str | None) -> pd.DataFrame:
@@ -168,6 +169,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
         tables["scores_by_cutoff"] = by_c
         _memorisation_table(data, put, tables, ci_note, facts)
+    _slice_table(data, put, tables, ci_note, facts)
     _replay_tables(data, folder, put, facts)
     for metric in ("brier", "winkler"):
         paired = paired_table(data, metric=metric)
@@ -279,6 +281,36 @@ def _agent_tables(data: RunData, put, tables: dict, ci_note: str, facts: str) ->
         f"their Brier skill (two-sided bootstrap p). {INFERENCE_NOTE} {ci_note} {facts}",
         raw=effect)
     tables["tools_effect"] = effect
+
+
+SLICE_KINDS = {
+    "calendar": "a calendar of announcements (event: one matched the task)",
+    "groups": "a grouping of tickers",
+    "volatility": "the regime of realised volatility known before the task (rv: the root mean "
+                  "square of the series' last returns known before its forecast time, against "
+                  "the terciles of its earlier values; each task's rv and thresholds in "
+                  "slices.parquet)"}
+
+
+def _slice_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
+    """Scores in each value of each declared slice (:func:`slice_scores`; none without)."""
+    table = slice_scores(data)
+    if table.empty:
+        return
+    declared = "; ".join(f"{s.name}: {SLICE_KINDS[s.kind]}" for s in data.config.slices)
+    put(pd.DataFrame([{
+        "Slice": r["slice"], "Value": r["value"], "Tasks": r["tasks"], "Model": r["model"],
+        "N": r["n"], "Sessions": r["sessions"],
+        "BS [95% CI]": with_ci(r["brier"], r["brier_lo"], r["brier_hi"]),
+        "BSS vs reference [95% CI]": "" if pd.isna(r["bss_ref"]) else
+        f"{with_ci(r['bss'], r['bss_lo'], r['bss_hi'])} vs {r['bss_ref']}",
+        "N paired": _count(r["bss_n"]), "Note": r["flag"]} for r in table.to_dict("records")]),
+        "scores_by_slice",
+        "Scores in the slices the config declares before any label is read (" + declared
+        + "): Tasks, the run's tasks of the value; N, the model's scored rows among them; the "
+        "skill is paired with the model's reference on the rows of the value both scored. "
+        f"{ci_note} {facts}", raw=table)
+    tables["scores_by_slice"] = table
 
 
 def _memorisation_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:

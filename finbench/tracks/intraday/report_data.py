@@ -242,8 +242,9 @@ def caption_facts(data: RunData) -> str:
             f"{excl}; unscorable: {unsc}. Source: {source}.")
 
 
-def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
-    """Model × slice (overall, horizon or ticker) with CIs for BS, BSS vs coin and Winkler.
+def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd.DataFrame:
+    """Model × slice (overall, horizon or ticker; or any column of the rows, ``composite``
+    false: a slice the scores table has not) with CIs for BS, BSS vs coin and Winkler.
 
     Slices come in the order they first appear in the rows (horizons in the config's order);
     each (slice, model) cell reads its rows by position, so a table of 500 tickers costs
@@ -315,7 +316,7 @@ def score_table(data: RunData, *, slice_kind: str) -> pd.DataFrame:
                                       min_clusters=rep.min_sessions)
             out.append(rec)
     table = pd.DataFrame(out)
-    if data.config.scores.composite and len(table):
+    if composite and data.config.scores.composite and len(table):
         table["composite_secondary"] = composites(data, table, slice_kind)
     return table
 

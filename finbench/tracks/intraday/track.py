@@ -66,6 +66,17 @@ class IntradayTrack(Track):
                                 daily=contexts, echo=echo)
         return self.resolved.labels_of(self.tasks)
 
+    def outputs(self) -> dict:
+        """``slices.parquet`` with declared slices: each task's value in each
+        (:mod:`finbench.tracks.intraday.slices`)."""
+        if not self.config.slices:
+            return {}
+        from finbench.core.slices import slice_table
+        from finbench.tracks.intraday.slices import task_slices
+
+        return {"slices.parquet": slice_table(task_slices(self.config, self.tasks,
+                                                          self._resolved().known))}
+
     def warnings(self, labels: pd.DataFrame) -> list[str]:
         return scorability(self.plan, labels)
 
