@@ -100,6 +100,9 @@ class ChatServer:
         self.delay = delay
         self.hang_seconds = hang_seconds
         self.healed = False  # True: "drop20" answers every prompt
+        # a recall probe's question -> the outcome the server "remembers" (p_yes 0.95 or
+        # 0.05); a question it does not hold is answered 0.5 ("I do not remember")
+        self.recall: dict[str, int] = {}
         self.lock = threading.Lock()
         self.requests: list[dict] = []
         self.in_flight = self.most_in_flight = 0  # chat requests being answered at once
@@ -172,6 +175,8 @@ class ChatServer:
                                   "body": body})
         if self.delay:
             time.sleep(self.delay)
+        if str(body["messages"][0]["content"]).startswith("You are asked what you remember"):
+            return self._reply(h, 200, self._completion(model, self._recall(body)))
         if REASONING.match(model):
             return self._reasoning(h, model, body)
         if model.startswith("stance-judge"):
@@ -207,6 +212,13 @@ class ChatServer:
         if model.startswith("event"):
             return 200, self._completion(model, self._event(body))
         return 200, _agent(model, body)
+
+    def _recall(self, body: dict) -> str:
+        """A recall probe answered from :attr:`recall`."""
+        question = body["messages"][-1]["content"]
+        y = self.recall.get(question)
+        p = 0.5 if y is None else (0.95 if y else 0.05)
+        return json.dumps({"p_yes": p, "rationale": "remembered" if y is not None else None})
 
     @staticmethod
     def _event(body: dict) -> str:

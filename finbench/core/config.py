@@ -130,6 +130,9 @@ class OpenAIModel(ModelBase):
     # the last date the model's training data may reach: tasks of sessions up to it are
     # "possibly memorised" (the outcome may be in its weights), split apart in reports
     knowledge_cutoff: dt.date | None = None
+    # ask, besides each forecast, a recall probe: the task's outcome from memory, no context
+    # (docs/spec.md §15): its accuracy before and after the cutoff indexes memorisation
+    recall_probe: bool = False
     # prompts without the ticker, company names (context.company_names) or calendar dates
     anonymize: bool = False
     # what the model forecasts: binary (p_up and an interval) or multiclass (down, flat, up)
@@ -178,6 +181,9 @@ class OpenAIModel(ModelBase):
         if len(set(self.tools)) < len(self.tools):
             raise ValueError(f"tools {self.tools!r}: a tool named twice")
         _check_variant(self)
+        if self.recall_probe and self.knowledge_cutoff is None:
+            raise ValueError("recall_probe: the probe's accuracy is split at the model's "
+                             "knowledge_cutoff, and it declares none")
         return self
 
 

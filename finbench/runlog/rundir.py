@@ -26,8 +26,9 @@ FINISHED = (MANIFEST, "tasks.parquet", "labels.parquet", "forecasts.parquet")
 RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parquet",
             "scores.csv", "rows.parquet", "rows.csv", "journal.jsonl", "stances.jsonl",
             "scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv",
-            # the declared slices' values (both tracks, with [[slices]])
-            "slices.parquet",
+            # the declared slices' values (both tracks, with [[slices]]); the recall probes'
+            # answers (with recall_probe)
+            "slices.parquet", "probes.parquet",
             # the event track's
             "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
             "market_gap.csv")
@@ -37,6 +38,8 @@ PARTS = "journal.parts"
 # hashes its manifest records (:func:`check_recorded`)
 INPUTS = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "stances.jsonl")
 SLICES = "slices.parquet"  # each task's value in each declared slice (the report reads it)
+PROBES = "probes.parquet"  # the recall probes' answers (docs/spec.md §15)
+PROBE_FOLDER = "probes"  # their journal and transcripts
 SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
           "exclusions.csv", "market_gap.csv")
 

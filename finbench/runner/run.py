@@ -109,6 +109,7 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
         steps.print_waiting()
         return
     steps.write_forecast_table()
+    steps.probe()                  # with recall_probe: each task's outcome from memory
     steps.judge_stances()          # with [analysis.stance] method = "judge"
     steps.score()
     steps.finish()

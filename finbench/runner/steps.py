@@ -441,6 +441,20 @@ class RunSteps:
         write_json(self.manifest_path, self.manifest)
         self.lap("forecast table")
 
+    def probe(self) -> None:
+        """The recall probes of the models that ask them (:mod:`finbench.runner.probes`),
+        answered and gathered into ``probes.parquet``."""
+        from finbench.runner.probes import ask_probes, probed_models
+
+        if not probed_models(self.config):
+            return
+        unasked = ask_probes(self.track, self.config, self.out, self.asked,
+                             {*self.skipped, *self.stopped}, self.echo)
+        if unasked:
+            self.manifest["probes_unfinished"] = unasked
+            write_json(self.manifest_path, self.manifest)
+        self.lap("recall probes")
+
     def _unanswered(self) -> dict[str, dict[str, int]]:
         """Per model, its tasks whose calls got no answer (status error): how many will be
         asked again by the next run, and how many are final (out of attempts)."""

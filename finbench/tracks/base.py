@@ -176,6 +176,15 @@ class Track(ABC):
         its store while the run read it); nothing to check by default."""
         return
 
+    def probe_questions(self, tasks: pd.DataFrame) -> list[str]:
+        """The recall probe of each of ``tasks`` (rows of :attr:`tasks`): a yes-or-no
+        question, in the past tense, about its outcome, naming its subject and day, asked
+        with no context (:mod:`finbench.forecasters.probe`). A track without probes refuses
+        a model that asks for them."""
+        from finbench.core.errors import ConfigError
+
+        raise ConfigError(f"recall_probe: the {self.name} track has no recall probe")
+
     def tools(self):
         """The :class:`~finbench.tracks.tools.ToolBox` an agent of this track calls, over
         the run's snapshot; None (the default): the track offers none."""

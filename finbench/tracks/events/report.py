@@ -198,6 +198,7 @@ def event_memorisation(rows: pd.DataFrame, tasks: pd.DataFrame, config) -> pd.Da
 def _memorisation_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     if not any(getattr(m, "knowledge_cutoff", None) for m in config.models):
         return []
+    paths = _probe_table(run_dir, config, put, rule, source)
     table = event_memorisation(pd.read_parquet(run_dir / "rows.parquet"),
                                pd.read_parquet(run_dir / "tasks.parquet"), config)
     shown = pd.DataFrame([{
@@ -208,13 +209,39 @@ def _memorisation_table(run_dir: Path, config, put, rule: str, source: str) -> l
         "after: Brier difference [95% CI]": _ci(r["after"], r["after_lo"], r["after_hi"]),
         "gap after - before [95% CI]": _ci(r["gap"], r["gap_lo"], r["gap_hi"]),
         "note": r["flag"]} for r in table.to_dict("records")])
-    return put(shown, "event_memorisation", "Memorisation: each model that declares a "
+    return paths + put(shown, "event_memorisation", "Memorisation: each model that declares a "
                "knowledge cutoff, its mean Brier less each reference's on the markets both "
                "scored, for markets resolved up to its cutoff (the outcome may be in its "
                "training data) and after it, and the gap after less before: better than the "
                "reference before the cutoff but not after (a positive gap) is what memorised "
                "outcomes look like. Each side's event groups are resampled within it."
                + rule + source, raw=table)
+
+
+def _probe_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """The recall probes before and after each probed model's cutoff, by the day its market
+    resolved (none without ``probes.parquet``)."""
+    from finbench.reports.probes import CAPTION, probe_display, probe_table
+    from finbench.runlog.rundir import PROBES as TABLE
+
+    if not (run_dir / TABLE).is_file():
+        return []
+    probes = pd.read_parquet(run_dir / TABLE, columns=["task_id", "model", "p_up", "valid"])
+    labels = pd.read_parquet(run_dir / "labels.parquet", columns=[
+        "task_id", "y", "status", "event_group", "resolved_at"])
+    cutoffs = {m.name: m.knowledge_cutoff for m in config.models
+               if getattr(m, "knowledge_cutoff", None) is not None}
+    s = config.scores
+    table = probe_table(probes, pd.DataFrame({
+        "task_id": labels["task_id"],
+        "y": labels["y"].astype(float).where(labels["status"] == "ok"),
+        "cluster": pd.factorize(labels["event_group"], sort=True)[0],
+        "day": labels["resolved_at"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%d")}),
+        cutoffs, replicates=s.bootstrap_replicates, seed=s.seed, level=s.level, min_n=s.min_n,
+        min_clusters=s.min_groups)
+    return put(probe_display(table, "groups"), "event_recall_probes", CAPTION + " Markets "
+               "fall before or after the cutoff by the day they resolved; event groups are "
+               "resampled." + rule + source, raw=table)
 
 
 def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:

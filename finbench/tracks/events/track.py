@@ -5,6 +5,7 @@ event prompt."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -194,6 +195,15 @@ class EventsTrack(Track):
             return Inputs(tasks=tasks, contexts=contexts, history=self.history())
 
         yield ContextBatch(where, inputs)
+
+    def probe_questions(self, tasks: pd.DataFrame) -> list[str]:
+        """Whether the task's market resolved YES, named by its question and the day it
+        resolved (UTC)."""
+        question = self.plan.markets.set_index("market_id")["question"]
+        return [f"A prediction market asked: {json.dumps(str(q), ensure_ascii=False)}. It "
+                f"resolved on {at.tz_convert('UTC'):%Y-%m-%d} (UTC). Did it resolve YES?"
+                for q, at in zip(question.loc[tasks["market_id"]].to_numpy(object),
+                                 tasks["resolved_at"], strict=True)]
 
     def release(self) -> None:
         self.labels, self.retrieved = None, []

@@ -169,6 +169,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
         tables["scores_by_cutoff"] = by_c
         _memorisation_table(data, put, tables, ci_note, facts)
+        _probe_table(data, put, tables, ci_note, facts)
     _slice_table(data, put, tables, ci_note, facts)
     _replay_tables(data, folder, put, facts)
     for metric in ("brier", "winkler"):
@@ -336,6 +337,33 @@ def _memorisation_table(data: RunData, put, tables: dict, ci_note: str, facts: s
         "gap) is what memorised outcomes look like. Each side's sessions are resampled within "
         f"it. {ci_note} {facts}", raw=memory)
     tables["memorisation"] = memory
+
+
+def _probe_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
+    """The recall probes before and after each probed model's cutoff
+    (:func:`~finbench.reports.probes.probe_table`; none without ``probes.parquet``)."""
+    from finbench.reports.probes import CAPTION, probe_display, probe_table
+    from finbench.runlog.rundir import PROBES as TABLE
+
+    if data.run_dir is None or not (data.run_dir / TABLE).is_file():
+        return
+    probes = pd.read_parquet(data.run_dir / TABLE, columns=["task_id", "model", "p_up",
+                                                            "valid"])
+    labels = pd.read_parquet(data.run_dir / "labels.parquet", columns=["task_id", "y",
+                                                                        "status"])
+    tasks = pd.read_parquet(data.run_dir / "tasks.parquet", columns=["task_id", "session"])
+    truth = labels.merge(tasks, on="task_id")
+    rep = data.config.report
+    table = probe_table(probes, pd.DataFrame({
+        "task_id": truth["task_id"],
+        "y": truth["y"].astype(float).where(truth["status"] == "ok"),
+        "cluster": pd.factorize(truth["session"], sort=True)[0],
+        "day": truth["session"].astype(str)}), knowledge_cutoffs(data.config),
+        replicates=rep.bootstrap_replicates, seed=rep.seed, level=rep.level, min_n=rep.min_n,
+        min_clusters=rep.min_sessions)
+    put(probe_display(table, "sessions"), "recall_probes", f"{CAPTION} {ci_note} {facts}",
+        raw=table)
+    tables["recall_probes"] = table
 
 
 def _corp_table(data: RunData, put, tables: dict, folder: Path, facts: str) -> None:

@@ -77,6 +77,11 @@ class IntradayTrack(Track):
         return {"slices.parquet": slice_table(task_slices(self.config, self.tasks,
                                                           self._resolved().known))}
 
+    def probe_questions(self, tasks: pd.DataFrame) -> list[str]:
+        from finbench.tracks.intraday.probe import probe_questions
+
+        return probe_questions(self.config, tasks)
+
     def warnings(self, labels: pd.DataFrame) -> list[str]:
         return scorability(self.plan, labels)
 
