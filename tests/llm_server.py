@@ -175,10 +175,8 @@ class ChatServer:
                                   "body": body})
         if self.delay:
             time.sleep(self.delay)
-        if str(body["messages"][0]["content"]).startswith("You are asked what you remember"):
-            return self._reply(h, 200, self._completion(model, self._recall(body)))
-        if REASONING.match(model):
-            return self._reasoning(h, model, body)
+        if self._by_request(h, model, body):
+            return None
         if model.startswith("stance-judge"):
             return self._judge(h, model, body)
         if model.startswith(("native", "event", "agent-")):
@@ -212,6 +210,18 @@ class ChatServer:
         if model.startswith("event"):
             return 200, self._completion(model, self._event(body))
         return 200, _agent(model, body)
+
+    def _by_request(self, h, model: str, body: dict) -> bool:
+        """Answer what is told by the request rather than the model's name: a recall probe
+        (its system message), a reasoning model's request (its name's pattern); False for
+        the rest."""
+        if str(body["messages"][0]["content"]).startswith("You are asked what you remember"):
+            self._reply(h, 200, self._completion(model, self._recall(body)))
+            return True
+        if REASONING.match(model):
+            self._reasoning(h, model, body)
+            return True
+        return False
 
     def _recall(self, body: dict) -> str:
         """A recall probe answered from :attr:`recall`."""
