@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test test-all pilot pilot-events sample events-sample lint bench paper clean
+.PHONY: venv test test-all pilot pilot-events pilot-month sample events-sample lint bench paper clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ pilot: $(STAMP)
 pilot-events: $(STAMP)
 	$(BIN)/finbench run configs/pilot_events.toml --out results/pilot_events
 	$(BIN)/finbench report results/pilot_events
+
+# a month of the synthetic sample: the report's inference (cutoff split, power, tests) at work
+pilot-month: $(STAMP)
+	$(BIN)/finbench run configs/pilot_month.toml --out results/pilot_month
+	$(BIN)/finbench report results/pilot_month
 
 events-sample: $(STAMP)
 	rm -rf data/events_sample

@@ -386,7 +386,8 @@ def test_event_agents_see_only_what_was_known_at_their_cutoff(tmp_path, server):
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(root / "data" / "events_sample" / "store"))
+        "../data/events_sample/store", str(root / "data" / "events_sample" / "store")).replace(
+        '"../data/', f'"{root}/data/')
     text = text[:text.index("[[models]]\nname = \"GPT-4o Mini with posts\"")]
     for agent in ("agent-event-honest", "agent-event-adversarial"):
         text += (f'[[models]]\nname = "{agent}"\nkind = "openai"\nmodel = "{agent}"\n'

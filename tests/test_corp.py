@@ -97,7 +97,8 @@ def test_the_event_pilot_report_has_the_corp_table_and_figure(tmp_path):
 
     cfg = tmp_path / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(SAMPLE / "store")))
+        "../data/events_sample/store", str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/'))
     out = run(cfg, tmp_path / "run", echo=lambda *_: None)
     report(out)
     table = pd.read_csv(out / "tables" / "event_corp.csv").set_index("model")

@@ -318,7 +318,7 @@ def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "confi
     text = source.read_text().replace(
         'store = "../data/events_sample/store"', f'store = "{SAMPLE / "store"}"').replace(
         'model = "gpt-4o-mini"', f'model = "event-a"\nbase_url = "{server.base_url}"\n'
-        'api_key_env = "FINBENCH_TEST_KEY"')
+        'api_key_env = "FINBENCH_TEST_KEY"').replace('"../data/', f'"{ROOT}/data/')
     path = tmp_path / "pilot_events.toml"
     path.write_text(text)
     return path
@@ -416,14 +416,16 @@ def test_pilot_events_config_runs_offline_with_references_only(tmp_path, monkeyp
     said = []
     shutil.copy(ROOT / "configs" / "pilot_events.toml", tmp_path / "p.toml")
     text = (tmp_path / "p.toml").read_text().replace("../data/events_sample/store",
-                                                     str(SAMPLE / "store"))
+                                                     str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/')
     (tmp_path / "p.toml").write_text(text)
     out = run(tmp_path / "p.toml", tmp_path / "run", echo=said.append)
     assert any("skip GPT-4o Mini with posts: API key variable OPENAI_API_KEY" in s
                for s in said)
     scores = pd.read_parquet(out / "scores.parquet")
     assert set(scores["model"]) == {"market", "one_percent", "frozen_jan_feb",
-                                    "category_rate", "in-sample frequency"}
+                                    "category_rate", "memoriser-replay",
+                                    "in-sample frequency"}
     # the report's tables hold the stored numbers, rounded for reading, each skill with its
     # n and both raw scores (the gap table printed 12 digits)
     from finbench.reports.build import report
@@ -493,7 +495,8 @@ def test_a_torn_event_table_is_named_and_score_mends_the_score_outputs(tmp_path,
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     text = (ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(SAMPLE / "store"))
+        "../data/events_sample/store", str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/')
     (tmp_path / "p.toml").write_text(text)
     out = run(tmp_path / "p.toml", tmp_path / "run", echo=lambda *_: None)
     kept = (out / "skill.parquet").read_bytes()
@@ -529,7 +532,8 @@ def test_tasks_verb_and_show_on_an_event_run(tmp_path, capsys):
 
     cfg = tmp_path / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(SAMPLE / "store")))
+        "../data/events_sample/store", str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/'))
     assert main(["tasks", str(cfg), "--out", str(tmp_path / "t")]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert facts["tasks"] == 46 and facts["labels"] == {"YES": 11, "NO": 31}
@@ -561,7 +565,8 @@ def test_shards_and_the_dask_executor_refuse_an_event_run(tmp_path):
 
     cfg = tmp_path / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(SAMPLE / "store")))
+        "../data/events_sample/store", str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/'))
     for extra in (["--shard", "2024-03-01:2024-03-31"], ["--executor", "dask"]):
         done = cli("run", cfg, "--out", tmp_path / "r", *extra)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -593,7 +598,8 @@ def test_a_damaged_event_store_is_named_by_validate_and_by_the_run(tmp_path, cap
     assert f"{store}: 1 problem(s)" in err
     cfg = tmp_path / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(store)))
+        "../data/events_sample/store", str(store)).replace(
+        '"../data/', f'"{ROOT}/data/'))
     with pytest.raises(StoreError, match=rf"{part}: cannot be read \(.*\); `finbench data "
                                          rf"validate {store}` names every file"):
         run(cfg, tmp_path / "run", echo=lambda *_: None)
@@ -604,7 +610,8 @@ def reference_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("event_run")
     cfg = tmp / "p.toml"
     cfg.write_text((ROOT / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(SAMPLE / "store")))
+        "../data/events_sample/store", str(SAMPLE / "store")).replace(
+        '"../data/', f'"{ROOT}/data/'))
     return run(cfg, tmp / "run", echo=lambda *_: None)
 
 

@@ -21,10 +21,14 @@ GOLDEN = {2: {"pilot.toml": "18fc8f4bb207633859f93a6c023c95e00fa0a7cad5d256c591a
               "pilot_events.toml":
                   "33fb61b4b30592d2e037a299b37ca6af94092065d620cb1faea1a827534ac007"},
           # 3: the cost columns added to rows.parquet; the digest of the other columns is
-          # engine 2's (test_engine_3_adds_columns_and_changes_no_number)
+          # engine 2's (test_engine_3_adds_columns_and_changes_no_number); the event pilot
+          # has since gained a replayed model, whose rows alone the digest adds (the same test
+          # drops them: the other rows hash as before)
           3: {"pilot.toml": "f16d6df2d79af80321772eefc35c01c48760e8b2c357e4bb92b2df216368ceca",
               "pilot_events.toml":
-                  "85077c1b543780e18899bca71ff6a61fccfe6fc5e63b2822f4269a1407c14408"}}
+                  "78be13b1888ebaa6e5397dd5e50479f774df9af2c511e1cf0cd1a8534223f661"}}
+# models the pilots gained after engine 2, left out when comparing with its digests
+ADDED_SINCE_2 = {"pilot_events.toml": {"memoriser-replay"}}
 
 
 @pytest.mark.parametrize("name", ["pilot.toml", "pilot_events.toml"])
@@ -72,5 +76,9 @@ def test_engine_3_adds_columns_and_changes_no_number(name, tmp_path):
     assert len(keep) == len(rows["columns"]) - 4
     rows["columns"] = [rows["columns"][i] for i in keep]
     rows["rows"] = [[row[i] for i in keep] for row in rows["rows"]]
+    added = ADDED_SINCE_2.get(name, set())
+    for table in tables.values():
+        model = table["columns"].index("model")
+        table["rows"] = [row for row in table["rows"] if row[model] not in added]
     text = json.dumps(tables, sort_keys=True, separators=(",", ":"), allow_nan=False)
     assert hashlib.sha256(text.encode()).hexdigest() == GOLDEN[2][name]

@@ -102,7 +102,8 @@ def test_an_event_runs_agent_samples_read_back_with_yes_or_no_targets(tmp_path, 
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "configs" / "pilot_events.toml").read_text().replace(
-        "../data/events_sample/store", str(root / "data" / "events_sample" / "store"))
+        "../data/events_sample/store", str(root / "data" / "events_sample" / "store")).replace(
+        '"../data/', f'"{root}/data/')
     text = text[:text.index("[[models]]\nname = \"GPT-4o Mini with posts\"")]
     text += (f'[[models]]\nname = "agent"\nkind = "openai"\nmodel = "agent-event-honest"\n'
              f'base_url = "{server.base_url}"\napi_key_env = "FINBENCH_TEST_KEY"\n'

@@ -245,7 +245,7 @@ def test_replay_cells_that_are_no_number_are_invalid_answers_not_numbers(tmp_pat
     ("model,task_id,p_up\nm,AAPL|2025-01-15|MORNING,0.5\n,AAPL|2025-01-15|MIDDAY,0.5\n",
      "rule 'model is not empty' broken in rows 2"),
     ("task_id,lower,upper\nAAPL|2025-01-15|MORNING,-0.01,0.01\n",
-     "has no p_up column (columns: task_id, lower, upper)"),
+     "has no p_up (or an event forecaster's p_yes) column (columns: task_id, lower, upper)"),
 ])
 def test_a_replay_row_that_names_no_task_or_model_is_named(tmp_path, sample_store, text, said):
     """An empty key cell ended the run in a TypeError (joining the names of rows outside the

@@ -285,7 +285,7 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
         assert "market" in page.inner_text("#table-event_scores")
         assert page.locator("#table-event_skill tbody tr").count() > 0
         page.select_option("select[name=model]", "market")
-        assert page.inner_text("#count") == "42 of 168 samples"
+        assert page.inner_text("#count") == "42 of 210 samples"  # 42 markets x 5 models
         row = page.locator("#sample-list tbody tr").first
         task = row.get_attribute("data-task")
         row.click()

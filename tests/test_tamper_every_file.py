@@ -377,7 +377,7 @@ def events(tmp_path_factory):
     text = (ROOT / "configs" / "pilot_events.toml").read_text().replace(
         'store = "../data/events_sample/store"', f'store = "{store}"').replace(
         'model = "gpt-4o-mini"', f'model = "event-a"\nbase_url = "{server.base_url}"\n'
-        'api_key_env = "FINBENCH_EVERY_KEY"')
+        'api_key_env = "FINBENCH_EVERY_KEY"').replace('"../data/', f'"{ROOT}/data/')
     (base / "events.toml").write_text(text)
     out = run(base / "events.toml", base / "clean", echo=lambda *_: None)
     server.close()

@@ -1,7 +1,8 @@
 """Replay: score forecasts made elsewhere, read from CSV/Parquet and validated row by row.
 
-A replay file holds rows keyed by ``task_id`` or by ``ticker, session, horizon``, with
-``p_up`` and, for a forecaster that gives intervals, ``lower`` and ``upper`` (a file without
+A replay file holds rows keyed by ``task_id``, by ``ticker, session, horizon`` or (an event
+run's) by ``market_id``, with ``p_up`` (an event forecaster's ``p_yes``) and, for a
+forecaster that gives intervals, ``lower`` and ``upper`` (a file without
 both is a probability-only forecaster: a replayed market price, say); ``rationale`` is
 optional. A file may hold several models' rows in a ``model`` column, as the paper's pilot
 CSV does: the config's ``model`` picks one. A task of the run without a row is an invalid
@@ -34,15 +35,26 @@ CLAIM_FIELDS = ("y", "r", "brier", "log_loss", "winkler", "composite_score")
 
 
 def load_replay(path, model: str | None = None) -> pd.DataFrame:
-    """Read a replay file keyed by ``task_id`` or by ``ticker, session, horizon``: the rows of
-    ``model`` when the file has a ``model`` column (which must then name one)."""
+    """Read a replay file keyed by ``task_id``, by ``market_id`` (an event run's: one task a
+    market) or by ``ticker, session, horizon``: the rows of ``model`` when the file has a
+    ``model`` column (which must then name one). The probability is ``p_up``, or an event
+    forecaster's ``p_yes`` (read as ``p_up``, the probability of the positive outcome)."""
     frame = read_table_file(path)
     if frame.empty:
         raise DataError(f"{path}: replay file has no rows")
-    if "p_up" not in frame:
-        raise DataError(f"{path}: has no p_up column (columns: {', '.join(map(str, frame))})")
+    if "p_up" in frame and "p_yes" in frame:
+        raise DataError(f"{path}: has both p_up and p_yes; give the probability once")
+    if "p_up" not in frame and "p_yes" not in frame:
+        raise DataError(f"{path}: has no p_up (or an event forecaster's p_yes) column "
+                        f"(columns: {', '.join(map(str, frame))})")
+    frame = frame.rename(columns={"p_yes": "p_up"})
     _filled(frame, path, ["model"] if "model" in frame else [])
     frame = _model_rows(frame, path, model)
+    if "task_id" not in frame and "market_id" in frame:
+        _filled(frame, path, ["market_id"])
+        frame["market_id"] = frame["market_id"].astype(str)
+        _unique(frame, "market_id", path)
+        return frame
     if "task_id" not in frame:
         missing = [c for c in ("ticker", "session", "horizon") if c not in frame]
         if missing:
@@ -58,15 +70,22 @@ def load_replay(path, model: str | None = None) -> pd.DataFrame:
                             f"{frame['session'].iloc[bad[0]]!r} is not a date YYYY-MM-DD")
         frame["task_id"] = (frame["ticker"].astype(str) + "|" + session.dt.strftime("%Y-%m-%d")
                             + "|" + frame["horizon"].astype(str))
-    dup = frame["task_id"].duplicated(keep=False)
-    if dup.any():
-        rows = [str(i + 1) for i in frame.index[dup][:5]]
-        raise DataError(f"{path}: rule 'one forecast per task' broken in rows {', '.join(rows)}")
+    _unique(frame, "task_id", path)
     if ("lower" in frame) != ("upper" in frame):
         raise DataError(f"{path}: has {'lower' if 'lower' in frame else 'upper'} but not "
                         f"{'upper' if 'lower' in frame else 'lower'}: give both columns of the "
                         "interval, or neither for a probability-only forecaster")
     return frame
+
+
+def _unique(frame: pd.DataFrame, key: str, path) -> None:
+    """A DataError naming the rows whose key is given twice."""
+    dup = frame[key].duplicated(keep=False)
+    if dup.any():
+        rows = [str(i + 1) for i in frame.index[dup][:5]]
+        what = "task" if key == "task_id" else "market"
+        raise DataError(f"{path}: rule 'one forecast per {what}' broken in rows "
+                        f"{', '.join(rows)}")
 
 
 def _filled(frame: pd.DataFrame, path, keys: list[str]) -> None:
@@ -102,17 +121,26 @@ def _model_rows(frame: pd.DataFrame, path, model: str | None) -> pd.DataFrame:
 class Replay(Forecaster):
     def __init__(self, config, prompt=None) -> None:
         super().__init__(config, prompt)
-        self.table = load_replay(config.path, config.model).set_index("task_id")
+        table = load_replay(config.path, config.model)
+        # what a row names its task by: the task's id, or its market (an event run's)
+        self.key = "task_id" if "task_id" in table else "market_id"
+        self.table = table.set_index(self.key)
         self.interval = "lower" in self.table
+
+    def _keys(self, tasks: pd.DataFrame) -> pd.Series:
+        if self.key not in tasks:
+            raise DataError(f"{self.config.path}: its rows name {self.key}s, which this run's "
+                            "tasks have not (key its rows by task_id)")
+        return tasks[self.key].astype(str)
 
     def asked(self, tasks: pd.DataFrame) -> np.ndarray:
         asked = super().asked(tasks)
         if self.config.missing == "not_asked":
-            asked &= tasks["task_id"].isin(self.table.index).to_numpy(bool)
+            asked &= self._keys(tasks).isin(self.table.index).to_numpy(bool)
         return asked
 
     def notes(self, tasks: pd.DataFrame) -> list[str]:
-        outside = self.table.index[~self.table.index.isin(tasks["task_id"])]
+        outside = self.table.index[~self.table.index.isin(self._keys(tasks))]
         if not len(outside):
             return []
         shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
@@ -122,7 +150,7 @@ class Replay(Forecaster):
     def _answer(self, inputs: Inputs) -> tuple[list, dict]:
         answers, details = [], []
         claims = [c for c in CLAIM_FIELDS if c in self.table.columns]
-        for tid in inputs.tasks["task_id"]:
+        for tid in self._keys(inputs.tasks):
             if tid not in self.table.index:
                 answers.append(ParsedAnswer(False, "missing: no row for this task in the replay "
                                             "file", ""))

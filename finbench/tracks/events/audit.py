@@ -76,7 +76,7 @@ def audit_events(run_dir: Path, manifest: dict, config: EventRunConfig, echo) ->
     gated = next(track.context_batches(askable)).inputs(np.arange(len(rows)))
     for model in models:
         mine = forecasts[forecasts["model"] == model.name].set_index("task_id")
-        if model.kind in REFERENCE_KINDS:
+        if model.kind in REFERENCE_KINDS or model.kind == "replay":  # answered again
             problems += _reference_problems(track, model, mine, gated, rows)
         else:
             problems += _llm_problems(run_dir, track, model, mine, gated)
@@ -159,8 +159,8 @@ def _time_problems(forecasts: pd.DataFrame, tasks: pd.DataFrame) -> list[str]:
 
 def _reference_problems(track: EventsTrack, model, mine: pd.DataFrame, gated,
                         rows: np.ndarray) -> list[str]:
-    """The reference answers again from the store (``gated``: the gated inputs of the tasks
-    at ``rows``, those that can be asked); its rows must match."""
+    """The reference (or replayed file) answers again from the store (``gated``: the gated
+    inputs of the tasks at ``rows``, those that can be asked); its rows must match."""
     forecaster = build_forecaster(model, track.prompt)
     inputs = gated if forecaster.needs_context else track.plain_inputs(rows)
     again = forecaster.forecast(inputs).to_pandas().set_index("task_id")

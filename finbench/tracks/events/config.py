@@ -15,6 +15,7 @@ from finbench.core.config import (
     McpAgentModel,
     ModelBase,
     OpenAIModel,
+    ReplayModel,
     StrictModel,
     absolute_path,
     resolve_paths,
@@ -148,7 +149,7 @@ class EventMcpModel(McpAgentModel):
 
 EventModelConfig = Annotated[
     ConstantModel | FrozenFrequencyModel | CategoryRateModel | MarketPriceModel | EventLLMModel
-    | EventMcpModel,
+    | EventMcpModel | ReplayModel,
     Field(discriminator="kind")]
 REFERENCE_KINDS = ("constant", "frozen_frequency", "category_rate", "market_price")
 
