@@ -123,6 +123,8 @@ class ChatServer:
                 if self.path.endswith("/files"):
                     return server.upload(self, raw)
                 body = json.loads(raw)
+                if self.path.endswith("/v1/completions"):
+                    return server.complete(self, body)
                 if self.path.endswith("/batches"):
                     return server.create_batch(self, body)
                 server.handle(self, body)
@@ -222,6 +224,26 @@ class ChatServer:
             self._reasoning(h, model, body)
             return True
         return False
+
+    def complete(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        """The completions endpoint as vLLM answers ``echo`` with ``logprobs``: each
+        whitespace-separated word of the prompt a token, its log-probability
+        :func:`word_logprob` (the first token's none), then one generated token. A model
+        named ``chat-only`` is refused as a provider without the endpoint (404)."""
+        with self.lock:
+            self.requests.append({"model": body["model"], "completions": True, "body": body})
+        if body["model"] == "chat-only":
+            return self._reply(h, 404, {"error": {"message": "Not Found", "type": "invalid"}})
+        words = str(body["prompt"]).split()
+        logprobs = [None] + [word_logprob(w) for w in words[1:]] + [-0.5]
+        return self._reply(h, 200, {
+            "id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "text": str(body["prompt"]) + " x", "finish_reason":
+                         "length", "logprobs": {"tokens": [*words, "x"],
+                                                "token_logprobs": logprobs,
+                                                "text_offset": None, "top_logprobs": None}}],
+            "usage": {"prompt_tokens": len(words), "completion_tokens": 1,
+                      "total_tokens": len(words) + 1}})
 
     def _recall(self, body: dict) -> str:
         """A recall probe answered from :attr:`recall`."""
@@ -555,6 +577,12 @@ def _event_agent(model: str, body: dict, prompt: str) -> dict:
 
 VARIANT_P = (0.2, 0.5, 0.8)
 VARIANT_Q = ((0.2, 0.3, 0.5), (0.3, 0.3, 0.4), (0.1, 0.2, 0.7))
+
+
+def word_logprob(word: str) -> float:
+    """The loopback completions endpoint's log-probability of a word: set by its letters
+    alone, so a test computes it again (digits are the least likely)."""
+    return -0.25 * sum(3 if c.isdigit() else 1 for c in word) / max(len(word), 1) - 0.01 * len(word)
 
 
 def _variant_answer(body: dict) -> str:

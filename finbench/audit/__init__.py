@@ -7,7 +7,7 @@ the intraday track's in :mod:`finbench.tracks.intraday.audit`, the event track's
 :mod:`finbench.tracks.events.audit`: the store, tasks, labels, every forecast row, receipts
 and the time gate, transcripts, scores); and the report, when there is one, against its
 receipt and against the report drawn again from the run (:mod:`.report`); the recall
-probes, when a model asks them (:mod:`.probes`). The checks the
+probes and Min-K% scores, when a model asks for them (:mod:`.probes`, :mod:`.min_k`). The checks the
 tracks share: forecast rows against their journal and their answers (:mod:`.rows`), LLM
 transcripts (:mod:`.transcripts`), score tables against their recomputation (:mod:`.scores`).
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from finbench.audit.files import config_problems, hash_problems, table_problems
+from finbench.audit.min_k import min_k_problems
 from finbench.audit.probes import probe_problems
 from finbench.audit.report import report_problems
 from finbench.core.calendar import from_library
@@ -60,4 +61,5 @@ def _audit_run(run_dir: Path, echo) -> list[str]:
         return problems + [f"{p} (the audit reads it: nothing more was derived again)"
                            for p in tables]
     return (problems + track.audit(run_dir, manifest, config, echo)
-            + probe_problems(run_dir, config, manifest, lambda: track.open(config)))
+            + probe_problems(run_dir, config, manifest, lambda: track.open(config))
+            + min_k_problems(run_dir, config, manifest))

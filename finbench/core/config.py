@@ -133,6 +133,9 @@ class OpenAIModel(ModelBase):
     # ask, besides each forecast, a recall probe: the task's outcome from memory, no context
     # (docs/spec.md §15): its accuracy before and after the cutoff indexes memorisation
     recall_probe: bool = False
+    # score each task's text (the user message sent) by the model's own token
+    # log-probabilities, Min-K% (docs/spec.md §15): a provider without them is skipped
+    min_k_percent: Annotated[int, Field(ge=1, le=100)] | None = None
     # prompts without the ticker, company names (context.company_names) or calendar dates
     anonymize: bool = False
     # what the model forecasts: binary (p_up and an interval) or multiclass (down, flat, up)

@@ -28,7 +28,7 @@ RECORDED = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "scores.parq
             "scores3.parquet", "scores3.csv", "rows3.parquet", "rows3.csv",
             # the declared slices' values (both tracks, with [[slices]]); the recall probes'
             # answers (with recall_probe)
-            "slices.parquet", "probes.parquet",
+            "slices.parquet", "probes.parquet", "min_k.parquet",
             # the event track's
             "retrieval.parquet", "skill.parquet", "skill.csv", "exclusions.csv",
             "market_gap.csv")
@@ -40,6 +40,7 @@ INPUTS = ("tasks.parquet", "labels.parquet", "forecasts.parquet", "stances.jsonl
 SLICES = "slices.parquet"  # each task's value in each declared slice (the report reads it)
 PROBES = "probes.parquet"  # the recall probes' answers (docs/spec.md §15)
 PROBE_FOLDER = "probes"  # their journal and transcripts
+MIN_K = "min_k.parquet"  # each task's text scored by its model's token log-probabilities
 SCORED = ("scores.parquet", "scores3.parquet", "rows.parquet", "skill.parquet",
           "exclusions.csv", "market_gap.csv")
 

@@ -110,6 +110,7 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
         return
     steps.write_forecast_table()
     steps.probe()                  # with recall_probe: each task's outcome from memory
+    steps.min_k()                  # with min_k_percent: each task's text, Min-K% probability
     steps.judge_stances()          # with [analysis.stance] method = "judge"
     steps.score()
     steps.finish()

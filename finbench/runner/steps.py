@@ -455,6 +455,21 @@ class RunSteps:
             write_json(self.manifest_path, self.manifest)
         self.lap("recall probes")
 
+    def min_k(self) -> None:
+        """The Min-K% probability of each task's text for the models that ask for it
+        (:mod:`finbench.runner.min_k`), written to ``min_k.parquet``."""
+        from finbench.runner.min_k import measure_min_k, min_k_models
+
+        if not min_k_models(self.config):
+            return
+        unsupported = measure_min_k(self.config, self.out, {*self.skipped, *self.stopped},
+                                    self.echo)
+        if unsupported:
+            self.manifest["min_k_unsupported"] = {
+                **self.manifest.get("min_k_unsupported", {}), **unsupported}
+            write_json(self.manifest_path, self.manifest)
+        self.lap("min-k")
+
     def _unanswered(self) -> dict[str, dict[str, int]]:
         """Per model, its tasks whose calls got no answer (status error): how many will be
         asked again by the next run, and how many are final (out of attempts)."""

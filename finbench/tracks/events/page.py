@@ -19,14 +19,14 @@ ORDER = ("event_scores", "event_skill", "event_scores_by_category", "event_score
          "event_scores_by_slice", "event_skill_by_slice",
          "event_skill_by_retrieval", "event_scores_by_group", "event_tools_effect",
          "event_agents", "event_retrieval_effect", "event_prompt_variants",
-         "event_memorisation", "event_recall_probes", "event_market_gap",
+         "event_memorisation", "event_recall_probes", "event_min_k", "event_market_gap",
          "event_reliability",
          "event_corp", "event_exclusions")
 TITLES = {"event_scores": "Scores", "event_skill": "Skill",
           "event_prompt_variants": "Prompt variants", "event_memorisation": "Memorisation",
           "event_retrieval_effect": "What retrieval adds",
           "event_scores_by_slice": "Scores by declared slice",
-          "event_recall_probes": "Recall probes",
+          "event_recall_probes": "Recall probes", "event_min_k": "Min-K% probability",
           "event_skill_by_slice": "Skill by declared slice",
           "event_tools_effect":
           "What tools add", "event_agents": "Agents", "event_market_gap": "Gap to the market",

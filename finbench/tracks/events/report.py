@@ -244,6 +244,34 @@ def _probe_table(run_dir: Path, config, put, rule: str, source: str) -> list[Pat
                "resampled." + rule + source, raw=table)
 
 
+def _min_k_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """Skill against the market's price (else the first reference) within terciles of
+    Min-K% (none without ``min_k.parquet``)."""
+    from finbench.reports.min_k import CAPTION, min_k_display, min_k_table
+    from finbench.runlog.rundir import MIN_K
+    from finbench.tracks.events.config import REFERENCE_KINDS
+
+    refs = [m for m in config.models if m.kind in REFERENCE_KINDS]
+    if not (run_dir / MIN_K).is_file() or not refs:
+        return []
+    ref = next((m.name for m in refs if m.kind == "market_price"), refs[0].name)
+    scores = pd.read_parquet(run_dir / MIN_K, columns=["task_id", "model", "k", "min_k"])
+    rows = pd.read_parquet(run_dir / "rows.parquet", columns=[
+        "task_id", "model", "scored", "brier", "event_group"])
+    rows = rows[rows["scored"].to_numpy(bool)]
+    theirs = rows[rows["model"] == ref][["task_id", "brier"]].rename(
+        columns={"brier": "brier_ref"})
+    pairs = rows[rows["model"] != ref].merge(theirs, on="task_id").assign(reference=ref)
+    pairs["cluster"] = pd.factorize(pairs["event_group"], sort=True)[0]
+    s = config.scores
+    table = min_k_table(scores, pairs, replicates=s.bootstrap_replicates, seed=s.seed,
+                        level=s.level, min_n=s.min_n, min_clusters=s.min_groups)
+    if table.empty:
+        return []
+    return put(min_k_display(table, "groups"), "event_min_k", CAPTION + " Event groups are "
+               "resampled." + rule + source, raw=table)
+
+
 def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     """Each model asked in a prompt variant against the same model asked the track's own
     prompt, on the markets both were asked (:mod:`finbench.reports.variants`)."""
@@ -335,6 +363,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     paths += _retrieval_table(run_dir, config, put, rule, source)
     paths += _variant_tables(run_dir, config, put, rule, source)
     paths += _memorisation_table(run_dir, config, put, rule, source)
+    paths += _min_k_table(run_dir, config, put, rule, source)
     bins = event_reliability(pd.read_parquet(run_dir / "rows.parquet"))
     table = bins.assign(**{c: bins[c].map(_f) for c in ("lower", "upper", "mean_prob",
                                                          "obs_freq")})

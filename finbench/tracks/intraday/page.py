@@ -20,14 +20,15 @@ from finbench.tracks.intraday.report_data import RunData
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose prompt text is embedded
 ORDER = ("scores_aggregate", "scores_three_class", "scores_by_horizon", "scores_by_cutoff",
-         "memorisation", "recall_probes", "scores_by_slice",
+         "memorisation", "recall_probes", "min_k", "scores_by_slice",
          "paired_brier", "paired_winkler", "tools_effect", "agents", "prompt_variants",
          "calibration", "calibration_corp",
          "rationale_mismatch", "decision_kelly", "scores_by_ticker", "replay_claims")
 TITLES = {"scores_aggregate": "Leaderboard", "tools_effect": "What tools add",
           "prompt_variants": "Prompt variants", "calibration_corp": "CORP reliability",
           "replay_claims": "What replay files claimed",
-          "scores_by_slice": "Declared slices", "recall_probes": "Recall probes"}
+          "scores_by_slice": "Declared slices", "recall_probes": "Recall probes",
+          "min_k": "Min-K% probability"}
 FILTERS = ["model", "ticker", "horizon", "outcome", "answer"]
 LIST = ["task", "model", "p_up", "interval", "outcome", "answer", "Brier"]
 NUMERIC = [2, 3, 6]  # the list's columns of numbers, right-aligned

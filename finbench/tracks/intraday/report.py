@@ -34,7 +34,6 @@ from finbench.tracks.intraday.report_data import (
     corp_tables,
     decision,
     load_run,
-    memorisation_table,
     paired_table,
     pooled,
     score_table,
@@ -42,6 +41,7 @@ from finbench.tracks.intraday.report_data import (
     task_overlap,
     tools_table,
 )
+from finbench.tracks.intraday.report_memory import memory_tables
 from finbench.tracks.intraday.report_slices import slice_scores
 
 
@@ -168,8 +168,7 @@ def build_tables(data: RunData, folder: Path) -> dict[str, pd.DataFrame]:
                     "Baselines and models without a cutoff: 'no cutoff declared'. Skill is "
                     f"paired on the same tasks. {ROWS_NOTE} {ci_note} {facts}", raw=by_c)
         tables["scores_by_cutoff"] = by_c
-        _memorisation_table(data, put, tables, ci_note, facts)
-        _probe_table(data, put, tables, ci_note, facts)
+    memory_tables(data, put, tables, ci_note, facts)
     _slice_table(data, put, tables, ci_note, facts)
     _replay_tables(data, folder, put, facts)
     for metric in ("brier", "winkler"):
@@ -312,58 +311,6 @@ def _slice_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> 
         "skill is paired with the model's reference on the rows of the value both scored. "
         f"{ci_note} {facts}", raw=table)
     tables["scores_by_slice"] = table
-
-
-def _memorisation_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
-    """Each model with a cutoff against its reference and its anonymized twin, before and
-    after the cutoff, and the gap (:func:`memorisation_table`)."""
-    memory = memorisation_table(data)
-    put(pd.DataFrame([{
-        "Model": r["model"], "Against": f"{r['against']} ({r['versus']})",
-        "Cutoff": r["cutoff"],
-        "Before: N (sessions)": f"{r['n_before']} ({r['sessions_before']})",
-        "Before: Brier difference [95% CI]": with_ci(r["before"], r["before_lo"],
-                                                     r["before_hi"], 4),
-        "After: N (sessions)": f"{r['n_after']} ({r['sessions_after']})",
-        "After: Brier difference [95% CI]": with_ci(r["after"], r["after_lo"], r["after_hi"],
-                                                    4),
-        "Gap after - before [95% CI]": with_ci(r["gap"], r["gap_lo"], r["gap_hi"], 4),
-        "Note": r["flag"]} for r in memory.to_dict("records")]), "memorisation",
-        "Memorisation: each model that declares a knowledge cutoff, its mean Brier less that "
-        "of its skill reference (and of its anonymized twin, the same model asked without "
-        "ticker, names or dates) on the tasks both scored, on the sessions up to its cutoff "
-        "(the outcome may be in its training data) and after it, and the gap after less "
-        "before: a model better than the other before its cutoff but not after (a positive "
-        "gap) is what memorised outcomes look like. Each side's sessions are resampled within "
-        f"it. {ci_note} {facts}", raw=memory)
-    tables["memorisation"] = memory
-
-
-def _probe_table(data: RunData, put, tables: dict, ci_note: str, facts: str) -> None:
-    """The recall probes before and after each probed model's cutoff
-    (:func:`~finbench.reports.probes.probe_table`; none without ``probes.parquet``)."""
-    from finbench.reports.probes import CAPTION, probe_display, probe_table
-    from finbench.runlog.rundir import PROBES as TABLE
-
-    if data.run_dir is None or not (data.run_dir / TABLE).is_file():
-        return
-    probes = pd.read_parquet(data.run_dir / TABLE, columns=["task_id", "model", "p_up",
-                                                            "valid"])
-    labels = pd.read_parquet(data.run_dir / "labels.parquet", columns=["task_id", "y",
-                                                                        "status"])
-    tasks = pd.read_parquet(data.run_dir / "tasks.parquet", columns=["task_id", "session"])
-    truth = labels.merge(tasks, on="task_id")
-    rep = data.config.report
-    table = probe_table(probes, pd.DataFrame({
-        "task_id": truth["task_id"],
-        "y": truth["y"].astype(float).where(truth["status"] == "ok"),
-        "cluster": pd.factorize(truth["session"], sort=True)[0],
-        "day": truth["session"].astype(str)}), knowledge_cutoffs(data.config),
-        replicates=rep.bootstrap_replicates, seed=rep.seed, level=rep.level, min_n=rep.min_n,
-        min_clusters=rep.min_sessions)
-    put(probe_display(table, "sessions"), "recall_probes", f"{CAPTION} {ci_note} {facts}",
-        raw=table)
-    tables["recall_probes"] = table
 
 
 def _corp_table(data: RunData, put, tables: dict, folder: Path, facts: str) -> None:
