@@ -13,8 +13,8 @@ import pytest
 
 from finbench.audit import audit_run
 from finbench.forecasters.min_k import Unsupported, min_k, prompt_logprobs
-from finbench.runner import run
 from finbench.runlog.transcripts import Transcripts
+from finbench.runner import run
 from finbench.scoring.bootstrap import skill_ci
 from tests.llm_server import word_logprob
 
