@@ -136,3 +136,13 @@ def test_what_retrieval_adds_is_a_paired_difference_with_its_interval(tmp_path, 
     assert r["diff"] == pytest.approx((mine[shared] - theirs[shared]).mean(), abs=1e-9)
     assert r["diff_lo"] <= r["diff"] <= r["diff_hi"] and r["mde"] > 0
     assert "What retrieval adds" in (out / "report.html").read_text()
+    # every two models paired the same way, the event pilot's power per comparison
+    paired = pd.read_csv(out / "tables" / "event_paired_brier.csv")
+    assert paired[["model", "versus"]].values.tolist() == [
+        ["market", "posts"], ["market", "bare"], ["posts", "bare"]]
+    market = rows[rows["model"] == "market"].set_index("task_id")["brier"]
+    first = paired.iloc[0]
+    common = market.index.intersection(mine.index)
+    assert first["n"] == len(common)
+    assert first["diff"] == pytest.approx((market[common] - mine[common]).mean(), abs=1e-9)
+    assert np.isfinite(first["mde"]) and 0 <= first["p_value"] <= first["p_holm"] <= 1

@@ -1,9 +1,12 @@
-"""What a part of the question adds, paired on the markets two models both scored: tools (an
-agent against the same model without them) and retrieved posts (a model reading them against
-the same model asked without them). Each: mean Brier of each, the difference with its CI
-resampling whole event groups, two-sided p, the MDE and Holm's p over the table's rows."""
+"""Paired comparisons on the markets two models both scored: every two models of the run
+(``event_paired_brier``), and what a part of the question adds: tools (an agent against the
+same model without them) and retrieved posts (a model reading them against the same model
+asked without them). Each: mean Brier of each, the difference with its CI resampling whole
+event groups, two-sided p, the MDE and Holm's p over the table's rows."""
 
 from __future__ import annotations
+
+from itertools import combinations
 
 import pandas as pd
 
@@ -75,3 +78,10 @@ def retrieval_effect(rows: pd.DataFrame, config) -> pd.DataFrame:
     pairs = [(m.name, twin) for m in config.models
              if (twin := without_retrieval(config, m.name)) is not None]
     return paired_effects(rows, config, pairs, "without_retrieval")
+
+
+def paired_brier(rows: pd.DataFrame, config, skipped=()) -> pd.DataFrame:
+    """Every two models of the run (in the config's order, those skipped left out), the
+    first's Brier less the second's on the markets both scored."""
+    names = [m.name for m in config.models if m.name not in skipped]
+    return paired_effects(rows, config, list(combinations(names, 2)), "versus")

@@ -15,7 +15,8 @@ from finbench.reports import page
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
 MAX_PROMPTS = 2_000   # of them, the language-model rows whose exchange is embedded
-ORDER = ("event_scores", "event_skill", "event_scores_by_category", "event_scores_by_retrieval",
+ORDER = ("event_scores", "event_skill", "event_paired_brier", "event_scores_by_category",
+         "event_scores_by_retrieval",
          "event_scores_by_slice", "event_skill_by_slice",
          "event_skill_by_retrieval", "event_scores_by_group", "event_tools_effect",
          "event_agents", "event_retrieval_effect", "event_prompt_variants",
@@ -26,7 +27,8 @@ TITLES = {"event_scores": "Scores", "event_skill": "Skill",
           "event_prompt_variants": "Prompt variants", "event_memorisation": "Memorisation",
           "event_retrieval_effect": "What retrieval adds",
           "event_scores_by_slice": "Scores by declared slice",
-          "event_recall_probes": "Recall probes", "event_min_k": "Min-K% probability",
+          "event_recall_probes": "Recall probes", "event_paired_brier": "Paired Brier",
+          "event_min_k": "Min-K% probability",
           "event_skill_by_slice": "Skill by declared slice",
           "event_tools_effect":
           "What tools add", "event_agents": "Agents", "event_market_gap": "Gap to the market",

@@ -14,9 +14,9 @@ from finbench.core.outputs import write_atomic
 from finbench.reports import figures as F
 from finbench.reports.agents import agent_usage, agents_of
 from finbench.reports.stats import descriptive
-from finbench.reports.writers import write_table
+from finbench.reports.writers import fmt_p, write_table
 from finbench.runlog.rundir import load_run_config, read_manifest
-from finbench.tracks.events.effects import retrieval_effect, tools_effect
+from finbench.tracks.events.effects import paired_brier, retrieval_effect, tools_effect
 from finbench.tracks.events.figures import (
     RELIABILITY_BINS,
     event_corp,
@@ -80,6 +80,24 @@ INFERENCE_NOTE = (" MDE: the smallest difference the comparison could detect (tw
                   "Holm: p adjusted over the table's rows (Holm's step-down rule).")
 
 
+def _paired_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
+    """Every two models' paired Brier difference with its CI, p, MDE and Holm's p."""
+    skipped = read_manifest(run_dir).get("skipped_models", {})
+    table = paired_brier(pd.read_parquet(run_dir / "rows.parquet"), config, skipped)
+    if table.empty:
+        return []
+    shown = pd.DataFrame([{
+        "model A": r["model"], "model B": r["versus"], "n": r["n"], "groups": r["groups"],
+        "Brier A / B": f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
+        "A - B [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
+        "note": r["flag"]} for r in table.to_dict("records")])
+    return put(shown, "event_paired_brier", "Paired differences in mean Brier: every two "
+               "models on the markets both scored, resampling whole event groups (two-sided "
+               "bootstrap p). Event groups have no order in time: no Diebold-Mariano test."
+               + INFERENCE_NOTE + rule + source, raw=table)
+
+
 def _slice_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     """Scores and skill in each value of each declared slice (none without)."""
     scores, skill = event_slice_tables(run_dir, config)
@@ -111,7 +129,7 @@ def _retrieval_table(run_dir: Path, config, put, rule: str, source: str) -> list
         "groups": r["groups"],
         "Brier with / without": f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
         "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
+        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
         "note": r["flag"]} for r in effect.to_dict("records")])
     return put(shown, "event_retrieval_effect", "What retrieved posts add: each model that "
                "reads them against the same model asked without them, on the markets both "
@@ -141,7 +159,7 @@ def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
         "groups": r["groups"], "Brier with / without": f"{_f(r['brier'])} / "
         f"{_f(r['brier_twin'])}",
         "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
+        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
         "note": r["flag"]} for r in effect.to_dict("records")])
     return paths + put(shown, "event_tools_effect", "What tools add: each agent "
                                "against the same provider's same model without tools, on the "
@@ -297,7 +315,7 @@ def _variant_tables(run_dir: Path, config, put, rule: str, source: str) -> list[
         "n": r["n"], "groups": r["clusters"],
         "Brier / against": f"{_f(r['brier'])} / {_f(r['brier_base'])}",
         "difference [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{_f(r['p_value'], 3)} ({_f(r['p_holm'], 3)})", "MDE 80%": _f(r["mde"]),
+        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
         "sample spread of p": _f(r["spread"]) if r["model"] in sampled else "n/a",
         "tokens / forecast": f"{_f(r['tokens'], 0)} / {_f(r['tokens_base'], 0)}",
         "note": r["flag"]} for r in table.to_dict("records")])
@@ -358,6 +376,7 @@ def event_report(run_dir: Path) -> tuple[list[Path], F.FigureSet]:
     table = gap.assign(**{c: gap[c].map(_f) for c in gap.columns if c.endswith("_gap")})
     paths += put(table, "event_market_gap", "|p_model - p_market| on the markets "
                          "both answered." + source, raw=gap)
+    paths += _paired_table(run_dir, config, put, rule, source)
     paths += _slice_tables(run_dir, config, put, rule, source)
     paths += _agent_tables(run_dir, config, put, rule, source)
     paths += _retrieval_table(run_dir, config, put, rule, source)
