@@ -24,13 +24,14 @@ SAME_ASKING = ("kind", "model", "base_url", "base_url_env", "prompt", "show_mark
 
 def paired_effects(rows: pd.DataFrame, config, pairs: list[tuple[str, str]],
                    twin_column: str) -> pd.DataFrame:
-    """Per ``(model, twin)`` of ``pairs``, on the markets both scored: mean Brier of each,
+    """Per ``(model, twin)`` of ``pairs`` that both have rows, on the markets both scored: mean Brier of each,
     the model's less the twin's with its CI (whole event groups resampled) and two-sided p,
     the MDE, the "descriptive only" flag; ``p_holm`` over the table's rows."""
     s = config.scores
     scored = rows[rows["scored"].to_numpy(bool)]
+    present = set(rows["model"])  # a model skipped (no key) has no rows: nothing to pair
     out = []
-    for name, twin in pairs:
+    for name, twin in [(a, b) for a, b in pairs if a in present and b in present]:
         both = scored[scored["model"] == name].merge(
             scored[scored["model"] == twin][["task_id", "brier"]], on="task_id",
             suffixes=("", "_twin"))
