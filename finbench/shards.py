@@ -32,6 +32,8 @@ from finbench.runlog.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import (
     INPUTS,
     MANIFEST,
+    MIN_K,
+    PROBES,
     SLICES,
     check_recorded,
     finished_run,
@@ -214,6 +216,26 @@ def _merge_slices(dirs: list[Path], config, tasks: pd.DataFrame, out: Path) -> N
     write_atomic(out / SLICES, partial(pq.write_table, table.replace_schema_metadata(None)))
 
 
+def _merge_probes(dirs: list[Path], config, ids, out: Path) -> None:
+    """The shards' recall probes (``probes.parquet``, a forecast table) and Min-K% scores
+    (``min_k.parquet``) into the run's, ordered as a single process orders them: models in
+    the config's order, each model's tasks in the run's."""
+    names = [m.name for m in config.models]
+    probes = [pq.read_table(d / PROBES, schema=FORECAST_SCHEMA) for d in dirs
+              if (d / PROBES).is_file()]
+    if probes:
+        table = pa.concat_tables(probes)
+        present = [n for n in names if n in set(table.column("model").to_pylist())]
+        write_forecasts(out / PROBES, [ordered_table(table, ids, present)])
+    scores = [pq.read_table(d / MIN_K) for d in dirs if (d / MIN_K).is_file()]
+    if scores:
+        table = pa.concat_tables(scores)
+        model_rank = positions(table.column("model"), pd.Series(names, dtype=object))
+        task_rank = positions(table.column("task_id"), pd.Series(ids, dtype=object))
+        table = table.take(np.lexsort((task_rank, model_rank)))
+        write_atomic(out / MIN_K, partial(pq.write_table, table.replace_schema_metadata(None)))
+
+
 def _write_merged(dirs: list[Path], manifests: list[dict], config,
                   tasks: pd.DataFrame, labels: pd.DataFrame, out: Path,
                   merged_from: list[str]) -> None:
@@ -224,6 +246,7 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config,
     write_atomic(out / "labels.parquet", partial(labels.to_parquet, index=False))
     _merge_slices(dirs, config, tasks, out)
     ids = tasks["task_id"].to_numpy(object)
+    _merge_probes(dirs, config, ids, out)
     if not _stream_forecasts(dirs, out / "forecasts.parquet", ids, names):
         forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet",
                                                     schema=FORECAST_SCHEMA) for d in dirs])

@@ -144,3 +144,22 @@ def test_event_runs_score_texts_and_report_against_the_market(tmp_path, server):
     assert set(table["reference"]) == {"market"}
     assert table["n"].sum() == len(pd.read_parquet(out / "min_k.parquet"))
     assert audit_run(out, echo=lambda *_: None) == []
+
+
+def test_shards_merge_probes_and_scores_as_one_run_makes_them(tmp_path, sample_store, server):
+    """Each shard asks its tasks' probes and scores its tasks' texts; the merge orders them as
+    the single process does, and audits clean."""
+    from finbench.shards import merge_shards
+
+    path = config(tmp_path, sample_store, server.base_url)
+    path.write_text(path.read_text() + "knowledge_cutoff = 2025-01-10\nrecall_probe = true\n")
+    whole = run(path, tmp_path / "whole", **QUIET)
+    a = run(path, tmp_path / "a", shard=("2025-01-06", "2025-01-09"), **QUIET)
+    b = run(path, tmp_path / "b", shard=("2025-01-10", "2025-01-15"), **QUIET)
+    merged = merge_shards([b, a], tmp_path / "merged")
+    assert (merged / "min_k.parquet").read_bytes() == (whole / "min_k.parquet").read_bytes()
+    timed = ["latency", "detail"]  # how long each took, and whether from the cache
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(merged / "probes.parquet").drop(columns=timed),
+        pd.read_parquet(whole / "probes.parquet").drop(columns=timed))
+    assert audit_run(merged, echo=lambda *_: None) == []

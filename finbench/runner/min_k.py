@@ -33,7 +33,10 @@ from finbench.runlog.transcripts import Transcripts
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("model", pa.string()), ("k", pa.int64()),
                     ("min_k", pa.float64()), ("tokens", pa.int64()),
-                    ("text_sha256", pa.string()), ("lowest", pa.list_(pa.float64())),
+                    ("text_sha256", pa.string()),
+                    # the child named as Parquet names it, so a table read back writes the
+                    # same bytes (a merge of shards)
+                    ("lowest", pa.list_(pa.field("element", pa.float64()))),
                     ("error", pa.string())])
 
 
