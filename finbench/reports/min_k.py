@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.reports.stats import descriptive
+from finbench.reports.writers import fmt, with_ci
 from finbench.scoring.bootstrap import skill_ci
 
 COLUMNS = ["model", "reference", "k", "tercile", "n", "clusters", "min_k_lo", "min_k_hi",
@@ -77,17 +78,12 @@ CAPTION = ("Min-K% probability (Shi et al. 2024): the mean log-probability of th
            "looks like.")
 
 
-def _f(x, digits: int = 3) -> str:
-    return "" if x is None or pd.isna(x) else f"{x:.{digits}f}"
-
-
 def min_k_display(table: pd.DataFrame, clusters: str) -> pd.DataFrame:
     return pd.DataFrame([{
         "model": r["model"], "reference": r["reference"], "k": r["k"],
-        "Min-K% tercile": f"{r['tercile']} [{_f(r['min_k_lo'])}, {_f(r['min_k_hi'])}]",
+        "Min-K% tercile": f"{r['tercile']} [{fmt(r['min_k_lo'])}, {fmt(r['min_k_hi'])}]",
         f"n ({clusters})": f"{r['n']} ({r['clusters']})",
-        "Brier / reference": f"{_f(r['brier'], 4)} / {_f(r['brier_ref'], 4)}",
-        "BSS [95% CI]": _f(r["bss"]) + ("" if pd.isna(r["bss_lo"])
-                                        else f" [{_f(r['bss_lo'])}, {_f(r['bss_hi'])}]"),
-        "Spearman (Min-K%, Brier - reference)": _f(r["spearman"]), "note": r["flag"]}
+        "Brier / reference": f"{fmt(r['brier'], 4)} / {fmt(r['brier_ref'], 4)}",
+        "BSS [95% CI]": with_ci(r["bss"], r["bss_lo"], r["bss_hi"]),
+        "Spearman (Min-K%, Brier - reference)": fmt(r["spearman"]), "note": r["flag"]}
         for r in table.to_dict("records")])

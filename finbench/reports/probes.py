@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.reports.stats import descriptive
+from finbench.reports.writers import fmt, with_ci
 from finbench.scoring.bootstrap import gap_ci
 
 COLUMNS = ["model", "cutoff", "asked", "valid", "n_before", "clusters_before", "acc_before",
@@ -87,23 +88,19 @@ CAPTION = ("Recall probes: each model that asks them was asked, for every task a
            "Each side's clusters are resampled within it.")
 
 
-def _f(x, digits: int = 3) -> str:
-    return "" if x is None or pd.isna(x) else f"{x:.{digits}f}"
-
-
-def _ci(value, lo, hi, digits: int = 3) -> str:
-    return _f(value, digits) + ("" if pd.isna(lo) else f" [{_f(lo, digits)}, {_f(hi, digits)}]")
-
-
 def probe_display(table: pd.DataFrame, clusters: str) -> pd.DataFrame:
     """The table as a report shows it (``clusters``: what its N's clusters are called)."""
+    def ci(r, key):
+        return with_ci(r[key], r[f"{key}_lo"], r[f"{key}_hi"])
+
     return pd.DataFrame([{
-        "model": r["model"], "cutoff": r["cutoff"], "valid / asked": f"{r['valid']} / {r['asked']}",
+        "model": r["model"], "cutoff": r["cutoff"],
+        "valid / asked": f"{r['valid']} / {r['asked']}",
         f"before: n ({clusters})": f"{r['n_before']} ({r['clusters_before']})",
-        "before: accuracy [95% CI]": _ci(r["acc_before"], r["acc_before_lo"], r["acc_before_hi"]),
+        "before: accuracy [95% CI]": ci(r, "acc_before"),
         f"after: n ({clusters})": f"{r['n_after']} ({r['clusters_after']})",
-        "after: accuracy [95% CI]": _ci(r["acc_after"], r["acc_after_lo"], r["acc_after_hi"]),
-        "gap before - after [95% CI]": _ci(r["acc_gap"], r["acc_gap_lo"], r["acc_gap_hi"]),
-        "share 0.5 before / after": f"{_f(r['unsure_before'])} / {_f(r['unsure_after'])}",
-        "Brier before / after": f"{_f(r['brier_before'], 4)} / {_f(r['brier_after'], 4)}",
+        "after: accuracy [95% CI]": ci(r, "acc_after"),
+        "gap before - after [95% CI]": ci(r, "acc_gap"),
+        "share 0.5 before / after": f"{fmt(r['unsure_before'])} / {fmt(r['unsure_after'])}",
+        "Brier before / after": f"{fmt(r['brier_before'], 4)} / {fmt(r['brier_after'], 4)}",
         "note": r["flag"]} for r in table.to_dict("records")])

@@ -80,18 +80,27 @@ INFERENCE_NOTE = (" MDE: the smallest difference the comparison could detect (tw
                   "Holm: p adjusted over the table's rows (Holm's step-down rule).")
 
 
+def _paired_display(table: pd.DataFrame, names: tuple[str, str], briers: str, diff: str,
+                    other: str) -> pd.DataFrame:
+    """A paired table (:mod:`~finbench.tracks.events.effects`) as a report shows it: the two
+    models (``other``: the second's column), n, groups, both mean Brier scores, the
+    difference with its CI, p and Holm's p, the MDE and the note."""
+    return pd.DataFrame([{
+        names[0]: r["model"], names[1]: r[other], "n": r["n"], "groups": r["groups"],
+        briers: f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
+        diff: _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
+        "note": r["flag"]} for r in table.to_dict("records")])
+
+
 def _paired_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     """Every two models' paired Brier difference with its CI, p, MDE and Holm's p."""
     skipped = read_manifest(run_dir).get("skipped_models", {})
     table = paired_brier(pd.read_parquet(run_dir / "rows.parquet"), config, skipped)
     if table.empty:
         return []
-    shown = pd.DataFrame([{
-        "model A": r["model"], "model B": r["versus"], "n": r["n"], "groups": r["groups"],
-        "Brier A / B": f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
-        "A - B [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
-        "note": r["flag"]} for r in table.to_dict("records")])
+    shown = _paired_display(table, ("model A", "model B"), "Brier A / B",
+                            "A - B [95% CI, event groups]", "versus")
     return put(shown, "event_paired_brier", "Paired differences in mean Brier: every two "
                "models on the markets both scored, resampling whole event groups (two-sided "
                "bootstrap p). Event groups have no order in time: no Diebold-Mariano test."
@@ -124,13 +133,8 @@ def _retrieval_table(run_dir: Path, config, put, rule: str, source: str) -> list
     effect = retrieval_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
     if effect.empty:
         return []
-    shown = pd.DataFrame([{
-        "model": r["model"], "without posts": r["without_retrieval"], "n": r["n"],
-        "groups": r["groups"],
-        "Brier with / without": f"{_f(r['brier'])} / {_f(r['brier_twin'])}",
-        "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
-        "note": r["flag"]} for r in effect.to_dict("records")])
+    shown = _paired_display(effect, ("model", "without posts"), "Brier with / without",
+                            "with - without [95% CI, event groups]", "without_retrieval")
     return put(shown, "event_retrieval_effect", "What retrieved posts add: each model that "
                "reads them against the same model asked without them, on the markets both "
                "scored: mean Brier of each and their paired difference (negative: the posts "
@@ -154,13 +158,8 @@ def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
     effect = tools_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
     if effect.empty:  # no agent's model asked without tools in the run: nothing to pair
         return paths
-    shown = pd.DataFrame([{
-        "model": r["model"], "without tools": r["without_tools"], "n": r["n"],
-        "groups": r["groups"], "Brier with / without": f"{_f(r['brier'])} / "
-        f"{_f(r['brier_twin'])}",
-        "with - without [95% CI, event groups]": _ci(r["diff"], r["diff_lo"], r["diff_hi"]),
-        "p (Holm)": f"{fmt_p(r['p_value'])} ({fmt_p(r['p_holm'])})", "MDE 80%": _f(r["mde"]),
-        "note": r["flag"]} for r in effect.to_dict("records")])
+    shown = _paired_display(effect, ("model", "without tools"), "Brier with / without",
+                            "with - without [95% CI, event groups]", "without_tools")
     return paths + put(shown, "event_tools_effect", "What tools add: each agent "
                                "against the same provider's same model without tools, on the "
                                "markets both scored: mean Brier of each and their paired "
