@@ -19,7 +19,7 @@ LAYERS = [
     ["finbench.reports"],
     ["finbench.audit"],
     [],  # the track packages (TRACK_PACKAGES)
-    ["finbench.runner", "finbench.shards"],
+    ["finbench.runner", "finbench.shards", "finbench.live"],
     ["finbench.cluster"],
     ["finbench.cli", "finbench.__main__"],
 ]
