@@ -211,6 +211,36 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from finbench.live.season import live
+
+    until = None
+    if args.until:
+        try:
+            until = dt.date.fromisoformat(args.until)
+        except ValueError:
+            raise FinbenchError(f"--until: {args.until!r} is not a date YYYY-MM-DD") from None
+    out = live(args.config, args.out, until=until, horizon=args.horizon, echo=print)
+    print(f"live directory: {out} (check it with: finbench verify {out})")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from finbench.live.verify import verify_live
+
+    problems, facts = verify_live(args.dir)
+    if _failed(problems, f"{args.dir}: verify FAILED with {len(problems)} problem(s)"):
+        return 1
+    print(f"{args.dir}: verify passed: the ledger's chain; {facts['seals']} seals, each "
+          f"token signed under tsa_root.pem; {facts['commits']} commitments ("
+          f"{facts['on_time']} sealed on time, {facts['late']} late), {facts['revealed']} "
+          f"revealed and opened; {facts['missed']} horizons missed; the season's run audits "
+          "clean and replays every on-time answer")
+    return 0
+
+
 def _audit(args: argparse.Namespace) -> int:
     from finbench.audit import audit_run
     from finbench.data.store import sha256_file
@@ -419,6 +449,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, metavar="N", help="a trial: each model asked only the "
                      "run's first N tasks, into a folder of its own")
     run.set_defaults(func=_run)
+    liv = sub.add_parser("live", help="forecast in real time at each horizon, sealing every "
+                         "answer before its target (docs/live.md)")
+    liv.add_argument("config", help="a config file (TOML) with a [live] section")
+    liv.add_argument("--out", required=True, help="the live directory (ledger and runs)")
+    liv.add_argument("--until", metavar="DATE", help="run every session to this date "
+                     "(default: today's, then stop)")
+    liv.add_argument("--horizon", metavar="NAME", help="only today's horizon NAME, then exit "
+                     "(for a scheduler: cron, a systemd timer)")
+    liv.set_defaults(func=_live)
+    ver = sub.add_parser("verify", help="check a live directory: ledger, seals, reveals, and "
+                         "its season's run")
+    ver.add_argument("dir", help="a live directory (finbench live --out)")
+    ver.set_defaults(func=_verify)
     score = sub.add_parser("score", help="recompute scores from a run's stored tables")
     score.add_argument("run", help="a run directory (a folder or a URI)")
     score.set_defaults(func=_score)

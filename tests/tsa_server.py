@@ -27,8 +27,9 @@ def _name(common: str) -> x509.Name:
 
 
 def make_ca(now: dt.datetime):
-    """(CA key, CA certificate, TSA key, TSA certificate), valid ten years from a year ago."""
-    start, end = now - dt.timedelta(days=365), now + dt.timedelta(days=3650)
+    """(CA key, CA certificate, TSA key, TSA certificate), valid from 2000 to ten years from
+    now (a test's fake clock may stamp any time in between)."""
+    start, end = dt.datetime(2000, 1, 1, tzinfo=dt.UTC), now + dt.timedelta(days=3650)
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca = (x509.CertificateBuilder().subject_name(_name("FinBench test root"))
           .issuer_name(_name("FinBench test root")).public_key(ca_key.public_key())

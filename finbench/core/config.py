@@ -40,6 +40,20 @@ class DataConfig(StrictModel):
         return value
 
 
+class LiveConfig(StrictModel):
+    """The live mode's seals (``finbench live``, docs/live.md): the RFC 3161 time-stamping
+    authority that stamps the ledger's head after each horizon, the root certificate its
+    tokens chain to (PEM, relative to the config's folder), and how long after a horizon a
+    seal may come and still be on time."""
+
+    tsa_url: Annotated[str, Field(min_length=1)]
+    tsa_root: Path
+    seal_within_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # after a session's target, how long before its nonces are revealed
+    reveal_after_seconds: Annotated[float, Field(ge=0, le=86_400)] = 60.0
+    tsa_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+
+
 class ModelBase(StrictModel):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\- ]*$")]
     # the horizons this model is asked (None: all of the run's); other tasks are not asked:

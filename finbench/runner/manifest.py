@@ -30,7 +30,14 @@ def new_manifest(config, source: dict, data: dict, facts: dict,
 
 
 def shard_field(shard) -> list[str] | None:
-    return None if shard is None else [str(shard[0]), str(shard[1])]
+    """A shard as the manifest records it: its first and last session, and the horizons of
+    a live horizon's run (their names joined by commas)."""
+    if shard is None:
+        return None
+    field = [str(shard[0]), str(shard[1])]
+    if len(shard) > 2 and shard[2] is not None:
+        field.append(",".join(shard[2]) if not isinstance(shard[2], str) else shard[2])
+    return field
 
 
 def describe_code(version: dict) -> str:

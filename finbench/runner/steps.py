@@ -126,6 +126,9 @@ class RunSteps:
         self.plugin = plugin_of(config)  # what the track gives the shared steps
         self.rate_share = rate_share
         self.echo, self.shard, self.lap = echo, shard, laps
+        # a live horizon's run (a shard naming its horizons, `finbench live`): made at the
+        # horizon's time, before any of its tasks' targets
+        self.live_horizon = shard is not None and len(shard) > 2
         self.results = results or echo  # the tables and receipt the run ends with
         self.trial = trial  # --models and --limit (None: the whole config)
         self.manifest_path = out / MANIFEST
@@ -259,7 +262,13 @@ class RunSteps:
         track, echo = self.track, self.echo
         labels = track.label(contexts=any(f.needs_context for f in self.forecasters),
                              echo=echo)
-        for warning in track.warnings(labels) + self._setting_warnings():
+        try:
+            warnings = track.warnings(labels)
+        except RunError:
+            if not self.live_horizon:
+                raise
+            warnings = []  # a live horizon's run is made before its targets: none has a label
+        for warning in warnings + self._setting_warnings():
             echo(f"warning: {warning}")
         self.unscorable = track.unscorable_notes(labels)
         facts = track.summary(labels)

@@ -200,7 +200,8 @@ class TrackPlugin(ABC):
     :attr:`score_files`, :meth:`open`, :meth:`score`, :meth:`summary`, :meth:`audit`,
     :meth:`report` and :meth:`show`. Optional (with defaults): :attr:`shardable`,
     :attr:`outcomes`, :attr:`cluster_column`, :meth:`score_inputs`, :meth:`score_notes`,
-    :meth:`stance_judge`, :meth:`check_inputs`, :meth:`setting_warnings`, :meth:`paper`
+    :meth:`stance_judge`, :meth:`check_inputs`, :meth:`live_settings`,
+    :meth:`setting_warnings`, :meth:`paper`
     (with :attr:`in_paper`) and :meth:`show_text`.
     The module holding ``PLUGIN`` imports what a method needs inside that method, so looking
     a track up costs its config class alone (and the forecaster kinds it registers).
@@ -252,6 +253,11 @@ class TrackPlugin(ABC):
         """Read the files a config names beside its store (a declared slice's calendar or
         grouping) and raise a DataError on a bad one, before a run makes its folder; nothing
         by default."""
+        return None
+
+    def live_settings(self, config):
+        """The config's live settings (a :class:`~finbench.core.config.LiveConfig`), None when
+        it has none or the track has no live mode (the default)."""
         return None
 
     def setting_warnings(self, config) -> list[str]:

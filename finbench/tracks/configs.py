@@ -77,8 +77,10 @@ def sessions_only(config, what: str) -> None:
                           "runs whole (give no --shard or --executor dask)")
 
 
-def shard_config(config, start, end):
-    """The config restricted to sessions in ``[start, end]`` (which must lie inside it)."""
+def shard_config(config, start, end, horizons=None):
+    """The config restricted to sessions in ``[start, end]`` (which must lie inside it) and,
+    with ``horizons`` (names, or their text joined by commas: a live horizon's run), to those
+    of its horizons."""
     sessions_only(config, "--shard")
     try:
         first, last = (dt.date.fromisoformat(str(x)) for x in (start, end))
@@ -88,5 +90,12 @@ def shard_config(config, start, end):
     if first < spec.start or last > spec.end or last < first:
         raise ConfigError(f"shard {first}:{last} is not a range inside the config's "
                           f"{spec.start}:{spec.end}")
-    return config.model_copy(update={"tasks": spec.model_copy(update={"start": first,
-                                                                       "end": last})})
+    update = {"start": first, "end": last}
+    if horizons is not None:
+        names = horizons.split(",") if isinstance(horizons, str) else list(horizons)
+        unknown = [h for h in names if h not in spec.horizons]
+        if unknown or not names:
+            raise ConfigError(f"shard horizons {names}: not horizons of the config "
+                              f"({', '.join(spec.horizons)})")
+        update["horizons"] = {h: t for h, t in spec.horizons.items() if h in names}
+    return config.model_copy(update={"tasks": spec.model_copy(update=update)})

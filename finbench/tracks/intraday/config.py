@@ -15,6 +15,7 @@ from finbench.core.config import (
     CONFIG_VERSION,
     DataConfig,
     ExecutorConfig,
+    LiveConfig,
     McpAgentModel,
     ModelBase,
     OpenAIModel,
@@ -22,6 +23,7 @@ from finbench.core.config import (
     ScriptedModel,
     StanceConfig,
     StrictModel,
+    absolute_path,
     resolve_paths,
     unique_names,
 )
@@ -273,6 +275,7 @@ class RunConfig(StrictModel):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     # the parts of the tasks the report scores apart, declared before any label is read
     slices: list[SliceConfig] = Field(default_factory=list)
+    live: LiveConfig | None = None  # `finbench live`: how its answers are sealed
 
     @model_validator(mode="after")
     def _models(self) -> RunConfig:
@@ -327,7 +330,10 @@ class RunConfig(StrictModel):
 
     def resolved(self, base: Path) -> RunConfig:
         """The config with its relative paths made absolute against ``base``."""
-        return resolve_paths(self, base, slices=resolve_slice_paths(self.slices, base))
+        live = self.live if self.live is None else self.live.model_copy(
+            update={"tsa_root": absolute_path(self.live.tsa_root, base)})
+        return resolve_paths(self, base, slices=resolve_slice_paths(self.slices, base),
+                             live=live)
 
 
 def check_variants(models) -> None:

@@ -60,6 +60,9 @@ class IntradayPlugin(TrackPlugin):
 
         slice_files(config)
 
+    def live_settings(self, config: RunConfig):
+        return config.live
+
     def setting_warnings(self, config: RunConfig) -> list[str]:
         return config.report.warnings()
 
