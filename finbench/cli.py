@@ -236,8 +236,9 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"{args.dir}: verify passed: the ledger's chain; {facts['seals']} seals, each "
           f"token signed under tsa_root.pem; {facts['commits']} commitments ("
           f"{facts['on_time']} sealed on time, {facts['late']} late), {facts['revealed']} "
-          f"revealed and opened; {facts['missed']} horizons missed; the season's run audits "
-          "clean and replays every on-time answer")
+          f"revealed and opened; {facts['missed']} horizons missed; the season's run replays "
+          "every on-time answer, and scored again from run.toml and the store its tables are "
+          "the same")
     return 0
 
 

@@ -2,7 +2,8 @@
 (or a vendor's stream) would append to one. Its bars and headlines are the bundled sample's:
 before the season every bar is there; during it, at any time ``t`` the store holds the bars
 that ended by ``t`` and the headlines available by ``t``, added through FinBench's own
-ingest (replacing the day's bars so far, as a feed rewriting today's partition does)."""
+ingest (replacing the day's bars so far, as a feed rewriting today's partition does);
+``history``: only that many sessions before the season."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ BAR = pd.Timedelta(minutes=1)
 
 class LiveFeed:
     def __init__(self, sample: Path, store: Path, tickers: list[str], first: dt.date,
-                 zone: str = "America/New_York") -> None:
+                 zone: str = "America/New_York", history: int | None = None) -> None:
         self.sample, self.store, self.tickers, self.zone = Path(sample), Path(store), tickers, zone
         self.first = first
         self.scratch = self.store.parent / (self.store.name + "-feed")
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.fed_through: pd.Timestamp | None = None
         self.complete: set[dt.date] = set()
-        history = self._bars(lambda d: d < first)
+        days = sorted({dt.date.fromisoformat(p.parent.name.removeprefix("date="))
+                       for p in (self.sample / "bars").glob("date=*/*.parquet")})
+        before = [d for d in days if d < first]
+        since = before[-history] if history and len(before) >= history else None
+        self.since = since
+        history = self._bars(lambda d: d < first and (since is None or d >= since))
         start = pd.Timestamp(first, tz=zone).tz_convert("UTC")
         self._ingest(bars=history, headlines=self._headlines(start))
         self.fed_through = start
@@ -37,10 +43,14 @@ class LiveFeed:
         return bars[bars["ticker"].isin(self.tickers)]
 
     def _headlines(self, until: pd.Timestamp) -> pd.DataFrame:
+        """The headlines about the feed's tickers available from its history's first session
+        to ``until``."""
         parts = [pd.read_parquet(p) for p in sorted(
             (self.sample / "headlines").glob("date=*/*.parquet"))]
         heads = pd.concat(parts, ignore_index=True)
-        return heads[heads["available_at"] <= until]
+        ours = heads["tickers"].map(lambda t: any(x in self.tickers for x in t))
+        since = pd.Timestamp(self.since or dt.date(1970, 1, 1), tz=self.zone).tz_convert("UTC")
+        return heads[ours & (heads["available_at"] >= since) & (heads["available_at"] <= until)]
 
     def _ingest(self, *, bars: pd.DataFrame | None = None,
                 headlines: pd.DataFrame | None = None) -> None:

@@ -43,19 +43,30 @@ def commitment(payload: dict, nonce: str) -> str:
 
 
 class Ledger:
-    """The ledger of a live run directory (``folder/ledger.jsonl``)."""
+    """The ledger of a live run directory (``folder/ledger.jsonl``). One object reads the file
+    once and then only what was appended since (a season's ledger grows by every answer)."""
 
     def __init__(self, folder: str | Path) -> None:
         self.path = Path(folder) / LEDGER
+        self._entries: list[dict] = []
+        self._offset = 0  # the bytes of whole lines read
 
     def entries(self) -> list[dict]:
         """Every whole entry, in order. A last line without its newline (an append cut off by
         a kill) is not an entry: the next append replaces it."""
         if not self.path.is_file():
+            self._entries, self._offset = [], 0
             return []
-        data = self.path.read_bytes()
+        size = self.path.stat().st_size
+        if size < self._offset:  # the file was replaced: read it again
+            self._entries, self._offset = [], 0
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
         whole = data[:data.rfind(b"\n") + 1]
-        return [json.loads(line) for line in whole.splitlines() if line.strip()]
+        self._entries += [json.loads(line) for line in whole.splitlines() if line.strip()]
+        self._offset += len(whole)
+        return list(self._entries)
 
     def head(self) -> str:
         """The hash of the last entry (the chain's head), :data:`GENESIS` for none."""
@@ -78,12 +89,13 @@ class Ledger:
         text = b"".join(canonical(e) + b"\n" for e in out)
         self.path.touch()
         with open(self.path, "r+b") as fh:
-            data = fh.read()
-            fh.seek(data.rfind(b"\n") + 1)  # a torn last line is written over
+            fh.seek(self._offset)  # a torn last line is written over
             fh.truncate()
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        self._entries += out
+        self._offset += len(text)
         return out
 
 

@@ -54,22 +54,25 @@ def payload(row: dict, t_forecast) -> dict:
 
 
 class Nonces:
-    """The nonces of a live run directory, by (task, model), kept until revealed."""
+    """The nonces of a live run directory, by (task, model), kept until revealed (read once,
+    then held as they are added)."""
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / NONCES
+        self._held: dict[tuple[str, str], str] | None = None
 
     def read(self) -> dict[tuple[str, str], str]:
-        if not self.path.is_file():
-            return {}
-        out = {}
-        for line in self.path.read_text().splitlines():
-            if line.strip().endswith("}"):  # a line cut off by a kill is no nonce
-                entry = json.loads(line)
-                out[(entry["task_id"], entry["model"])] = entry["nonce"]
-        return out
+        if self._held is None:
+            self._held = {}
+            if self.path.is_file():
+                for line in self.path.read_text().splitlines():
+                    if line.strip().endswith("}"):  # a line cut off by a kill is no nonce
+                        entry = json.loads(line)
+                        self._held[(entry["task_id"], entry["model"])] = entry["nonce"]
+        return self._held
 
     def add(self, rows: list[tuple[str, str, str]]) -> None:
+        held = self.read()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as fh:
             for task_id, model, nonce in rows:
@@ -77,26 +80,26 @@ class Nonces:
                                     sort_keys=True) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        held.update({(t, m): n for t, m, n in rows})
 
 
-def commit_horizon(folder: Path, slot: dict, payloads: list[dict]) -> None:
-    """Each payload's commitment appended to the ledger, its nonce kept first."""
-    kept = Nonces(folder).read()
-    fresh = [(p["task_id"], p["model"], secrets.token_hex(16)) for p in payloads
-             if (p["task_id"], p["model"]) not in kept]
-    Nonces(folder).add(fresh)
-    nonces = {**kept, **{(t, m): n for t, m, n in fresh}}
-    Ledger(folder).append([{
+def commit_horizon(ledger: Ledger, nonces: Nonces, slot: dict, payloads: list[dict]) -> None:
+    """Each payload's commitment appended to the ledger, its nonce kept (and synced) first."""
+    kept = nonces.read()
+    nonces.add([(p["task_id"], p["model"], secrets.token_hex(16)) for p in payloads
+                if (p["task_id"], p["model"]) not in kept])
+    kept = nonces.read()
+    ledger.append([{
         "kind": "commit", "session": slot["session"], "horizon": slot["horizon"],
         "task_id": p["task_id"], "model": p["model"],
-        "commitment": commitment(p, nonces[(p["task_id"], p["model"])])} for p in payloads])
+        "commitment": commitment(p, kept[(p["task_id"], p["model"])])} for p in payloads])
 
 
-def seal_horizon(folder: Path, slot: dict, live, clock, answered_at: dt.datetime) -> dict:
-    """The ledger's head time-stamped by the TSA (asked again until the horizon's deadline
-    while it fails), appended as the horizon's ``seal``: on time when the token's time is at
-    or before ``at + seal_within_seconds``; without a token, never on time."""
-    ledger = Ledger(folder)
+def seal_horizon(ledger: Ledger, slot: dict, live, clock, answered_at: dt.datetime) -> dict:
+    """The ledger's head time-stamped by the TSA (asked again every two seconds to the
+    horizon's deadline while it fails), appended as the horizon's ``seal``: on time when the
+    token's time is at or before ``at + seal_within_seconds``; without a token, never on
+    time."""
     head = ledger.head()
     deadline = slot["at"] + dt.timedelta(seconds=live.seal_within_seconds)
     root = Path(live.tsa_root).read_bytes()
@@ -124,11 +127,12 @@ def seal_horizon(folder: Path, slot: dict, live, clock, answered_at: dt.datetime
     return ledger.append([entry])[0]
 
 
-def reveal(folder: Path, commits: list[dict], payloads: dict[tuple[str, str], dict]) -> None:
+def reveal(ledger: Ledger, nonces: Nonces, commits: list[dict],
+           payloads: dict[tuple[str, str], dict]) -> None:
     """Each commitment's payload and nonce appended in the clear."""
-    nonces = Nonces(folder).read()
-    Ledger(folder).append([{
+    held = nonces.read()
+    ledger.append([{
         "kind": "reveal", "session": c["session"], "horizon": c["horizon"],
         "task_id": c["task_id"], "model": c["model"],
         "payload": payloads[(c["task_id"], c["model"])],
-        "nonce": nonces[(c["task_id"], c["model"])]} for c in commits])
+        "nonce": held[(c["task_id"], c["model"])]} for c in commits])

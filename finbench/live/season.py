@@ -23,7 +23,7 @@ from finbench.core.errors import ConfigError, RunError
 from finbench.live.clock import SystemClock
 from finbench.live.final import build_final_run
 from finbench.live.ledger import Ledger
-from finbench.live.sealing import commit_horizon, iso, payload, reveal, seal_horizon
+from finbench.live.sealing import Nonces, commit_horizon, iso, payload, reveal, seal_horizon
 from finbench.runner.run import run
 from finbench.tracks import plugin_of
 from finbench.tracks.configs import load_config_file, shard_config
@@ -72,14 +72,14 @@ def live(config_path: str | Path, out: str | Path, *, clock=None, until: dt.date
         if not slots:
             raise RunError(f"--horizon {horizon}: no such horizon today ({today}) in "
                            f"{config_path}")
-    ledger = Ledger(out)
+    ledger, nonces = Ledger(out), Nonces(out)
     for slot in slots:
-        _reveal_due(out, config_path, clock, echo)
-        _one_horizon(out, config_path, slot, settings, clock, ledger, echo)
+        _reveal_due(out, ledger, nonces, clock, echo)
+        _one_horizon(out, config_path, slot, settings, clock, ledger, nonces, echo)
     if horizon is None and slots:  # a season (or a day) waits for its last target
         clock.sleep_until(max(s["target"] for s in slots)
                           + dt.timedelta(seconds=settings.reveal_after_seconds))
-    _reveal_due(out, config_path, clock, echo)
+    _reveal_due(out, ledger, nonces, clock, echo)
     build_final_run(out, config_path, echo)
     return out
 
@@ -120,7 +120,7 @@ def horizon_dir(out: Path, session: str, horizon: str) -> Path:
 
 
 def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Ledger,
-                 echo) -> None:
+                 nonces: Nonces, echo) -> None:
     state = _state(ledger)
     key = (slot["session"], slot["horizon"])
     if key in state["sealed"] or key in state["missed"]:
@@ -139,9 +139,9 @@ def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Le
         echo(f"{key[0]} {key[1]}: forecasting {len(slot['task_ids'])} tasks")
         run(ConfigText.read(config_path), folder, shard=(key[0], key[0], (key[1],)),
             echo=lambda *_: None)
-        commit_horizon(out, slot, horizon_payloads(folder))
+        commit_horizon(ledger, nonces, slot, horizon_payloads(folder))
     answered = clock.now()
-    entry = seal_horizon(out, slot, settings, clock, answered)
+    entry = seal_horizon(ledger, slot, settings, clock, answered)
     echo(f"{key[0]} {key[1]}: sealed at {entry['tsa_time']} ("
          + ("on time" if entry["on_time"] else "LATE: never scored as on time") + ")")
 
@@ -154,10 +154,9 @@ def horizon_payloads(folder: Path) -> list[dict]:
     return [payload(r, at[r["task_id"]]) for r in rows.to_dict("records")]
 
 
-def _reveal_due(out: Path, config_path, clock, echo) -> None:
+def _reveal_due(out: Path, ledger: Ledger, nonces: Nonces, clock, echo) -> None:
     """Reveal every committed answer whose horizon's target has passed (by the live
     settings' ``reveal_after_seconds``)."""
-    ledger = Ledger(out)
     state = _state(ledger)
     due = [c for c in state["commits"] if (c["task_id"], c["model"]) not in state["revealed"]]
     if not due:
@@ -172,7 +171,7 @@ def _reveal_due(out: Path, config_path, clock, echo) -> None:
     for key in {(c["session"], c["horizon"]) for c in ready}:
         for p in horizon_payloads(horizon_dir(out, *key)):
             payloads[(p["task_id"], p["model"])] = p
-    reveal(out, ready, payloads)
+    reveal(ledger, nonces, ready, payloads)
     echo(f"revealed {len(ready)} answers (their targets passed)")
 
 

@@ -2,7 +2,8 @@
 directory, with nothing but it and the store:
 
 1. the ledger's chain, line by line (the first break named);
-2. every seal: its head is the hash of the entry before it, its token a valid RFC 3161
+2. every seal: its head is the hash of the entry before it (and its time before the target
+   of every task it seals), its token a valid RFC 3161
    time-stamp of that head by a TSA certified under ``tsa_root.pem``, its time the one it
    records, its deadline the horizon's time plus the season's allowance, and on time exactly
    when the token's time is at or before it; the commitments it seals are those between the
@@ -11,8 +12,9 @@ directory, with nothing but it and the store:
    committed, its payload's task and model the commitment's, its receipt's input times not
    after its forecast time;
 4. the season's run (``run/``): every on-time revealed answer replayed as it was sealed and
-   no other, each baseline's row the answer it sealed, and the run's own audit clean (every
-   label, answer and score derived again from the store)."""
+   no other, each baseline's row the answer it sealed, and its score tables those of the
+   season's run made again from ``run.toml`` and the store (``finbench audit DIR/run``
+   derives every label, answer and score again where the run was made)."""
 
 from __future__ import annotations
 
@@ -145,8 +147,7 @@ def _opened(e: dict, c: dict, key) -> list[str]:
 
 
 def _run_problems(folder: Path, entries: list[dict]) -> list[str]:
-    """The season's run against the reveals, then its own audit."""
-    from finbench.audit import audit_run
+    """The season's run against the reveals, then scored again."""
     from finbench.live.final import on_time_answers
 
     run_dir = finished_run(folder / "run")
@@ -158,6 +159,16 @@ def _run_problems(folder: Path, entries: list[dict]) -> list[str]:
                if e["kind"] == "seal" and e["on_time"]}
     sealed = {(e["task_id"], e["model"]): e["payload"]["answer"] for e in entries
               if e["kind"] == "reveal" and (e["session"], e["horizon"]) in on_time}
+    targets = pd.read_parquet(run_dir / "tasks.parquet", columns=["task_id", "t_target"])
+    target_of = dict(zip(targets["task_id"], targets["t_target"], strict=True))
+    seal_of = {(e["session"], e["horizon"]): e for e in entries if e["kind"] == "seal"}
+    for e in entries:  # every answer sealed before its outcome existed
+        if e["kind"] == "commit" and e["task_id"] in target_of:
+            seal = seal_of.get((e["session"], e["horizon"]))
+            if seal and seal["tsa_time"] and pd.Timestamp(seal["tsa_time"]) >= pd.Timestamp(
+                    target_of[e["task_id"]]):
+                problems.append(f"{LEDGER}: line {seal['seq'] + 1}: sealed at "
+                                f"{seal['tsa_time']}, not before the target of {e['task_id']}")
     answers = on_time_answers(entries)
     for model, frame in answers.items():
         mine = rows[rows["model"] == model].set_index("task_id")
@@ -177,7 +188,28 @@ def _run_problems(folder: Path, entries: list[dict]) -> list[str]:
                 problems.append(f"run/forecasts.parquet: {model}, task {task}: p_up "
                                 f"{have['p_up']} valid {have['valid']}, but it sealed p_up "
                                 f"{want['p_up']} valid {want['valid']}")
-    return problems[:50] + [f"run: {p}" for p in audit_run(run_dir)]
+    return problems[:50] + rescored(folder, run_dir)
+
+
+def rescored(folder: Path, run_dir: Path) -> list[str]:
+    """The season's run made again, from ``run.toml`` (its paths taken from the live
+    directory, wherever it now lies) and the store, into a scratch folder: its score tables
+    must hash as the published run's do."""
+    import tempfile
+
+    from finbench.core.config import ConfigText
+    from finbench.runner.run import run
+    from finbench.runner.scores import score_digest
+
+    config = folder / "run.toml"
+    with tempfile.TemporaryDirectory(prefix="finbench-verify-") as tmp:
+        again = run(ConfigText(str(config.resolve()), config.read_text()), Path(tmp) / "run",
+                    echo=lambda *_: None)
+        want, have = score_digest(again), score_digest(run_dir)
+    if want != have:
+        return [f"run/: its score tables (digest {have[:12]}) are not those of the sealed "
+                f"answers scored again ({want[:12]})"]
+    return []
 
 
 def _same(a, b) -> bool:
