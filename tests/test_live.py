@@ -331,3 +331,24 @@ def test_a_season_across_a_dst_change_and_an_early_close_runs_on_the_fake_clock(
     sessions = {e["session"] for e in Ledger(t.out).entries() if e["kind"] == "seal"}
     assert sessions == {"2024-11-27"}
     assert verify_live(t.out)[0] == []
+
+
+def test_a_store_written_while_a_horizon_reads_it_is_read_again(tmp_path, sample_store, server,
+                                                                 monkeypatch):
+    from finbench.core.errors import StoreError
+    from finbench.live import season as module
+
+    s = Season(tmp_path, sample_store, server, llm=False)
+    real, calls, said = module.run, [], []
+
+    def changed_once(*args, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreError("store: bars/date=2025-01-13/part.parquet changed while read")
+        return real(*args, **kw)
+    monkeypatch.setattr(module, "run", changed_once)
+    live(s.config, s.out, clock=s.clock, until=FIRST, echo=said.append)
+    assert any("the store changed while it was read" in x and "reading it again" in x
+               for x in said)
+    seals = [e for e in Ledger(s.out).entries() if e["kind"] == "seal"]
+    assert len(seals) == 3 and all(e["on_time"] for e in seals)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
 
 from finbench.core.config import ConfigText
-from finbench.core.errors import ConfigError, RunError
+from finbench.core.errors import ConfigError, RunError, StoreError
 from finbench.live.clock import SystemClock
 from finbench.live.final import build_final_run
 from finbench.live.ledger import Ledger
@@ -137,13 +138,32 @@ def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Le
     if key not in state["committed"]:
         clock.sleep_until(slot["at"])
         echo(f"{key[0]} {key[1]}: forecasting {len(slot['task_ids'])} tasks")
-        run(ConfigText.read(config_path), folder, shard=(key[0], key[0], (key[1],)),
-            echo=lambda *_: None)
+        _horizon_run(config_path, folder, key, deadline, clock, echo)
         commit_horizon(ledger, nonces, slot, horizon_payloads(folder))
     answered = clock.now()
     entry = seal_horizon(ledger, slot, settings, clock, answered)
     echo(f"{key[0]} {key[1]}: sealed at {entry['tsa_time']} ("
          + ("on time" if entry["on_time"] else "LATE: never scored as on time") + ")")
+
+
+def _horizon_run(config_path, folder: Path, key: tuple[str, str], deadline, clock,
+                 echo) -> None:
+    """The config run on one horizon's tasks into ``folder`` (made anew: a run left by a
+    killed process is made again, its language models' answers from the cache). A feed that
+    writes the store while the run reads it makes the run refuse the changed snapshot: it is
+    made again a second later, to the deadline."""
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            run(ConfigText.read(config_path), folder, shard=(key[0], key[0], (key[1],)),
+                echo=lambda *_: None)
+            return
+        except StoreError as exc:
+            if clock.now() >= deadline:
+                raise
+            echo(f"{key[0]} {key[1]}: the store changed while it was read ({exc}); reading "
+                 "it again")
+            clock.sleep_until(clock.now() + dt.timedelta(seconds=1))
 
 
 def horizon_payloads(folder: Path) -> list[dict]:
