@@ -352,3 +352,37 @@ def test_a_store_written_while_a_horizon_reads_it_is_read_again(tmp_path, sample
                for x in said)
     seals = [e for e in Ledger(s.out).entries() if e["kind"] == "seal"]
     assert len(seals) == 3 and all(e["on_time"] for e in seals)
+
+
+def test_bars_asked_of_a_vendor_at_each_horizon_seal_as_the_store_does(
+        tmp_path, sample_store, server, monkeypatch):
+    """[live] source = "alpaca": at each horizon the official client asks the (loopback)
+    vendor for the day's bars that ended by then; the season seals and verifies, and scores
+    as the same season fed by the store."""
+    from tests.alpaca_server import AlpacaBars
+
+    s = Season(tmp_path / "vendor", sample_store, server, llm=False, last=dt.date(2025, 1, 14))
+    vendor = AlpacaBars(sample_store, s.clock.now)
+    monkeypatch.setenv("ALPACA_API_KEY", "key")
+    monkeypatch.setenv("ALPACA_SECRET_KEY", "secret")
+    monkeypatch.setenv("ALPACA_DATA_URL", vendor.url)
+    s.clock.on_advance = None  # the store gets today's bars from the vendor alone
+    s.config.write_text(s.config.read_text() + 'source = "alpaca"\nfeed = "iex"\n')
+    try:
+        out = s.live(until=dt.date(2025, 1, 14))
+    finally:
+        vendor.close()
+    asked = [pd.Timestamp(r["end"]) for r in vendor.requests if r["path"] == "/v2/stocks/bars"]
+    # each horizon asks the day's bars to its time (the first day's three, in order), and a
+    # day asked before its end is asked whole before the next day's first horizon
+    ends = list(dict.fromkeys(asked))  # (each ticker asked apart, at the same time)
+    assert ends[:3] == [pd.Timestamp(f"2025-01-13T{t}:00Z") for t in ("14:30", "17:30",
+                                                                        "20:30")]
+    assert pd.Timestamp("2025-01-14T01:00:00Z") in asked  # 2025-01-13 whole (to 20:00 local)
+    problems, facts = verify_live(out)
+    assert problems == [] and facts["on_time"] == facts["commits"] == 6 * 2 * 2
+    fed = Season(tmp_path / "fed", sample_store, server, llm=False, last=dt.date(2025, 1, 14))
+    fed_out = fed.live(until=dt.date(2025, 1, 14))
+    columns = ["slice_kind", "slice", "model", "n", "brier"]
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "run" / "scores.parquet")[columns],
+                                  pd.read_parquet(fed_out / "run" / "scores.parquet")[columns])

@@ -52,6 +52,10 @@ class LiveConfig(StrictModel):
     # after a session's target, how long before its nonces are revealed
     reveal_after_seconds: Annotated[float, Field(ge=0, le=86_400)] = 60.0
     tsa_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    # where a horizon's bars come from: the store as a feed of the user's fills it, or a
+    # vendor asked at each horizon for the day's bars that ended by then (docs/data.md)
+    source: Literal["store", "alpaca", "databento", "massive", "yfinance"] = "store"
+    feed: Annotated[str, Field(min_length=1)] | None = None  # the vendor's feed (alpaca: iex)
 
 
 class ModelBase(StrictModel):

@@ -95,6 +95,37 @@ def fetch(vendor: Vendor, tickers: list[str], start, end, store_path, *, calenda
             "snapshot_sha256": store.snapshot_sha256}
 
 
+def fetch_until(vendor: Vendor, tickers: list[str], day, until, store_path) -> int:
+    """The bars of ``day`` (a session) each ticker's vendor gives from the extended day's
+    start to ``until`` (a UTC instant; at most the extended day's end), those that ended by
+    then, validated and added to the
+    store (replacing the ticker-days: a live day's bars so far, `finbench live`); the day is
+    not recorded as fetched, so a later ``fetch`` of it takes it whole. Returns the bars."""
+    store = Store.open_or_create(store_path)
+    local = pd.Timestamp(pd.Timestamp(day).date()).tz_localize(store.timezone)
+    start_utc = (local + EXTENDED_START).tz_convert("UTC")
+    until = min(pd.Timestamp(until).tz_convert("UTC"), (local + EXTENDED_END).tz_convert("UTC"))
+    length = pd.Timedelta(seconds=store.bar_seconds)
+    parts = []
+    for ticker in tickers:
+        raw = vendor.fetch_day(ticker, local, start_utc, until)
+        if not len(raw):
+            continue
+        bars, problems = validate_bars(raw, file=f"{vendor.name}:{ticker}:{local.date()}",
+                                       ticker=None, timezone=None, bar_timestamp="start",
+                                       bar_seconds=store.bar_seconds)
+        if problems:
+            raise DataError(f"{vendor.name} {ticker} {local.date()}: the vendor's bars break "
+                            "validation rules; nothing of that day was written", problems)
+        parts.append(bars[CANONICAL][bars["ts"] + length <= until])
+    bars = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CANONICAL)
+    if len(bars):
+        store.add_bars(bars.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True),
+                       sources=[{"vendor": vendor.name, "feed": vendor.feed, "live": True,
+                                 "day": str(local.date()), "until": until.isoformat()}])
+    return len(bars)
+
+
 def request_problems(tickers: list[str], first: pd.Timestamp, last: pd.Timestamp) -> list[str]:
     """What is wrong with a fetch request (before a store is made): dates out of order,
     no ticker, a ticker that is none (an empty entry of ``--tickers``) or listed twice."""

@@ -74,15 +74,49 @@ def live(config_path: str | Path, out: str | Path, *, clock=None, until: dt.date
             raise RunError(f"--horizon {horizon}: no such horizon today ({today}) in "
                            f"{config_path}")
     ledger, nonces = Ledger(out), Nonces(out)
+    source = Source(config, settings)
     for slot in slots:
-        _reveal_due(out, ledger, nonces, clock, echo)
-        _one_horizon(out, config_path, slot, settings, clock, ledger, nonces, echo)
+        _reveal_due(out, ledger, nonces, clock, source, echo)
+        _one_horizon(out, config_path, slot, settings, clock, ledger, nonces, source, echo)
     if horizon is None and slots:  # a season (or a day) waits for its last target
         clock.sleep_until(max(s["target"] for s in slots)
                           + dt.timedelta(seconds=settings.reveal_after_seconds))
-    _reveal_due(out, ledger, nonces, clock, echo)
+    _reveal_due(out, ledger, nonces, clock, source, echo)
     build_final_run(out, config_path, echo)
     return out
+
+
+class Source:
+    """Where a horizon's bars come from: the store, as a feed of the user's fills it (nothing
+    to do), or a vendor asked for the day's bars that ended by a time, added to the store
+    (:func:`~finbench.data.fetch.fetch_until`). A day asked before its end is asked again,
+    whole, before any later day: a later task's baselines read its labels."""
+
+    def __init__(self, config, settings) -> None:
+        self.config, self.settings = config, settings
+        self.partial: set[str] = set()  # sessions asked before their end
+
+    def bring(self, session: str, until: dt.datetime, echo) -> None:
+        if self.settings.source == "store":
+            return
+        for earlier in sorted(d for d in self.partial if d < session):
+            self._fetch(earlier, until, echo)
+        self._fetch(session, until, echo)
+
+    def _fetch(self, session: str, until: dt.datetime, echo) -> None:
+        from finbench.data.fetch import EXTENDED_END, fetch_until
+        from finbench.data.vendors.base import get_vendor
+
+        vendor = get_vendor(self.settings.source, feed=self.settings.feed)
+        rows = fetch_until(vendor, self.config.tasks.tickers, session, until,
+                           self.config.data.store)
+        end = (pd.Timestamp(session).tz_localize(self.config.tasks.timezone) + EXTENDED_END)
+        if pd.Timestamp(until) >= end:
+            self.partial.discard(session)
+        else:
+            self.partial.add(session)
+        when = pd.Timestamp(until).tz_convert("UTC").strftime("%Y-%m-%d %H:%M")
+        echo(f"{session}: {rows} bars from {vendor.name} to {when} UTC")
 
 
 def _keep_settings(out: Path, config_path, config_sha: str, settings) -> None:
@@ -121,7 +155,7 @@ def horizon_dir(out: Path, session: str, horizon: str) -> Path:
 
 
 def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Ledger,
-                 nonces: Nonces, echo) -> None:
+                 nonces: Nonces, source: Source, echo) -> None:
     state = _state(ledger)
     key = (slot["session"], slot["horizon"])
     if key in state["sealed"] or key in state["missed"]:
@@ -137,6 +171,7 @@ def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Le
         return
     if key not in state["committed"]:
         clock.sleep_until(slot["at"])
+        source.bring(key[0], slot["at"], echo)
         echo(f"{key[0]} {key[1]}: forecasting {len(slot['task_ids'])} tasks")
         _horizon_run(config_path, folder, key, deadline, clock, echo)
         commit_horizon(ledger, nonces, slot, horizon_payloads(folder))
@@ -174,7 +209,8 @@ def horizon_payloads(folder: Path) -> list[dict]:
     return [payload(r, at[r["task_id"]]) for r in rows.to_dict("records")]
 
 
-def _reveal_due(out: Path, ledger: Ledger, nonces: Nonces, clock, echo) -> None:
+def _reveal_due(out: Path, ledger: Ledger, nonces: Nonces, clock, source: Source,
+                echo) -> None:
     """Reveal every committed answer whose horizon's target has passed (by the live
     settings' ``reveal_after_seconds``)."""
     state = _state(ledger)
@@ -187,6 +223,8 @@ def _reveal_due(out: Path, ledger: Ledger, nonces: Nonces, clock, echo) -> None:
     ready = [c for c in due if clock.now() >= targets[(c["session"], c["horizon"])] + delay]
     if not ready:
         return
+    for session in sorted({c["session"] for c in ready}):  # the day's bars past its targets
+        source.bring(session, clock.now(), echo)
     payloads = {}
     for key in {(c["session"], c["horizon"]) for c in ready}:
         for p in horizon_payloads(horizon_dir(out, *key)):

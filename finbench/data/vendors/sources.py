@@ -15,6 +15,7 @@ feed them fixtures parsed through the SDKs' models, with no network.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pandas as pd
@@ -77,7 +78,9 @@ class Alpaca(Vendor):
         from alpaca.data.timeframe import TimeFrame
 
         key, secret = self.keys()
-        client = StockHistoricalDataClient(key, secret)
+        # ALPACA_DATA_URL: another endpoint of the same API (a proxy; the tests' loopback one)
+        client = StockHistoricalDataClient(key, secret,
+                                           url_override=os.environ.get("ALPACA_DATA_URL"))
         request = StockBarsRequest(symbol_or_symbols=ticker, timeframe=TimeFrame.Minute,
                                    start=start_utc.to_pydatetime(), end=end_utc.to_pydatetime(),
                                    feed=DataFeed(self.feed or "iex"))
