@@ -386,3 +386,39 @@ def test_bars_asked_of_a_vendor_at_each_horizon_seal_as_the_store_does(
     columns = ["slice_kind", "slice", "model", "n", "brier"]
     pd.testing.assert_frame_equal(pd.read_parquet(out / "run" / "scores.parquet")[columns],
                                   pd.read_parquet(fed_out / "run" / "scores.parquet")[columns])
+
+
+def test_a_vendor_fed_season_restarted_after_a_day_down_asks_that_day_whole_first(
+        tmp_path, sample_store, server, monkeypatch):
+    """Killed after the first horizon's bars were asked of the vendor, before its answers
+    were committed, and down to the next day's noon: nothing of the first day is revealed,
+    yet the day is asked of the vendor whole before the next horizon reads the store, so
+    the baselines read its labels as a backtest does (verify scores it all again)."""
+    from finbench.live import season as module
+    from tests.alpaca_server import AlpacaBars
+
+    s = Season(tmp_path, sample_store, server, llm=False)
+    vendor = AlpacaBars(sample_store, s.clock.now)
+    monkeypatch.setenv("ALPACA_API_KEY", "key")
+    monkeypatch.setenv("ALPACA_SECRET_KEY", "secret")
+    monkeypatch.setenv("ALPACA_DATA_URL", vendor.url)
+    s.config.write_text(s.config.read_text() + 'source = "alpaca"\n')
+    s.clock.on_advance = None
+    real = module.commit_horizon
+
+    def killed(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(module, "commit_horizon", killed)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            s.live()
+        monkeypatch.setattr(module, "commit_horizon", real)
+        s.clock.sleep_until(dt.datetime(2025, 1, 14, 17, 0, tzinfo=dt.UTC))
+        out = s.live()
+    finally:
+        vendor.close()
+    assert [e["horizon"] for e in Ledger(out).entries() if e["kind"] == "missed"] == [
+        "MORNING", "MIDDAY", "CLOSE", "MORNING"]
+    assert json.loads((out / "fetched.json").read_text())[0] == "2025-01-13"
+    problems, facts = verify_live(out)
+    assert problems == [] and facts["missed"] == 4

@@ -21,6 +21,7 @@ import pandas as pd
 
 from finbench.core.config import ConfigText
 from finbench.core.errors import ConfigError, RunError, StoreError
+from finbench.core.outputs import write_atomic
 from finbench.live.clock import SystemClock
 from finbench.live.final import build_final_run
 from finbench.live.ledger import Ledger
@@ -67,14 +68,14 @@ def live(config_path: str | Path, out: str | Path, *, clock=None, until: dt.date
     zone = config.tasks.timezone
     today = pd.Timestamp(clock.now()).tz_convert(zone).date()
     last = min(config.tasks.end, until or today)
-    slots = slots_of(config, plugin, config.tasks.start, last)
+    season = slots = slots_of(config, plugin, config.tasks.start, last)
     if horizon is not None:
         slots = [s for s in slots if s["horizon"] == horizon and s["session"] == str(today)]
         if not slots:
             raise RunError(f"--horizon {horizon}: no such horizon today ({today}) in "
                            f"{config_path}")
     ledger, nonces = Ledger(out), Nonces(out)
-    source = Source(config, settings)
+    source = Source(config, settings, out, sorted({s["session"] for s in season}))
     for slot in slots:
         _reveal_due(out, ledger, nonces, clock, source, echo)
         _one_horizon(out, config_path, slot, settings, clock, ledger, nonces, source, echo)
@@ -89,12 +90,15 @@ def live(config_path: str | Path, out: str | Path, *, clock=None, until: dt.date
 class Source:
     """Where a horizon's bars come from: the store, as a feed of the user's fills it (nothing
     to do), or a vendor asked for the day's bars that ended by a time, added to the store
-    (:func:`~finbench.data.fetch.fetch_until`). A day asked before its end is asked again,
-    whole, before any later day: a later task's baselines read its labels."""
+    (:func:`~finbench.data.fetch.fetch_until`). Every earlier session of the season not yet
+    brought whole (asked before its end, or while the process was down) is asked whole before
+    a later one: a later task's baselines read its labels. The sessions brought whole are
+    kept in ``fetched.json`` (a restart asks them no more)."""
 
-    def __init__(self, config, settings) -> None:
-        self.config, self.settings = config, settings
-        self.partial: set[str] = set()  # sessions asked before their end
+    def __init__(self, config, settings, out: Path, sessions: list[str]) -> None:
+        self.config, self.settings, self.path = config, settings, out / "fetched.json"
+        self.whole = set(json.loads(self.path.read_text())) if self.path.is_file() else set()
+        self.partial = {s for s in sessions} - self.whole
 
     def bring(self, session: str, until: dt.datetime, echo) -> None:
         if self.settings.source == "store":
@@ -113,6 +117,9 @@ class Source:
         end = (pd.Timestamp(session).tz_localize(self.config.tasks.timezone) + EXTENDED_END)
         if pd.Timestamp(until) >= end:
             self.partial.discard(session)
+            self.whole.add(session)
+            write_atomic(self.path, lambda p: Path(p).write_text(
+                json.dumps(sorted(self.whole)) + "\n"))
         else:
             self.partial.add(session)
         when = pd.Timestamp(until).tz_convert("UTC").strftime("%Y-%m-%d %H:%M")
