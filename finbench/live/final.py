@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.core.config import ConfigText
+from finbench.core.location import is_uri
 from finbench.live.ledger import Ledger
 from finbench.runner.run import run
 from finbench.tracks import plugin_of
@@ -104,7 +105,9 @@ def build_final_run(out: Path, config_path, echo) -> Path | None:
     dumped["models"] = models
     dumped.pop("live", None)
     dumped["tasks"]["end"] = sessions[-1]
-    dumped["data"]["store"] = os.path.relpath(Path(str(config.data.store)).resolve(), out)
+    store = config.data.store
+    if not is_uri(store):  # relative to the live directory: it verifies wherever it is copied
+        dumped["data"]["store"] = os.path.relpath(Path(store).resolve(), out)
     text = ("# The season's run of this live directory: its sessions up to the last one all\n"
             "# revealed, each forecasting model's on-time sealed answers replayed (sealed/),\n"
             "# its baselines computed again. Written by `finbench live`; do not edit.\n"
