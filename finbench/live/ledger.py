@@ -54,9 +54,17 @@ class Ledger:
     def entries(self) -> list[dict]:
         """Every whole entry, in order. A last line without its newline (an append cut off by
         a kill) is not an entry: the next append replaces it."""
+        return list(self.since(0))
+
+    def since(self, seq: int) -> list[dict]:
+        """The entries from place ``seq`` on (the file read from where it was last read)."""
+        self._refresh()
+        return self._entries[seq:]
+
+    def _refresh(self) -> None:
         if not self.path.is_file():
             self._entries, self._offset = [], 0
-            return []
+            return
         size = self.path.stat().st_size
         if size < self._offset:  # the file was replaced: read it again
             self._entries, self._offset = [], 0
@@ -66,19 +74,18 @@ class Ledger:
         whole = data[:data.rfind(b"\n") + 1]
         self._entries += [json.loads(line) for line in whole.splitlines() if line.strip()]
         self._offset += len(whole)
-        return list(self._entries)
 
     def head(self) -> str:
         """The hash of the last entry (the chain's head), :data:`GENESIS` for none."""
-        found = self.entries()
-        return found[-1]["hash"] if found else GENESIS
+        self._refresh()
+        return self._entries[-1]["hash"] if self._entries else GENESIS
 
     def append(self, records: list[dict]) -> list[dict]:
         """Append entries (each a ``kind`` and its fields) chained after the head, written and
         fsynced together; returns them as written."""
-        existing = self.entries()
-        prev = existing[-1]["hash"] if existing else GENESIS
-        seq = len(existing)
+        self._refresh()
+        prev = self._entries[-1]["hash"] if self._entries else GENESIS
+        seq = len(self._entries)
         out = []
         for record in records:
             entry = {"seq": seq, "prev": prev, **record}

@@ -75,14 +75,16 @@ def live(config_path: str | Path, out: str | Path, *, clock=None, until: dt.date
             raise RunError(f"--horizon {horizon}: no such horizon today ({today}) in "
                            f"{config_path}")
     ledger, nonces = Ledger(out), Nonces(out)
+    state = LedgerState(ledger)
     source = Source(config, settings, out, sorted({s["session"] for s in season}))
     for slot in slots:
-        _reveal_due(out, ledger, nonces, clock, source, echo)
-        _one_horizon(out, config_path, slot, settings, clock, ledger, nonces, source, echo)
+        _reveal_due(out, ledger, state, nonces, clock, source, echo)
+        _one_horizon(out, config_path, slot, settings, clock, ledger, state, nonces, source,
+                     echo)
     if horizon is None and slots:  # a season (or a day) waits for its last target
         clock.sleep_until(max(s["target"] for s in slots)
                           + dt.timedelta(seconds=settings.reveal_after_seconds))
-    _reveal_due(out, ledger, nonces, clock, source, echo)
+    _reveal_due(out, ledger, state, nonces, clock, source, echo)
     build_final_run(out, config_path, echo)
     return out
 
@@ -147,14 +149,30 @@ def _keep_settings(out: Path, config_path, config_sha: str, settings) -> None:
     held.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
 
 
-def _state(ledger: Ledger) -> dict:
-    entries = ledger.entries()
-    key = lambda e: (e["session"], e["horizon"])  # noqa: E731
-    return {"sealed": {key(e) for e in entries if e["kind"] == "seal"},
-            "missed": {key(e) for e in entries if e["kind"] == "missed"},
-            "committed": {key(e) for e in entries if e["kind"] == "commit"},
-            "revealed": {(e["task_id"], e["model"]) for e in entries if e["kind"] == "reveal"},
-            "commits": [e for e in entries if e["kind"] == "commit"]}
+class LedgerState:
+    """What the ledger says is done (horizons sealed, missed, committed; the commitments not
+    yet revealed), read once and then from what was appended since."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger, self.read = ledger, 0
+        self.sealed: set = set()
+        self.missed: set = set()
+        self.committed: set = set()
+        self.unrevealed: dict[tuple[str, str], dict] = {}
+
+    def update(self) -> LedgerState:
+        new = self.ledger.since(self.read)
+        self.read += len(new)
+        for e in new:
+            if e["kind"] == "reveal":
+                self.unrevealed.pop((e["task_id"], e["model"]), None)
+                continue
+            key = (e["session"], e["horizon"])
+            {"seal": self.sealed, "missed": self.missed, "commit": self.committed}[
+                e["kind"]].add(key)
+            if e["kind"] == "commit":
+                self.unrevealed[(e["task_id"], e["model"])] = e
+        return self
 
 
 def horizon_dir(out: Path, session: str, horizon: str) -> Path:
@@ -162,21 +180,21 @@ def horizon_dir(out: Path, session: str, horizon: str) -> Path:
 
 
 def _one_horizon(out: Path, config_path, slot: dict, settings, clock, ledger: Ledger,
-                 nonces: Nonces, source: Source, echo) -> None:
-    state = _state(ledger)
+                 ledger_state: LedgerState, nonces: Nonces, source: Source, echo) -> None:
+    state = ledger_state.update()
     key = (slot["session"], slot["horizon"])
-    if key in state["sealed"] or key in state["missed"]:
+    if key in state.sealed or key in state.missed:
         return  # done before (a restart)
     deadline = slot["at"] + dt.timedelta(seconds=settings.seal_within_seconds)
     folder = horizon_dir(out, *key)
-    if key not in state["committed"] and clock.now() > deadline:
+    if key not in state.committed and clock.now() > deadline:
         ledger.append([{"kind": "missed", "session": key[0], "horizon": key[1],
                         "at": iso(slot["at"]), "noticed_at": iso(clock.now()),
                         "tasks": len(slot["task_ids"])}])
         echo(f"{key[0]} {key[1]}: missed (its time {slot['at']:%H:%M} UTC passed while the "
              "live process was not running): recorded, never forecast late")
         return
-    if key not in state["committed"]:
+    if key not in state.committed:
         clock.sleep_until(slot["at"])
         source.bring(key[0], slot["at"], echo)
         echo(f"{key[0]} {key[1]}: forecasting {len(slot['task_ids'])} tasks")
@@ -216,12 +234,11 @@ def horizon_payloads(folder: Path) -> list[dict]:
     return [payload(r, at[r["task_id"]]) for r in rows.to_dict("records")]
 
 
-def _reveal_due(out: Path, ledger: Ledger, nonces: Nonces, clock, source: Source,
-                echo) -> None:
+def _reveal_due(out: Path, ledger: Ledger, ledger_state: LedgerState, nonces: Nonces, clock,
+                source: Source, echo) -> None:
     """Reveal every committed answer whose horizon's target has passed (by the live
     settings' ``reveal_after_seconds``)."""
-    state = _state(ledger)
-    due = [c for c in state["commits"] if (c["task_id"], c["model"]) not in state["revealed"]]
+    due = list(ledger_state.update().unrevealed.values())
     if not due:
         return
     delay = dt.timedelta(seconds=json.loads((out / LIVE_FILE).read_text())[

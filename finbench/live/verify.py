@@ -103,13 +103,13 @@ def _one_seal(e: dict, head: str, pending: list[dict], root: bytes, within
 def _reveal_problems(entries: list[dict], facts: dict) -> list[str]:
     problems = []
     commits = {(e["task_id"], e["model"]): e for e in entries if e["kind"] == "commit"}
-    sealed_at = {}
+    sealed_at, waiting = {}, {}  # each commitment: the first seal of its horizon after it
     for e in entries:
-        if e["kind"] == "seal":
-            for key, c in commits.items():
-                if (c["session"], c["horizon"]) == (e["session"], e["horizon"]) \
-                        and c["seq"] < e["seq"]:
-                    sealed_at.setdefault(key, e["seq"])
+        if e["kind"] == "commit":
+            waiting.setdefault((e["session"], e["horizon"]), []).append(e)
+        elif e["kind"] == "seal":
+            for c in waiting.pop((e["session"], e["horizon"]), []):
+                sealed_at.setdefault((c["task_id"], c["model"]), e["seq"])
     seen = set()
     for e in (e for e in entries if e["kind"] == "reveal"):
         key = (e["task_id"], e["model"])

@@ -97,14 +97,20 @@ def _paired_table(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
     """Every two models' paired Brier difference with its CI, p, MDE and Holm's p."""
     skipped = read_manifest(run_dir).get("skipped_models", {})
     table = paired_brier(pd.read_parquet(run_dir / "rows.parquet"), config, skipped)
+    return _paired_section(put, table, "event_paired_brier", (
+        ("model A", "model B"), "Brier A / B", "A - B [95% CI, event groups]", "versus"),
+        "Paired differences in mean Brier: every two models on the markets both scored, "
+        "resampling whole event groups (two-sided bootstrap p). Event groups have no order "
+        "in time: no Diebold-Mariano test." + INFERENCE_NOTE + rule + source)
+
+
+def _paired_section(put, table: pd.DataFrame, name: str, labels: tuple, caption: str
+                    ) -> list[Path]:
+    """A paired table as a section of the report (none without rows); ``labels``: those of
+    :func:`_paired_display`."""
     if table.empty:
         return []
-    shown = _paired_display(table, ("model A", "model B"), "Brier A / B",
-                            "A - B [95% CI, event groups]", "versus")
-    return put(shown, "event_paired_brier", "Paired differences in mean Brier: every two "
-               "models on the markets both scored, resampling whole event groups (two-sided "
-               "bootstrap p). Event groups have no order in time: no Diebold-Mariano test."
-               + INFERENCE_NOTE + rule + source, raw=table)
+    return put(_paired_display(table, *labels), name, caption, raw=table)
 
 
 def _slice_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
@@ -131,15 +137,13 @@ def _slice_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Pa
 
 def _retrieval_table(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
     effect = retrieval_effect(pd.read_parquet(run_dir / "rows.parquet"), config)
-    if effect.empty:
-        return []
-    shown = _paired_display(effect, ("model", "without posts"), "Brier with / without",
-                            "with - without [95% CI, event groups]", "without_retrieval")
-    return put(shown, "event_retrieval_effect", "What retrieved posts add: each model that "
-               "reads them against the same model asked without them, on the markets both "
-               "scored: mean Brier of each and their paired difference (negative: the posts "
-               "helped), resampling whole event groups (two-sided bootstrap p)."
-               + INFERENCE_NOTE + rule + source, raw=effect)
+    return _paired_section(put, effect, "event_retrieval_effect", (
+        ("model", "without posts"), "Brier with / without",
+        "with - without [95% CI, event groups]", "without_retrieval"),
+        "What retrieved posts add: each model that reads them against the same model asked "
+        "without them, on the markets both scored: mean Brier of each and their paired "
+        "difference (negative: the posts helped), resampling whole event groups (two-sided "
+        "bootstrap p)." + INFERENCE_NOTE + rule + source)
 
 
 def _agent_tables(run_dir: Path, config, put, rule: str, source: str) -> list[Path]:
