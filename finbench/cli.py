@@ -185,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
 
         out = run_on_dask(args.config, args.out or Path("results") / Path(args.config).stem,
                           scheduler=executor.scheduler, workers=executor.workers,
-                          echo=_progress, results=print)
+                          months=executor.months, echo=_progress, results=print)
         print(f"run directory: {out}")
         return 0
     out = run(args.config, args.out, dry_run=args.dry_run, shard=shard, batch=args.batch,

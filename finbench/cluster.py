@@ -72,7 +72,8 @@ def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = 
         section = ExecutorConfig(kind=kind)
     settings = {"kind": section.kind,
                 "scheduler": section.scheduler if scheduler is None else scheduler,
-                "workers": section.workers if workers is None else workers}
+                "workers": section.workers if workers is None else workers,
+                "months": section.months}
     problem = executor_problem(**settings)
     if problem:
         given = [flag for flag, value in (("--executor", kind), ("--scheduler", scheduler),
@@ -82,16 +83,21 @@ def chosen_executor(config, *, kind: str | None = None, scheduler: str | None = 
     return ExecutorConfig(**settings)
 
 
-def shard_ranges(config) -> list[tuple[dt.date, dt.date]]:
-    """The first and last session of each calendar month of the config's range that has one
-    (months without a session make no shard)."""
+def shard_ranges(config, months: int | None = None) -> list[tuple[dt.date, dt.date]]:
+    """The first and last session of each ``months`` consecutive calendar months of the
+    config's range that have one (a month without a session is not counted); ``months``
+    by default the config's ``[executor] months``, else one."""
+    if months is None:
+        months = config.executor.months if config.executor else 1
     spec = config.tasks
     cal = get_calendar(spec.calendar, pd.Timestamp(spec.start), pd.Timestamp(spec.end))
     sessions = cal.sessions_in_range(pd.Timestamp(spec.start), pd.Timestamp(spec.end))
     if len(sessions) == 0:
         raise RunError(f"{spec.start}..{spec.end}: no session of {spec.calendar} to run")
-    months = pd.Series(sessions, index=sessions).groupby(sessions.to_period("M"))
-    return [(g.iloc[0].date(), g.iloc[-1].date()) for _, g in months]
+    groups = [g for _, g in pd.Series(sessions, index=sessions).groupby(
+        sessions.to_period("M"))]
+    blocks = [groups[k:k + months] for k in range(0, len(groups), months)]
+    return [(block[0].iloc[0].date(), block[-1].iloc[-1].date()) for block in blocks]
 
 
 def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: float,
@@ -105,7 +111,7 @@ def run_shard(config: ConfigText, out: str, start: str, end: str, rate_share: fl
     try:
         with slots if slots is not None else contextlib.nullcontext():
             return str(run(config, out, shard=(start, end), rate_share=rate_share,
-                           echo=lambda *_: None))
+                           echo=lambda *_: None, score=False))  # the merge scores
     except FinbenchError as exc:
         if getattr(exc, "may_pass_again", False):
             raise
@@ -138,18 +144,20 @@ def shardable(config) -> None:
 
 
 def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | None = None,
-                workers: int | None = None, echo=print, results=None) -> Path | str:
-    """Run ``config_path`` into ``out`` as month shards on a Dask cluster (``scheduler``: its
-    address; none: a LocalCluster of ``workers`` processes, by default one per core), then
-    merge them into ``out``. Returns ``out``. ``echo`` takes what it says as it goes,
-    ``results`` the merged run's tables and receipt (by default ``echo`` too)."""
+                workers: int | None = None, months: int | None = None, echo=print,
+                results=None) -> Path | str:
+    """Run ``config_path`` into ``out`` as shards of ``months`` calendar months (default: the
+    config's ``[executor] months``, else one) on a Dask cluster (``scheduler``: its address;
+    none: a LocalCluster of ``workers`` processes, by default one per core), then merge them
+    into ``out``. Returns ``out``. ``echo`` takes what it says as it goes, ``results`` the
+    merged run's tables and receipt (by default ``echo`` too)."""
     results = results or echo
     from distributed import Client, LocalCluster, as_completed
 
     text = ConfigText.read(config_path)
     config = load_config_file(text)[0]
     shardable(config)
-    ranges = shard_ranges(config)
+    ranges = shard_ranges(config, months)
     remote = is_uri(out)
     if remote and not isinstance(config.data.store, str):
         echo(f"note: the store is the local folder {config.data.store}; workers on other "
@@ -158,7 +166,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
         out = Path(out)
     with _deferred_interrupt() as interrupt:  # the cluster's start and close included
         cluster = None if scheduler else _local_cluster(
-            LocalCluster, _local_size(workers, len(ranges), echo))
+            LocalCluster, _local_size(workers, len(ranges), echo, months))
         try:
             interrupt.check()  # pressed while the cluster started: no shard is sent
             with _client(Client, scheduler, cluster) as client:
@@ -305,14 +313,15 @@ def rate_split(workers: dict, shards: int) -> tuple[int, str]:
     return max(1, min(threads, shards)), said
 
 
-def _local_size(workers: int | None, shards: int, echo) -> int:
+def _local_size(workers: int | None, shards: int, echo, months: int = 1) -> int:
     """How many processes the LocalCluster starts: ``workers`` (by default one per core), but
     never more than there are shards, as a worker beyond them would get no task (``--workers
     100000`` would otherwise try to start that many processes); said when it is fewer than
     asked."""
     asked = workers or os.cpu_count() or 1
     if workers is not None and workers > shards:
-        echo(f"note: {workers} workers asked, but the run has {shards} shards (one per month); "
+        per = "month" if months == 1 else f"{months} months"
+        echo(f"note: {workers} workers asked, but the run has {shards} shards (one per {per}); "
              f"the LocalCluster starts {shards}")
     return max(1, min(asked, shards))
 

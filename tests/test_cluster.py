@@ -29,10 +29,14 @@ def baseline_config(tmp_path, sample_store, extra=""):
 
 
 def test_months_with_sessions_make_the_shards(tmp_path, sample_store):
-    ranges = shard_ranges(load_config(baseline_config(tmp_path, sample_store)))
-    assert ranges == [(dt.date(2024, 11, 25), dt.date(2024, 11, 29)),
-                      (dt.date(2024, 12, 2), dt.date(2024, 12, 31)),
-                      (dt.date(2025, 1, 2), dt.date(2025, 1, 8))]
+    config = load_config(baseline_config(tmp_path, sample_store))
+    assert shard_ranges(config) == [(dt.date(2024, 11, 25), dt.date(2024, 11, 29)),
+                                    (dt.date(2024, 12, 2), dt.date(2024, 12, 31)),
+                                    (dt.date(2025, 1, 2), dt.date(2025, 1, 8))]
+    # [executor] months = 2: two months a shard, the last holding what is left
+    assert shard_ranges(config, 2) == [(dt.date(2024, 11, 25), dt.date(2024, 12, 31)),
+                                       (dt.date(2025, 1, 2), dt.date(2025, 1, 8))]
+    assert shard_ranges(config, 12) == [(dt.date(2024, 11, 25), dt.date(2025, 1, 8))]
 
 
 @pytest.mark.slow
@@ -345,6 +349,8 @@ def test_a_scheduler_that_cannot_be_reached_is_named_and_nothing_is_made(
     ('kind = "dask"\nscheduler = "tcp://x:8786"\nworkers = 2\n', [],
      "workers sizes the LocalCluster"),
     ('kind = "dask"\nworkers = 0\n', [], "workers is 0: a cluster has at least one worker"),
+    ('kind = "dask"\nmonths = 0\n', [], "months is 0: a shard holds at least one month"),
+    ('months = 3\n', [], "months (a shard's calendar months) is a setting of kind = \"dask\""),
     ('kind = "dask"\n', ["--workers", "0"], "--workers with the config's [executor] (kind = "
      "'dask'): workers is 0"),
     ("", ["--executor", "dask", "--scheduler", " "], "--executor and --scheduler with the "
@@ -376,11 +382,14 @@ def test_the_configs_executor_section_runs_it_on_dask_and_the_command_line_overr
     the same scores."""
     from finbench.cli import main
 
-    cfg = baseline_config(tmp_path, sample_store, '[executor]\nkind = "dask"\nworkers = 2\n')
+    cfg = baseline_config(tmp_path, sample_store,
+                          '[executor]\nkind = "dask"\nworkers = 2\nmonths = 2\n')
     assert main(["run", str(cfg), "--out", str(tmp_path / "dask")]) == 0
     assert main(["run", str(cfg), "--out", str(tmp_path / "local"), "--executor", "local"]) == 0
-    shards = sorted(p.name for p in (tmp_path / "dask" / "shards").iterdir())
-    assert shards == ["2024-11-25_2024-11-29", "2024-12-02_2024-12-31", "2025-01-02_2025-01-08"]
+    shards = sorted((tmp_path / "dask" / "shards").iterdir())
+    assert [p.name for p in shards] == ["2024-11-25_2024-12-31", "2025-01-02_2025-01-08"]
+    # the merge scores every row: its shards write no score file
+    assert not [p for p in shards if (p / "scores.parquet").exists()]
     assert not (tmp_path / "local" / "shards").exists()
     assert ((tmp_path / "dask" / "scores.csv").read_bytes()
             == (tmp_path / "local" / "scores.csv").read_bytes())

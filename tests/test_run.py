@@ -356,6 +356,35 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, m
     assert audit_run(merged) == []
 
 
+def test_a_shard_left_for_its_merge_to_score_writes_no_scores_and_merges_alike(run_dir,
+                                                                              tmp_path):
+    """A cluster's shards are run with ``score=False`` (the merge scores every row again):
+    no score file, a line saying so, the same merge; `finbench score` scores it later as a
+    scored shard is scored."""
+    from finbench.runlog.rundir import SCORE_OUTPUTS
+    from finbench.runner.scores import rescore
+    from finbench.shards import merge_shards
+
+    cfg = run_dir.parent / "cfg.toml"
+    said = []
+    a = run(cfg, tmp_path / "a", echo=said.append, shard=("2025-01-13", "2025-01-13"),
+            score=False)
+    b = run(cfg, tmp_path / "b", echo=lambda *_: None, shard=("2025-01-14", "2025-01-15"),
+            score=False)
+    assert not [n for n in (*SCORE_OUTPUTS, "scores.csv") if (a / n).exists()]
+    assert f"{a}: not scored (its merge scores it; alone: finbench score)" in said
+    assert not any(line.startswith("By horizon:") for line in said)
+    merged = merge_shards([a, b], tmp_path / "merged")
+    for name in ("scores.parquet", "scores.csv", "rows.parquet", "tasks.parquet"):
+        assert (merged / name).read_bytes() == (run_dir / name).read_bytes(), name
+    assert audit_run(merged) == []
+    scored = run(cfg, tmp_path / "scored", echo=lambda *_: None,
+                 shard=("2025-01-13", "2025-01-13"))
+    rescore(a)
+    for name in ("scores.parquet", "rows.parquet"):
+        assert (a / name).read_bytes() == (scored / name).read_bytes(), name
+
+
 def test_overlapping_shards_are_refused(run_dir, tmp_path):
     from finbench.core.errors import RunError
     from finbench.shards import merge_shards

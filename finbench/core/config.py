@@ -336,10 +336,15 @@ class StanceConfig(StrictModel):
         return self
 
 
-def executor_problem(kind: str, scheduler: str | None, workers: int | None) -> str | None:
+def executor_problem(kind: str, scheduler: str | None, workers: int | None,
+                     months: int = 1) -> str | None:
     """What is wrong with these executor settings (None: nothing)."""
     if workers is not None and workers < 1:
         return f"workers is {workers}: a cluster has at least one worker"
+    if months < 1:
+        return f"months is {months}: a shard holds at least one month"
+    if kind != "dask" and months != 1:
+        return "months (a shard's calendar months) is a setting of kind = \"dask\""
     if scheduler is not None and not scheduler.strip():
         return "scheduler is empty: give the scheduler's address (tcp://host:8786)"
     if kind != "dask" and (scheduler is not None or workers is not None):
@@ -351,9 +356,12 @@ def executor_problem(kind: str, scheduler: str | None, workers: int | None) -> s
 
 
 class ExecutorConfig(StrictModel):
-    """Where ``finbench run`` runs the config: in its own process ("local"), or as one shard
-    per month on a Dask cluster ("dask"): the running cluster at ``scheduler``, or without
-    one a LocalCluster of ``workers`` processes (default: one per core). The results are the
+    """Where ``finbench run`` runs the config: in its own process ("local"), or as shards of
+    ``months`` calendar months each (default one) on a Dask cluster ("dask"): the running
+    cluster at ``scheduler``, or without one a LocalCluster of ``workers`` processes
+    (default: one per core). Each shard also reads and labels the sessions its baselines
+    look back on, so fewer, larger shards cost less CPU; more, smaller ones spread over more
+    workers and lose less to a worker that dies. The results are the
     same either way, so a run may be resumed under another executor (the section is left out
     of what a resumed run compares); the command line's ``--executor``, ``--scheduler`` and
     ``--workers`` override it."""
@@ -361,10 +369,11 @@ class ExecutorConfig(StrictModel):
     kind: Literal["local", "dask"] = "local"
     scheduler: str | None = None
     workers: int | None = None
+    months: int = 1
 
     @model_validator(mode="after")
     def _settings(self) -> ExecutorConfig:
-        problem = executor_problem(self.kind, self.scheduler, self.workers)
+        problem = executor_problem(self.kind, self.scheduler, self.workers, self.months)
         if problem:
             raise ValueError(problem)
         return self

@@ -20,7 +20,7 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
         timings: dict[str, float] | None = None, rate_share: float = 1.0,
         cpu_timings: dict[str, tuple[float, float]] | None = None,
         models: list[str] | None = None, limit: int | None = None,
-        results=None) -> Path | str:
+        results=None, score: bool = True) -> Path | str:
     """Run (or resume) the config into ``out`` (default ``results/<config name>``); returns
     the run directory.
 
@@ -38,7 +38,9 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
     ``cpu_timings`` the CPU seconds each step spent, in all threads (and helper processes)
     and in the caller's.
     ``rate_share``: the part of each LLM model's rate limits this run may use (a shard among
-    others running at once, :mod:`finbench.cluster`). ``out`` may be a folder on object
+    others running at once, :mod:`finbench.cluster`). ``score=False`` (a shard whose merge
+    scores every row again, as a cluster's are) writes no score files: the run ends with its
+    forecast table, and `finbench score` scores it later. ``out`` may be a folder on object
     storage (``s3://bucket/runs/x``): the run works in a local scratch folder that is kept
     mirrored there (:mod:`finbench.runlog.mirror`), and the URI is returned.
     Market data are read a date partition at a time and forecasts are journalled as they
@@ -50,7 +52,8 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
             with Mirror(Path(tmp) / "run", str(out)) as mirror:
                 run(config_path, mirror.local, echo=echo, dry_run=dry_run, shard=shard,
                     batch=batch, timings=timings, rate_share=rate_share,
-                    cpu_timings=cpu_timings, models=models, limit=limit, results=results)
+                    cpu_timings=cpu_timings, models=models, limit=limit, results=results,
+                    score=score)
         return out
     config, source = load_run_config(config_path, shard)
     trial = trial_of(models, limit, shard)
@@ -83,13 +86,13 @@ def run(config_path: str | Path, out: str | Path | None = None, *, echo=print,
                          laps=Laps(timings, cpu_timings), rate_share=rate_share,
                          trial=trial, results=results or echo)
         try:
-            _steps(steps, batch=batch, dry_run=dry_run)
+            _steps(steps, batch=batch, dry_run=dry_run, score=score)
         finally:
             steps.close()  # the transcripts' database, before the folder is let go
     return out
 
 
-def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
+def _steps(steps: RunSteps, *, batch: bool, dry_run: bool, score: bool = True) -> None:
     """A run's steps in order (the caller holds the folder's lock)."""
     steps.check_directory()        # a resumed run: same config, shard and data
     steps.open_track()             # tasks planned; no market data read yet
@@ -112,8 +115,11 @@ def _steps(steps: RunSteps, *, batch: bool, dry_run: bool) -> None:
     steps.probe()                  # with recall_probe: each task's outcome from memory
     steps.min_k()                  # with min_k_percent: each task's text, Min-K% probability
     steps.judge_stances()          # with [analysis.stance] method = "judge"
-    steps.score()
-    steps.finish()
+    if score:
+        steps.score()
+    else:
+        steps.settle()             # files synced and hashed; no score file written
+    steps.finish(scored=score)
 
 
 def trial_of(models: list[str] | None, limit: int | None, shard) -> dict | None:

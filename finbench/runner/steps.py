@@ -531,7 +531,13 @@ class RunSteps:
             self.echo(note)
         self.lap("scores")
 
-    def finish(self) -> None:
+    def settle(self) -> None:
+        """For a run that writes no scores (a cluster's shard): the files no later step
+        writes synced and hashed for the manifest, as :meth:`score` does beside scoring."""
+        self.hashes = _settle(self.out, self.unsynced)
+        self.lap("scores")
+
+    def finish(self, *, scored: bool = True) -> None:
         """Every file's content hash into the manifest (for the audit); the summary and the
         manifest's receipt printed."""
         self.manifest.update(finished_at=now())
@@ -541,8 +547,11 @@ class RunSteps:
         if old is not None and {**self.manifest, "finished_at": old.get("finished_at")} == old:
             self.manifest = old  # a resume that changed nothing: the manifest, and its receipt
         write_json(self.manifest_path, self.manifest)
-        for block in self.plugin.summary(self.out):  # what a merge of its shards prints too
-            self.results(block)
+        if scored:
+            for block in self.plugin.summary(self.out):  # what a merge of its shards prints too
+                self.results(block)
+        else:
+            self.results(f"{self.out}: not scored (its merge scores it; alone: finbench score)")
         for line in self.unscorable:
             self.results(line)
         self.results(receipt(self.out))
