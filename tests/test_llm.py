@@ -155,6 +155,43 @@ def test_text_mode_extracts_the_json_object(tmp_path, sample_store, server):
     assert all(r["response_format"] is None for r in server.requests)
 
 
+def test_a_held_cache_entry_is_found_at_once_and_written_together_or_on_close(
+        tmp_path, monkeypatch):
+    """Answers journalled at once are cached in one transaction a second (or 256 answers);
+    this process finds them meanwhile, another only once written; close writes what waits.
+    Any other answer (an agent's turn, which the cache alone keeps) is written at once."""
+    import sqlite3
+
+    import finbench.forecasters.cache as cache_module
+    from finbench.forecasters.cache import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+
+    def on_disk() -> set[str]:
+        with sqlite3.connect(path) as other:
+            return {k for (k,) in other.execute("SELECT key FROM responses")}
+
+    cache = ResponseCache(path)
+    cache.put("turn", {"a": 1})
+    assert on_disk() == {"turn"}
+    cache.put("answer", {"a": 2}, held=True)
+    assert cache.get("answer") == {"a": 2} and on_disk() == {"turn"}
+    cache.put("other", {"a": 3})  # a write takes what waits along
+    assert on_disk() == {"turn", "answer", "other"}
+    cache.put("late", {"a": 4}, held=True)
+    cache.close()
+    assert on_disk() == {"turn", "answer", "other", "late"}
+    monkeypatch.setattr(cache_module, "FLUSH_ENTRIES", 3)
+    cache = ResponseCache(path)
+    for k in range(3):
+        cache.put(f"k{k}", {"a": k}, held=True)
+    assert {"k0", "k1", "k2"} <= on_disk()
+    cache.close()
+    again = ResponseCache(path)
+    assert again.get("k1") == {"a": 1}
+    again.close()
+
+
 def test_cache_makes_a_second_run_free_and_audit_rederives_prompts(tmp_path, sample_store,
                                                                    server):
     cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")])

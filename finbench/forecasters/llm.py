@@ -334,6 +334,8 @@ class OpenAIForecaster(Forecaster):
                  "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
+        prompt = getattr(self.config, "prompt", None)
+        journalled_at_once = agent_tasks is None and (prompt is None or prompt.samples == 1)
 
         async def ask(i: int, messages: list[dict], rkey: str, tools=None, sample: int = 0
                       ) -> dict | None:
@@ -357,7 +359,9 @@ class OpenAIForecaster(Forecaster):
                     return None
                 if not {"transport_error", "request_refused"} & response.keys():
                     stats["answered"] += 1
-                    cache.put(rkey, response)
+                    # an answer journalled at once may wait to be cached; a turn or a
+                    # sample, which the cache alone keeps, may not
+                    cache.put(rkey, response, held=journalled_at_once)
             usage = response.get("usage") or {}
             stats["tokens_in"] += usage.get("prompt_tokens") or 0
             stats["tokens_out"] += usage.get("completion_tokens") or 0

@@ -63,6 +63,7 @@ class Journal:
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
         self._synced_at, self._unsynced = time.monotonic(), False
+        self._clean_size = -1  # the file's size when it last ended with a whole line of ours
         self.transcripts = Transcripts(run_dir)
 
     def close(self) -> None:
@@ -233,9 +234,15 @@ class Journal:
             return
         if transcripts:
             self.transcripts.put(transcripts)
-        drop_torn_tail(self.path)
+        try:  # a file as this journal left it needs no look at its tail
+            torn = os.stat(self.path).st_size != self._clean_size
+        except FileNotFoundError:
+            torn = False
+        if torn:  # (a kill mid-line, in an earlier process or another writer's)
+            drop_torn_tail(self.path)
         lines = [json.dumps({k: _plain(rec.get(k)) for k in FORECAST_COLUMNS}, sort_keys=True)
                  for rec in records]
+        self._clean_size = -1  # (until the write below is whole)
         with writing(self.path), open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
             fh.flush()
@@ -245,6 +252,7 @@ class Journal:
                 self._synced_at, self._unsynced = now, False
             else:
                 self._unsynced = True
+            self._clean_size = fh.tell()
 
     def _lines(self) -> pa.Table:
         """The streamed rows (``journal.jsonl``) in the order written, as text and numbers

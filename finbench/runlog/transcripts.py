@@ -22,7 +22,8 @@ from finbench.core.errors import RunError
 from finbench.core.outputs import sqlite_writing
 
 TRANSCRIPTS = "transcripts.sqlite"
-LEVEL = 6  # zlib level: prompts of one run share most of their text
+LEVEL = 1  # zlib level: with the preset dictionary (prompts of one run share most of their
+# text) level 6 made a 4.2 KB prompt 905 bytes in 0.088 ms, level 1 1,072 bytes in 0.038 ms
 
 
 WINDOW = 1 << 15  # zlib's window: a preset dictionary longer than this is not used
