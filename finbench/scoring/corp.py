@@ -63,16 +63,7 @@ def recalibrated(p: np.ndarray, y: np.ndarray) -> np.ndarray:
 def decomposition(p: np.ndarray, y: np.ndarray) -> dict:
     """The CORP decomposition of the mean Brier score of forecasts ``p`` of outcomes ``y``
     (0 or 1): ``brier``, ``mcb``, ``dsc``, ``unc``, ``n``, ``distinct``."""
-    p, y = np.asarray(p, float), np.asarray(y, float)
-    n = len(p)
-    if n == 0:
-        return {"n": 0, "distinct": 0, "brier": np.nan, "mcb": np.nan, "dsc": np.nan,
-                "unc": np.nan}
-    c = recalibrated(p, y)
-    s_p, s_c = float(np.mean((p - y) ** 2)), float(np.mean((c - y) ** 2))
-    s_r = float(np.mean((y.mean() - y) ** 2))
-    return {"n": n, "distinct": int(len(np.unique(p))), "brier": s_p, "mcb": s_p - s_c,
-            "dsc": s_r - s_c, "unc": s_r}
+    return reliability(p, y, seed=None)[0]
 
 
 def diagram(p: np.ndarray, y: np.ndarray, *, seed: int, replicates: int = BAND_REPLICATES,
@@ -81,13 +72,31 @@ def diagram(p: np.ndarray, y: np.ndarray, *, seed: int, replicates: int = BAND_R
     probability ``cep`` and row count, and (with at most :data:`MAX_DISTINCT` values) the
     consistency band ``[lower, upper]`` at each, from ``replicates`` draws of the outcomes
     under calibration (seeded: the same band every time)."""
-    values, counts, ones = distinct(p, y)
-    out = {"x": values, "cep": pav(ones / counts, counts) if len(values) else values,
-           "count": counts, "lower": None, "upper": None}
-    if 0 < len(values) <= MAX_DISTINCT:
+    return reliability(p, y, seed=seed, replicates=replicates, level=level)[1]
+
+
+def reliability(p: np.ndarray, y: np.ndarray, *, seed: int | None,
+                replicates: int = BAND_REPLICATES, level: float = BAND_LEVEL
+                ) -> tuple[dict, dict]:
+    """(:func:`decomposition`, :func:`diagram`) of the same rows, their distinct values found
+    and fitted once (``seed`` None: the diagram without bands)."""
+    p, y = np.asarray(p, float), np.asarray(y, float)
+    values, inverse, counts = np.unique(p, return_inverse=True, return_counts=True)
+    ones = np.bincount(inverse, weights=y, minlength=len(values))
+    fit = pav(ones / counts, counts) if len(values) else values
+    drawn = {"x": values, "cep": fit, "count": counts, "lower": None, "upper": None}
+    if seed is not None and 0 < len(values) <= MAX_DISTINCT:
         rng = np.random.default_rng(seed)
         draws = rng.binomial(counts, values, size=(replicates, len(values)))
         fits = np.vstack([pav(d / counts, counts) for d in draws])
         tail = (1 - level) / 2
-        out["lower"], out["upper"] = np.quantile(fits, [tail, 1 - tail], axis=0)
-    return out
+        drawn["lower"], drawn["upper"] = np.quantile(fits, [tail, 1 - tail], axis=0)
+    n = len(p)
+    if n == 0:
+        return {"n": 0, "distinct": 0, "brier": np.nan, "mcb": np.nan, "dsc": np.nan,
+                "unc": np.nan}, drawn
+    c = fit[inverse]  # each row's recalibrated probability
+    s_p, s_c = float(np.mean((p - y) ** 2)), float(np.mean((c - y) ** 2))
+    s_r = float(np.mean((y.mean() - y) ** 2))
+    return {"n": n, "distinct": len(values), "brier": s_p, "mcb": s_p - s_c,
+            "dsc": s_r - s_c, "unc": s_r}, drawn

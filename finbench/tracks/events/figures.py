@@ -91,12 +91,12 @@ def event_corp(rows: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFram
     """(the CORP diagram's points per model, long; per model the CORP decomposition of its
     Brier score on its scored rows), :mod:`finbench.scoring.corp`, bands seeded by
     ``seed``."""
-    from finbench.scoring.corp import BAND_LEVEL, decomposition, diagram
+    from finbench.scoring.corp import BAND_LEVEL, reliability
 
     points, summary = [], []
     for model, part in rows[rows["scored"]].groupby("model", sort=False):
         p, y = part["p_yes"].to_numpy(float), part["y"].to_numpy(float)
-        parts, drawn = decomposition(p, y), diagram(p, y, seed=seed)
+        parts, drawn = reliability(p, y, seed=seed)
         summary.append({"model": model, **parts, "groups": int(part["event_group"].nunique()),
                         "bands": f"{BAND_LEVEL:.0%}" if drawn["lower"] is not None else "none"})
         none = np.full(len(drawn["x"]), np.nan)

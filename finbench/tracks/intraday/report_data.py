@@ -567,7 +567,7 @@ def corp_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     its diagram has consistency bands; the diagram's points, long: model, each distinct
     forecast ``x``, its recalibrated probability ``cep``, row count and band),
     :mod:`finbench.scoring.corp`. The bands' draws are seeded by the report's seed."""
-    from finbench.scoring.corp import BAND_LEVEL, decomposition, diagram
+    from finbench.scoring.corp import BAND_LEVEL, reliability
 
     rep = data.config.report
     rows = data.rows[["model", "scored", "y", "p_up", "session"]]
@@ -578,8 +578,7 @@ def corp_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
             continue
         y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy(float)
         sessions = int(own["session"].nunique())
-        parts = decomposition(p, y)
-        drawn = diagram(p, y, seed=rep.seed)
+        parts, drawn = reliability(p, y, seed=rep.seed)
         summary.append({"model": model, "n": parts["n"], "sessions": sessions,
                         "distinct": parts["distinct"], "brier": parts["brier"],
                         "mcb": parts["mcb"], "dsc": parts["dsc"], "unc": parts["unc"],
