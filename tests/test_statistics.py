@@ -69,6 +69,32 @@ def test_many_clusters_are_drawn_in_blocks_with_the_same_replicates():
     assert intervals(None) == whole  # owning no draws changes no number
 
 
+@settings(max_examples=60)
+@given(clusters=st.integers(2, 400), size=st.integers(1, 5000), replicates=st.integers(1, 60),
+       seed=st.integers(0, 2**16), block=st.booleans())
+def test_equal_clusters_divide_by_their_count_exactly_as_the_product_does(
+        clusters, size, replicates, seed, block):
+    """Clusters of one size (a mean's counts, mostly): every replicate's denominator is
+    that size times the clusters, which the product ``w @ counts`` gives too, bit for bit
+    (whole numbers sum exactly in any order); whole draws or drawn in blocks."""
+    from finbench.scoring import bootstrap
+
+    rng = np.random.default_rng(seed)
+    top = rng.normal(size=clusters) * size
+    bottom = np.full(clusters, float(size))
+    draws = Draws(keep_bytes=8 * clusters * 7) if block else Draws()
+    got = bootstrap._ratios(top, bottom, replicates=replicates, seed=seed, draws=draws)
+    w = np.random.default_rng(seed).multinomial(
+        clusters, np.full(clusters, 1.0 / clusters), size=replicates).astype(float)
+    assert np.array_equal(w @ bottom, np.full(replicates, float(size) * clusters))
+    if not block:  # the same draws: the quotient of the products themselves
+        assert np.array_equal(got, (w @ top) / (w @ bottom))
+    assert bootstrap._constant_count(bottom) == float(size) * clusters
+    assert bootstrap._constant_count(np.r_[bottom, size + 1.0]) is None
+    assert bootstrap._constant_count(np.r_[size, size + 1.0, size]) is None
+    assert bootstrap._constant_count(np.full(clusters, 0.5)) is None
+
+
 def test_one_row_per_session_equals_the_row_bootstrap():
     rng = np.random.default_rng(1)
     values = rng.normal(size=50)

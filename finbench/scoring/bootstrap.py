@@ -70,15 +70,30 @@ def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int,
     stream, so memory stays bounded however many clusters there are."""
     n, draws = len(top), draws or Draws(keep=0)
     block = max(1, draws.keep_bytes // (8 * n)) if n else replicates
+    whole = _constant_count(bottom)
     with np.errstate(invalid="ignore", divide="ignore"):
         if block >= replicates:
             w = draws.weights(n, replicates=replicates, seed=seed)
-            return (w @ top) / (w @ bottom)
+            return (w @ top) / (w @ bottom if whole is None else whole)
         rng, out = np.random.default_rng(seed), np.empty(replicates)
         for start in range(0, replicates, block):
             w = _draw(rng, n, min(block, replicates - start))
-            out[start:start + len(w)] = (w @ top) / (w @ bottom)
+            out[start:start + len(w)] = (w @ top) / (w @ bottom if whole is None else whole)
         return out
+
+
+def _constant_count(bottom: np.ndarray) -> float | None:
+    """``w @ bottom`` for every replicate's counts ``w`` when ``bottom`` is one whole number
+    repeated (clusters of equal size, as a mean's row counts mostly are): each replicate draws
+    ``len(bottom)`` clusters, so the product is that number times ``len(bottom)``, exactly
+    (whole numbers below 2**53 sum exactly in any order: the product's bits); else None."""
+    if not len(bottom) or bottom[0] != bottom[-1]:
+        return None
+    first = float(bottom[0])
+    if not first.is_integer() or abs(first) * len(bottom) >= 2.0**53 or not (
+            bottom == first).all():
+        return None
+    return first * len(bottom)
 
 
 def _draw(rng: np.random.Generator, n_clusters: int, replicates: int) -> np.ndarray:
