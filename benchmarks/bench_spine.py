@@ -60,7 +60,7 @@ def main() -> None:
     bars, sessions = make_bars()
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open_or_create(Path(tmp) / "s", description="SYNTHETIC benchmark data")
-        store.add_bars(bars.sort_values(["ticker", "ts"]), source={"generator": "bench"})
+        store.add_bars(bars.sort_values(["ticker", "ts"]), sources=[{"generator": "bench"}])
         spec = TasksConfig(tickers=[f"T{i:03d}" for i in range(N_TICKERS)],
                            start=sessions[5].date(), end=sessions[-1].date())
         tasks = build_tasks(spec).tasks

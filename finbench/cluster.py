@@ -1,9 +1,10 @@
 """A run split into shards that run as tasks on a Dask distributed cluster, then merged.
 
-``run_on_dask(CONFIG, OUT)`` cuts the config's sessions into one shard per calendar month
-(:func:`shard_ranges`), runs each as ``finbench run CONFIG --shard A:B`` into
-``OUT/shards/A_B`` on a worker, and merges them into ``OUT`` (:mod:`finbench.shards`): the
-merged run equals the single-process run (scores byte-identical). Without a scheduler address
+``run_on_dask(CONFIG, OUT)`` cuts the config's sessions into one shard per calendar month,
+or per ``[executor] months`` months (:func:`shard_ranges`), runs each as ``finbench run
+CONFIG --shard A:B`` into ``OUT/shards/A_B`` on a worker, leaving its scores to the merge,
+and merges them into ``OUT`` (:mod:`finbench.shards`), which scores every row: the merged
+run equals the single-process run (scores byte-identical). Without a scheduler address
 a ``LocalCluster`` of this machine's cores is started. A shard whose worker dies is retried by
 the scheduler on another (or a restarted) worker; its journal resumes where the dead one
 stopped, so no answer is made twice. Giving the same command again resumes every shard.
