@@ -50,7 +50,7 @@ from finbench.tracks.intraday.prompt import PromptSettings  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 
 CALLS, CONCURRENCY, LATENCY = 2000, 64, 0.100
-PAIRS = 5  # the client alone and the engine, timed in turn this many times
+PAIRS = 9  # the client alone and the engine, timed in turn this many times
 IDEAL = CALLS * LATENCY / CONCURRENCY
 
 

@@ -7,6 +7,9 @@ date-partitioned, then prints, measured in this run:
   - the same work against reading the needed columns with pyarrow (target <= 3x), the
     reference keeping tickers dictionary-encoded as the store reads them (and, for comparison,
     the read with tickers as text).
+Both in one process that keeps freed memory for reuse, as `finbench run` does from its
+first line (:mod:`finbench.core.memory`): without it every repetition pays the bars'
+columns again in page faults, and their timings spread by half.
 Run: make bench  (or .venv/bin/python benchmarks/bench_spine.py)
 """
 
@@ -17,24 +20,27 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import pyarrow.parquet as pq
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from finbench.core.memory import keep_freed_memory  # noqa: E402  (before pyarrow loads)
+
+keep_freed_memory(arrow_pages=True)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 from _timing import best_of  # noqa: E402
 
 from finbench.core.calendar import get_calendar  # noqa: E402
 from finbench.data.store import Store  # noqa: E402
-from finbench.tracks.intraday.config import TasksConfig
+from finbench.tracks.intraday.config import TasksConfig  # noqa: E402
 from finbench.tracks.intraday.gate import ContextIndex  # noqa: E402
 from finbench.tracks.intraday.labels import compute_labels  # noqa: E402
 from finbench.tracks.intraday.tasks import build_tasks  # noqa: E402
 from tests.reference import library_calendar, naive_context, naive_daily, naive_labels  # noqa: E402,E501
 
-N_TICKERS, N_SESSIONS, NAIVE_SAMPLE, REPEATS = 100, 60, 60, 3
+N_TICKERS, N_SESSIONS, NAIVE_SAMPLE, REPEATS = 100, 60, 60, 7
 
 
 def make_bars(seed: int = 7) -> tuple[pd.DataFrame, list]:

@@ -117,7 +117,8 @@ def test_a_run_resumes_under_another_executor_section(tmp_path, sample_store):
     run(first, out, echo=lambda *_: None)  # the library's run runs here, whatever the section
     assert (out / "scores.csv").read_bytes() == before
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["executor"] == {"kind": "dask", "scheduler": None, "workers": 2}
+    assert manifest["config"]["executor"] == {"kind": "dask", "scheduler": None, "workers": 2,
+                                              "months": 1}
     assert [r.get("added") for r in manifest["config_revisions"]] == [None, []]
     first.write_text(first.read_text().replace("min_count = 5", "min_count = 6"))
     with pytest.raises(RunError, match="models.rate.min_count differ"):

@@ -334,8 +334,7 @@ class OpenAIForecaster(Forecaster):
                  "requests": 0, "answered": 0, "start": time.perf_counter(), "last_echo": 0.0}
         stop: dict[str, str] = {}  # why the model's calls cannot succeed, once one says so
         total = len(plan)
-        prompt = getattr(self.config, "prompt", None)
-        journalled_at_once = agent_tasks is None and (prompt is None or prompt.samples == 1)
+        journalled_at_once = agent_tasks is None and self.config.prompt.samples == 1
 
         async def ask(i: int, messages: list[dict], rkey: str, tools=None, sample: int = 0
                       ) -> dict | None:
