@@ -169,3 +169,27 @@ def test_property_context_holds_exactly_the_available_items(data):
         assert list(ctx.headlines["id"]) == want["headlines"]
         assert list(ctx.previous_sessions["session"]) == want["sessions"]
         assert ctx.max_input_time == want["max_input_time"]
+
+
+@settings(max_examples=200)
+@given(data=st.data())
+def test_segments_reduced_in_place_equal_their_values_laid_end_to_end(data):
+    """``segment_reduce`` (a day's high, low and volume from the bars themselves) gives the
+    bits ``reduceat`` gives on a copy of the segments' values laid end to end (what the daily
+    summaries computed before): segments adjacent or apart, the last one at the end or not."""
+    from finbench.tracks.intraday.gate import segment_reduce
+
+    n = data.draw(st.integers(1, 60))
+    values = np.array(data.draw(st.lists(
+        st.floats(-1e6, 1e6, allow_nan=False, width=64), min_size=n, max_size=n)))
+    cuts = sorted(data.draw(st.sets(st.integers(0, n), min_size=2, max_size=n + 1)))
+    pairs = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+             if data.draw(st.booleans())] or [(cuts[0], cuts[1])]
+    first = np.array([a for a, _ in pairs], np.int64)
+    last = np.array([b - 1 for _, b in pairs], np.int64)
+    laid = np.concatenate([values[a:b] for a, b in pairs])
+    starts = np.r_[0, np.cumsum([b - a for a, b in pairs])[:-1]]
+    for ufunc in (np.add, np.maximum, np.minimum):
+        got = segment_reduce(ufunc, values, first, last)
+        assert got.tobytes() == ufunc.reduceat(laid, starts).tobytes()
+    assert len(segment_reduce(np.add, values, first[:0], last[:0])) == 0
