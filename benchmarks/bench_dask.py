@@ -18,15 +18,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import pandas as pd  # noqa: E402
-from bench_scale import command_cost, write_store  # noqa: E402
+from bench_scale import baselines_config, command_cost, generated_store  # noqa: E402
 
 RUNS = 3
 
@@ -70,16 +68,9 @@ def main() -> None:
     workers = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
         tmp = Path(tmp)
-        t0 = time.perf_counter()
-        days, rows = write_store(tmp / "store", args.tickers, args.sessions)
-        print(f"generated {rows:,} bars ({args.tickers} tickers x {len(days)} sessions) in "
-              f"{time.perf_counter() - t0:.0f}s; a LocalCluster of {workers} workers")
-        tickers = ", ".join(f'"T{i:03d}"' for i in range(args.tickers))
-        base = (f'[data]\nstore = "{tmp / "store"}"\n[tasks]\ntickers = [{tickers}]\n'
-                f'start = "{pd.Timestamp(days[0]).date()}"\n'
-                f'end = "{pd.Timestamp(days[-1]).date()}"\n'
-                + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
-                          for k in ("coin", "base_rate", "momentum", "climatology")))
+        days, _ = generated_store(tmp / "store", args.tickers, args.sessions,
+                                  f"; a LocalCluster of {workers} workers")
+        base = baselines_config(tmp / "store", args.tickers, days)
         configs = {"one process": tmp / "single.toml", "month shards": tmp / "months.toml",
                    "six-month shards": tmp / "six.toml"}
         configs["one process"].write_text(base)

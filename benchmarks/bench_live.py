@@ -76,21 +76,17 @@ def main() -> None:
         latencies, horizon_runs = [], []
         sealing, running = season.seal_horizon, season.run
 
-        def timed_seal(*args, **kw):
-            t = time.perf_counter()
-            try:
-                return sealing(*args, **kw)
-            finally:
-                latencies.append(time.perf_counter() - t)
+        def timed(fn, into: list):
+            """``fn``, each call's seconds appended to ``into``."""
+            def call(*args, **kw):
+                t = time.perf_counter()
+                try:
+                    return fn(*args, **kw)
+                finally:
+                    into.append(time.perf_counter() - t)
+            return call
 
-        def timed_run(*args, **kw):
-            t = time.perf_counter()
-            try:
-                return running(*args, **kw)
-            finally:
-                horizon_runs.append(time.perf_counter() - t)
-
-        season.seal_horizon, season.run = timed_seal, timed_run
+        season.seal_horizon, season.run = timed(sealing, latencies), timed(running, horizon_runs)
         t0 = time.perf_counter()
         out = season.live(tmp / "live.toml", tmp / "season", clock=clock, until=last,
                           echo=lambda *_: None)

@@ -99,6 +99,26 @@ def write_store(path: Path, tickers: int, sessions: int, seed: int = 3) -> tuple
     return days, rows
 
 
+def generated_store(path: Path, tickers: int, sessions: int, said: str = "") -> tuple[list, int]:
+    """:func:`write_store`, saying how many bars it wrote and how long it took (``said``:
+    more to say on that line)."""
+    t0 = time.perf_counter()
+    days, rows = write_store(path, tickers, sessions)
+    print(f"generated {rows:,} bars ({tickers} tickers x {len(days)} sessions) in "
+          f"{time.perf_counter() - t0:.0f}s{said}")
+    return days, rows
+
+
+def baselines_config(store: Path, tickers: int, days: list) -> str:
+    """A config over the ``tickers`` of :func:`write_store`'s ``store`` and its ``days``,
+    with the four binary baselines."""
+    names = ", ".join(f'"T{i:03d}"' for i in range(tickers))
+    return (f'[data]\nstore = "{store}"\n[tasks]\ntickers = [{names}]\n'
+            f'start = "{pd.Timestamp(days[0]).date()}"\nend = "{pd.Timestamp(days[-1]).date()}"\n'
+            + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
+                      for k in ("coin", "base_rate", "momentum", "climatology")))
+
+
 def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float, float, float]]:
     """Where a run's time goes: the same run again in this process, :data:`RUNS` times, step
     by step: (step, wall seconds, CPU seconds of all threads, CPU seconds of the main thread),
@@ -196,10 +216,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
         tmp = Path(tmp)
-        t0 = time.perf_counter()
-        days, rows = write_store(tmp / "store", args.tickers, args.sessions)
-        print(f"generated {rows:,} bars ({args.tickers} tickers x {len(days)} sessions) in "
-              f"{time.perf_counter() - t0:.0f}s")
+        days, rows = generated_store(tmp / "store", args.tickers, args.sessions)
         files = sorted((tmp / "store").glob("bars/date=*/part.parquet"))
 
         def read_each(**options) -> None:  # one partition held at a time, as a run holds them
@@ -211,14 +228,8 @@ def main() -> None:
         # the same, tickers kept dictionary-encoded, as the run reads them
         bare = best_of(lambda: read_each(read_dictionary=["ticker"]), RUNS)
 
-        tickers = [f"T{i:03d}" for i in range(args.tickers)]
         cfg = tmp / "scale.toml"
-        cfg.write_text(
-            f'[data]\nstore = "{tmp / "store"}"\n[tasks]\ntickers = {tickers!r}\n'
-            f'start = "{pd.Timestamp(days[0]).date()}"\nend = "{pd.Timestamp(days[-1]).date()}"\n'
-            + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'
-                      for k in ("coin", "base_rate", "momentum", "climatology")).replace(
-                "'", '"'))
+        cfg.write_text(baselines_config(tmp / "store", args.tickers, days))
         # the run and the floor in turn, so that both are timed in the same spells of this
         # machine's load (the first run follows the store's writing)
         run_times, rss, floors, run_cpu = [], [], [], []
