@@ -100,7 +100,7 @@ class Source:
     def __init__(self, config, settings, out: Path, sessions: list[str]) -> None:
         self.config, self.settings, self.path = config, settings, out / "fetched.json"
         self.whole = set(json.loads(self.path.read_text())) if self.path.is_file() else set()
-        self.partial = {s for s in sessions} - self.whole
+        self.partial = set(sessions) - self.whole
 
     def bring(self, session: str, until: dt.datetime, echo) -> None:
         if self.settings.source == "store":
