@@ -4,6 +4,8 @@ one repeated value."""
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.core.lookup import positions, repeated, same_values, take
 
@@ -41,3 +43,29 @@ def test_same_values_a_missing_one_matching_only_a_missing_one():
     stored = pa.array(["a" * 64, "b" * 64, None, None, "c" * 64])
     derived = pa.array(["a" * 64, "a" * 64, None, "d" * 64, None])
     np.testing.assert_array_equal(same_values(stored, derived), [True, False, True, False, False])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "dd"]), min_size=0, max_size=6, unique=True),
+       st.integers(0, 4), st.booleans())
+def test_copies_of_and_repeated_columns_equal_the_look_up_and_take(index, copies, spoil):
+    """Keys that are the index laid end to end ``copies`` times are found to be so, and the
+    columns laid end to end equal :func:`take` at the looked-up rows (values, dtypes); keys
+    that are not (one key changed) are found not to be."""
+    from finbench.core.lookup import arrow_text, copies_of, repeated_column
+
+    keys = index * copies
+    if spoil and keys:
+        keys = keys[:-1] + ["zz"]
+    found = copies_of(arrow_text(keys), arrow_text(index))
+    if spoil and keys or not index or not copies:
+        assert found == 0
+        return
+    assert found == copies
+    source = pd.DataFrame({"r": np.linspace(-1, 1, len(index)),
+                           "y": pd.array([1, None, 0, 1][:len(index)], dtype="Int8"),
+                           "s": pd.Series(["ok", "no", "ok", "x"][:len(index)], dtype="str")})
+    at = positions(pd.Series(keys), pd.Series(index))
+    for column in source:
+        pd.testing.assert_series_equal(repeated_column(source[column], found),
+                                       take(source[column], at), check_names=False)

@@ -48,6 +48,24 @@ def positions(keys, index) -> np.ndarray:
     return pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def copies_of(keys: pa.Array, index: pa.Array) -> int:
+    """How many times ``keys`` is ``index`` laid end to end (0: it is not, or ``index`` is
+    empty): rows of several models each in the tasks' order."""
+    n = len(index)
+    if not n or len(keys) % n:
+        return 0
+    copies = len(keys) // n
+    return copies if all(keys.slice(i * n, n).equals(index) for i in range(copies)) else 0
+
+
+def repeated_column(column: pd.Series, copies: int) -> pd.Series:
+    """``column`` laid end to end ``copies`` times, as :func:`take` at those rows gives it
+    (its dtype, a new index)."""
+    if column.dtype.kind == "f":
+        return pd.Series(np.tile(column.to_numpy(), copies), dtype=column.dtype)
+    return pd.concat([column.reset_index(drop=True)] * copies, ignore_index=True)
+
+
 def take(column: pd.Series, at: np.ndarray) -> pd.Series:
     """``column`` at rows ``at`` (missing where ``at`` is -1), keeping its dtype."""
     if len(at) == len(column) and np.array_equal(at, np.arange(len(at))):

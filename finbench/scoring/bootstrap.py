@@ -10,6 +10,7 @@ whatever the number of rows.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,11 +128,27 @@ def _percentile(reps: np.ndarray, level: float) -> tuple[float, float]:
     default rule (``np.percentile``, linear interpolation between order statistics, Hyndman
     and Fan's 7th), computed as numpy computes it, bit for bit (a test holds the two
     together), without its general machinery, which cost 180 us a call: a report asks
-    thousands."""
-    reps = reps[np.isfinite(reps)]
+    thousands (where each order statistic lies is worked out once per count and level)."""
+    finite = np.isfinite(reps)
+    if not finite.all():
+        reps = reps[finite]
     n = len(reps)
     if n == 0:
         return np.nan, np.nan
+    lower, upper, gamma, kth, late = _order_statistics(n, float(level))
+    ordered = np.partition(reps, kth)
+    a, b = ordered[lower], ordered[upper]
+    diff = b - a
+    out = a + diff * gamma
+    out[late] = (b - diff * (1 - gamma))[late]  # numpy interpolates from the upper end there
+    return float(out[0]), float(out[1])
+
+
+@functools.lru_cache(maxsize=64)
+def _order_statistics(n: int, level: float) -> tuple:
+    """For :func:`_percentile` of ``n`` replicates at ``level``: the order statistics below
+    and above each bound, numpy's weight between them, the distinct ones to partition at,
+    and where numpy interpolates from the upper one (read-only arrays)."""
     tail = (1 - level) / 2 * 100
     virtual = (n - 1) * np.true_divide(np.array([tail, 100 - tail]), 100)
     below = np.floor(virtual)
@@ -140,13 +157,11 @@ def _percentile(reps: np.ndarray, level: float) -> tuple[float, float]:
     lower = below.astype(np.intp)
     upper = np.where(last, n - 1, lower + 1)
     gamma = virtual - np.where(last, -1.0, below)  # (numpy's weight there; it multiplies 0)
-    ordered = np.partition(reps, np.unique(np.r_[lower, upper]))
-    a, b = ordered[lower], ordered[upper]
-    diff = b - a
-    out = a + diff * gamma
-    late = gamma >= 0.5  # numpy interpolates from the upper end there
-    out[late] = (b - diff * (1 - gamma))[late]
-    return float(out[0]), float(out[1])
+    kth = np.unique(np.r_[lower, upper])
+    late = gamma >= 0.5
+    for array in (lower, upper, gamma, kth, late):
+        array.flags.writeable = False
+    return lower, upper, gamma, kth, late
 
 
 def mean_ci(values, clusters, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0,

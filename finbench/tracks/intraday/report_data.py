@@ -87,7 +87,7 @@ class RunData:
         key = ("pairs", a, b, part)
         if key not in self._memo:
             if "tasks" not in self._memo:  # task ids as integers: joins without text
-                self._memo["tasks"] = pd.factorize(self.rows["task_id"])[0]
+                self._memo["tasks"] = self._task_codes()
             scored, model, task = (self.rows[part].to_numpy(bool), self.model_codes(),
                                    self._memo["tasks"])
             ra = np.flatnonzero(scored & (model == self.models.index(a)))
@@ -96,6 +96,14 @@ class RunData:
                 pd.DataFrame({"task": task[rb], "_b": rb}), on="task")
             self._memo[key] = (pair["_a"].to_numpy(np.int64), pair["_b"].to_numpy(np.int64))
         return self._memo[key]
+
+    def _task_codes(self) -> np.ndarray:
+        """Each row's task as an integer, one per task id: within one run its row in the
+        run's tasks (found when the rows were scored); across pooled runs, by its text."""
+        at = self.rows["task_row"].to_numpy(np.int64) if "task_row" in self.rows else None
+        if self.run_dir is not None and at is not None and (at >= 0).all():
+            return at
+        return pd.factorize(self.rows["task_id"])[0]
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -273,6 +281,7 @@ def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd
     with_interval = interval_models(data)
     gives = ["given" if m in with_interval else NOT_APPLICABLE for m in data.models]
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
+    by_session = rep.cluster == "session"
     column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct", "tie",
                                                     "log_loss", "covered", "width", "valid",
                                                     "answered")}
@@ -291,7 +300,8 @@ def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd
             bs = mean_ci(column["brier"][own], cluster[own], **boot)
             wk = mean_ci(column["winkler"][inside], cluster[inside], **boot)
             rec = {"slice": values[i], "model": name, "n": n,
-                   "sessions": len(np.unique(session[own])),
+                   # (bootstrapping whole sessions, the interval counted them already)
+                   "sessions": bs.clusters if by_session else len(np.unique(session[own])),
                    "positives": int(column["y"][own].sum()) if n else 0,
                    "ties": int(column["tie"][own].sum()) if n else 0,
                    "accuracy": _mean(column["correct"][own]),
@@ -602,13 +612,16 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     rep = data.config.report
     bins = rep.bins
     summary, reliab = [], []
-    rows = data.rows[["model", "scored", "y", "p_up", "session"]]
-    for model in data.models:
-        own = rows[(rows["model"] == model) & rows["scored"]]
-        if own.empty:
+    # each model's scored rows by position (no frame of them, no text compared per row)
+    scored, model_code = data.rows["scored"].to_numpy(bool), data.model_codes()
+    y_all, p_all = data.rows["y"].astype(float).to_numpy(), data.rows["p_up"].to_numpy()
+    session = data.cluster_codes("session")
+    for j, model in enumerate(data.models):
+        own = np.flatnonzero(scored & (model_code == j))
+        if not len(own):
             continue
-        y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy()
-        sessions = int(own["session"].nunique())
+        y, p = y_all[own], p_all[own]
+        sessions = len(np.unique(session[own]))
         flag = descriptive(len(own), sessions, min_n=rep.min_n, min_clusters=rep.min_sessions)
         for strategy in ("uniform", "quantile"):
             mur = murphy(y, p, bins=bins, strategy=strategy)

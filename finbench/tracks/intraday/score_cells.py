@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from finbench.core.lookup import arrow_text, positions, take
+from finbench.core.lookup import arrow_text, copies_of, positions, repeated_column, take
 from finbench.runlog.rows import ERROR
 from finbench.scoring import kernels
 
@@ -37,14 +37,19 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     frame = forecasts.reset_index(drop=True).copy()
     ids = arrow_text(frame["task_id"])
     task_ids = arrow_text(tasks["task_id"])
-    # a run writes each model's rows in task order: then one comparison replaces the look-up
-    at_task = np.arange(len(ids)) if ids.equals(task_ids) else positions(ids, task_ids)
+    # a run writes each model's rows in task order, model after model: then a comparison
+    # per model replaces the look-up, and the tasks' columns are laid end to end
+    copies = copies_of(ids, task_ids)
+    at_task = (np.tile(np.arange(len(task_ids)), copies) if copies
+               else positions(ids, task_ids))
     label_ids = arrow_text(labels["task_id"])  # a run's labels lie in task order: one look-up
-    at_label = at_task if label_ids.equals(task_ids) else positions(ids, label_ids)
-    for source, at, cols in ((labels, at_label, ("r", "y", "status")),
-                             (tasks, at_task, ("ticker", "session", "horizon"))):
+    in_order = label_ids.equals(task_ids)
+    at_label = at_task if in_order else positions(ids, label_ids)
+    for source, at, cols, laid in ((labels, at_label, ("r", "y", "status"), in_order),
+                                   (tasks, at_task, ("ticker", "session", "horizon"), True)):
         for col in cols:
-            frame[col] = take(source[col], at)
+            frame[col] = repeated_column(source[col], copies) if copies and laid \
+                else take(source[col], at)
     frame["task_row"] = at_task  # the task's row in ``tasks`` (-1: not a task of the run)
     frame["fallback_used"] = False
     # a call that got no answer is no answer: neither valid nor invalid, never replaced
