@@ -299,3 +299,50 @@ def test_cluster_sums_by_code_are_those_through_sorted_values(rows, kind):
     got = _sums(values, clusters)  # (texts sort as texts: "10" before "2")
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert got[1].dtype.kind in "iu" and len(got[1]) == len(np.unique(codes))
+
+
+def _same_interval(got, want) -> bool:
+    """Two intervals equal to the last bit (NaN where the other has NaN)."""
+    a = np.array([got.estimate, got.lower, got.upper])
+    b = np.array([want.estimate, want.lower, want.upper])
+    return (np.array_equal(a, b, equal_nan=True) and got.n == want.n
+            and got.clusters == want.clusters)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5),
+                          st.one_of(st.floats(-10, 10, allow_nan=False),
+                                    st.sampled_from([0.0, 1.0, np.nan, np.inf]))),
+                min_size=0, max_size=80),
+       st.sampled_from(["int64", "str"]), st.integers(0, 3), st.sampled_from([0.9, 0.95]),
+       st.booleans())
+def test_cells_intervals_at_once_are_each_cells_own_bit_for_bit(rows, kind, seed, level,
+                                                                  many_bins):
+    """A table's cells' intervals found together (:func:`cell_mean_cis`,
+    :func:`cell_skill_cis`: one pass of sums, order statistics together) are those of
+    :func:`mean_ci` and :func:`skill_ci` on each cell's rows, to the last bit: empty cells,
+    one cluster, infinite and missing losses, clusters as codes or as texts, and sums made
+    cell by cell where cells x clusters would be too many."""
+    from finbench.scoring import bootstrap as B
+
+    clusters = np.array([c for c, _, _ in rows], np.int64)
+    cell = np.array([k for _, k, _ in rows], np.int64)
+    values = np.array([v for _, _, v in rows], float)
+    reference = np.abs(values[::-1]).copy()
+    clusters = clusters.astype("U3") if kind == "str" else clusters
+    cells = [np.flatnonzero(cell == k) for k in range(6)]
+    boot = {"replicates": 60, "seed": seed, "level": level, "draws": B.Draws()}
+    limit = B.CELL_SUM_BINS
+    B.CELL_SUM_BINS = 1 if many_bins else limit
+    pairs = [(rows_, rows_[::-1]) for rows_ in cells]
+    with np.errstate(all="ignore"):  # (infinite losses: both ways divide inf by inf)
+        try:
+            got = B.cell_mean_cis(values, cells, clusters, **boot)
+            skill = B.cell_skill_cis(values, reference, pairs, clusters, **boot)
+        finally:
+            B.CELL_SUM_BINS = limit
+        for rows_, interval in zip(cells, got, strict=True):
+            assert _same_interval(interval, B.mean_ci(values[rows_], clusters[rows_], **boot))
+        for (a, b), interval in zip(pairs, skill, strict=True):
+            assert _same_interval(interval, B.skill_ci(values[a], reference[b], clusters[a],
+                                                       **boot))

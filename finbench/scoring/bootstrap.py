@@ -206,6 +206,111 @@ def paired_difference(loss_a, loss_b, clusters, *, replicates: int = DEFAULT_REP
     return Interval(est, lo, hi, len(diff), len(sums)), p
 
 
+CELL_SUM_BINS = 16_000_000  # cells x clusters summed in one pass at most (128 MB of sums)
+
+
+def cell_mean_cis(values, cells: list[np.ndarray], clusters, *,
+                  replicates: int = DEFAULT_REPLICATES, seed: int = 0, level: float = 0.95,
+                  draws: Draws | None = None) -> list[Interval]:
+    """:func:`mean_ci` of ``values[rows]`` (clusters ``clusters[rows]``) for the rows of each
+    cell, bit for bit, their work shared: every cell's cluster sums in one pass, its
+    intervals' order statistics found together. A table of 2,000 cells (500 tickers x 4
+    models) asks this once per column instead of 2,000 times."""
+    at, cuts = _laid(cells)
+    v = np.asarray(values, float)[at]
+    sums = _cell_sums([v], cuts, np.asarray(clusters)[at])
+    reps = [_ratios(top, count, replicates=replicates, seed=seed, draws=draws)
+            for (top,), count in sums]
+    bounds = _cell_percentiles(reps, [len(count) for _, count in sums], replicates, level)
+    return [Interval(float(v[i:j].mean()) if j > i else np.nan, lo, hi, j - i, len(count))
+            for i, j, (lo, hi), (_, count) in zip(cuts[:-1], cuts[1:], bounds, sums,
+                                                   strict=True)]
+
+
+def cell_skill_cis(loss, reference_loss, pairs: list[tuple[np.ndarray, np.ndarray]], clusters,
+                   *, replicates: int = DEFAULT_REPLICATES, seed: int = 0, level: float = 0.95,
+                   draws: Draws | None = None) -> list[Interval]:
+    """:func:`skill_ci` of ``loss[a]`` against ``reference_loss[b]`` (clusters
+    ``clusters[a]``) for the paired rows ``(a, b)`` of each cell, bit for bit, their work
+    shared as in :func:`cell_mean_cis`."""
+    at, cuts = _laid([a for a, _ in pairs])
+    theirs, _ = _laid([b for _, b in pairs])
+    mine, ref = np.asarray(loss, float)[at], np.asarray(reference_loss, float)[theirs]
+    sums = _cell_sums([mine, ref], cuts, np.asarray(clusters)[at])
+    estimates, reps = [], []
+    for i, j, ((s_loss, s_ref), _) in zip(cuts[:-1], cuts[1:], sums, strict=True):
+        reps.append(1.0 - _ratios(s_loss, s_ref, replicates=replicates, seed=seed,
+                                  draws=draws))
+        total_ref = ref[i:j].sum()
+        estimates.append(float(1.0 - mine[i:j].sum() / total_ref)
+                         if j > i and total_ref != 0 else np.nan)
+    bounds = _cell_percentiles(reps, [len(count) for _, count in sums], replicates, level)
+    return [Interval(est, lo, hi, j - i, len(count))
+            for est, i, j, (lo, hi), (_, count) in zip(estimates, cuts[:-1], cuts[1:], bounds,
+                                                        sums, strict=True)]
+
+
+def _laid(cells: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(every cell's rows laid end to end, where each cell starts and the last ends)."""
+    cuts = np.zeros(len(cells) + 1, np.int64)
+    cuts[1:] = np.cumsum([len(rows) for rows in cells])
+    at = np.concatenate(cells).astype(np.int64, copy=False) if len(cells) \
+        else np.empty(0, np.int64)
+    return at, cuts
+
+
+def _cell_sums(columns: list[np.ndarray], cuts: np.ndarray, clusters: np.ndarray
+               ) -> list[tuple[list[np.ndarray], np.ndarray]]:
+    """Per cell (rows ``cuts[i]:cuts[i + 1]`` of ``columns`` and ``clusters``), :func:`_sums`
+    of each column: (each column's cluster sums, the clusters' row counts), clusters in
+    ascending order, only those with rows. Where the clusters are small codes, one
+    ``bincount`` over (cell, cluster) does every cell (each bin adds its rows in row order,
+    as a cell's own ``bincount`` does: the same bits); else each cell alone."""
+    n = len(cuts) - 1
+    k = int(clusters.max()) + 1 if len(clusters) and clusters.dtype.kind in "iu" else 0
+    if not (k and clusters.min() >= 0 and n * k <= CELL_SUM_BINS):
+        out = []
+        for i, j in zip(cuts[:-1], cuts[1:], strict=True):
+            found = [_sums(column[i:j], clusters[i:j]) for column in columns]
+            out.append(([total for total, _ in found], found[0][1] if found else None))
+        return out
+    key = np.repeat(np.arange(n, dtype=np.int64) * k, np.diff(cuts)) + clusters
+    counts = np.bincount(key, minlength=n * k).reshape(n, k)
+    totals = [np.bincount(key, weights=column, minlength=n * k).reshape(n, k)
+              for column in columns]
+    out = []
+    for i in range(n):
+        has = counts[i] > 0
+        out.append(([total[i][has] for total in totals], counts[i][has]))
+    return out
+
+
+def _cell_percentiles(reps: list[np.ndarray], clusters: list[int], replicates: int,
+                      level: float) -> list[tuple[float, float]]:
+    """:func:`_percentile` of each cell's replicates (none with fewer than
+    :data:`MIN_CLUSTERS` clusters), those all finite and of full count partitioned together
+    (the same order statistics, the same arithmetic: the same bits)."""
+    out: list[tuple[float, float]] = [(np.nan, np.nan)] * len(reps)
+    whole = []
+    for i, (r, c) in enumerate(zip(reps, clusters, strict=True)):
+        if c < MIN_CLUSTERS:
+            continue
+        if len(r) == replicates and np.isfinite(r).all():
+            whole.append(i)
+        else:
+            out[i] = _percentile(r, level)
+    if whole:
+        lower, upper, gamma, kth, late = _order_statistics(replicates, float(level))
+        ordered = np.partition(np.vstack([reps[i] for i in whole]), kth, axis=1)
+        a, b = ordered[:, lower], ordered[:, upper]
+        diff = b - a
+        got = a + diff * gamma
+        got[:, late] = (b - diff * (1 - gamma))[:, late]
+        for i, (lo, hi) in zip(whole, got.tolist(), strict=True):
+            out[i] = (lo, hi)
+    return out
+
+
 def gap_ci(first, first_clusters, second, second_clusters, *,
            replicates: int = DEFAULT_REPLICATES, seed: int = 0, level: float = 0.95,
            draws: Draws | None = None) -> tuple[Interval, Interval, Interval]:

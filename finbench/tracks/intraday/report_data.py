@@ -18,7 +18,13 @@ from finbench.core.lookup import groups, positions
 from finbench.reports.stats import descriptive
 from finbench.runlog.rundir import finished_run
 from finbench.runlog.stances import judged_stances
-from finbench.scoring.bootstrap import Draws, mean_ci, paired_difference, skill_ci
+from finbench.scoring.bootstrap import (
+    Draws,
+    cell_mean_cis,
+    cell_skill_cis,
+    paired_difference,
+    skill_ci,
+)
 from finbench.scoring.calibration import ece, murphy, reliability_table
 from finbench.scoring.inference import diebold_mariano, holm, mde, series_of
 from finbench.tracks.intraday.config import (
@@ -290,41 +296,52 @@ def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd
         if data.reference(m) is not None:
             own, ref = data.scored_pairs(m, data.reference(m))
             paired[m] = (own, ref, groups(slice_code[own], len(values)))
+    # every cell's intervals at once (each as mean_ci / skill_ci of its rows alone would be)
+    cells = [(i, j) for i in order for j in range(n_models)]
+    brier_ci = cell_mean_cis(column["brier"], [own_rows[i * n_models + j] for i, j in cells],
+                             cluster, **boot)
+    winkler_ci = cell_mean_cis(column["winkler"],
+                               [interval_rows[i * n_models + j] for i, j in cells], cluster,
+                               **boot)
+    skilled = [(i, j) for i, j in cells if data.models[j] in paired]
+    skill_pairs = []
+    for i, j in skilled:
+        left, right, by_slice = paired[data.models[j]]
+        skill_pairs.append((left[by_slice[i]], right[by_slice[i]]))
+    skill = dict(zip(skilled, cell_skill_cis(column["brier"], column["brier"], skill_pairs,
+                                             cluster, **boot), strict=True))
+    pair_of = dict(zip(skilled, skill_pairs, strict=True))
     out = []
-    for i in order:
-        for j, name in enumerate(data.models):
-            own = own_rows[i * n_models + j]
-            inside = interval_rows[i * n_models + j]
-            asked = every[i * n_models + j]
-            n = len(own)
-            bs = mean_ci(column["brier"][own], cluster[own], **boot)
-            wk = mean_ci(column["winkler"][inside], cluster[inside], **boot)
-            rec = {"slice": values[i], "model": name, "n": n,
-                   # (bootstrapping whole sessions, the interval counted them already)
-                   "sessions": bs.clusters if by_session else len(np.unique(session[own])),
-                   "positives": int(column["y"][own].sum()) if n else 0,
-                   "ties": int(column["tie"][own].sum()) if n else 0,
-                   "accuracy": _mean(column["correct"][own]),
-                   "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
-                   "log_loss": _mean(column["log_loss"][own]),
-                   "n_interval": len(inside),
-                   "interval": gives[j],
-                   "coverage": _mean(column["covered"][inside]),
-                   "width": _mean(column["width"][inside]),
-                   "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
-                   "validity": _mean(column["valid"][asked][column["answered"][asked] > 0])}
-            if name in paired:
-                left, right, by_slice = paired[name]
-                at = by_slice[i]
-                a, b = column["brier"][left[at]], column["brier"][right[at]]
-                sk = skill_ci(a, b, cluster[left[at]], **boot)
-                ref = data.reference(name)
-                rec.update(bss_ref=ref.rsplit("/", 1)[-1], bss_ref_model=ref, bss=sk.estimate,
-                           bss_lo=sk.lower, bss_hi=sk.upper, bss_n=sk.n,
-                           bss_model_brier=_mean(a), bss_ref_brier=_mean(b))
-            rec["flag"] = descriptive(n, rec["sessions"], min_n=rep.min_n,
-                                      min_clusters=rep.min_sessions)
-            out.append(rec)
+    for (i, j), bs, wk in zip(cells, brier_ci, winkler_ci, strict=True):
+        name = data.models[j]
+        own = own_rows[i * n_models + j]
+        inside = interval_rows[i * n_models + j]
+        asked = every[i * n_models + j]
+        n = len(own)
+        rec = {"slice": values[i], "model": name, "n": n,
+               # (bootstrapping whole sessions, the interval counted them already)
+               "sessions": bs.clusters if by_session else len(np.unique(session[own])),
+               "positives": int(column["y"][own].sum()) if n else 0,
+               "ties": int(column["tie"][own].sum()) if n else 0,
+               "accuracy": _mean(column["correct"][own]),
+               "brier": bs.estimate, "brier_lo": bs.lower, "brier_hi": bs.upper,
+               "log_loss": _mean(column["log_loss"][own]),
+               "n_interval": len(inside),
+               "interval": gives[j],
+               "coverage": _mean(column["covered"][inside]),
+               "width": _mean(column["width"][inside]),
+               "winkler": wk.estimate, "winkler_lo": wk.lower, "winkler_hi": wk.upper,
+               "validity": _mean(column["valid"][asked][column["answered"][asked] > 0])}
+        if (i, j) in skill:
+            sk, (a, b) = skill[(i, j)], pair_of[(i, j)]
+            ref = data.reference(name)
+            rec.update(bss_ref=ref.rsplit("/", 1)[-1], bss_ref_model=ref, bss=sk.estimate,
+                       bss_lo=sk.lower, bss_hi=sk.upper, bss_n=sk.n,
+                       bss_model_brier=_mean(column["brier"][a]),
+                       bss_ref_brier=_mean(column["brier"][b]))
+        rec["flag"] = descriptive(n, rec["sessions"], min_n=rep.min_n,
+                                  min_clusters=rep.min_sessions)
+        out.append(rec)
     table = pd.DataFrame(out)
     if composite and data.config.scores.composite and len(table):
         table["composite_secondary"] = composites(data, table, slice_kind)
