@@ -112,3 +112,33 @@ def test_the_event_pilot_report_has_the_corp_table_and_figure(tmp_path):
             table.loc[model, "mcb"] - table.loc[model, "dsc"] + table.loc[model, "unc"],
             abs=1e-9)
     assert (out / "figures" / "event_reliability_corp.png").stat().st_size > 10_000
+
+
+def _pav_pushing_every_value(y, w):
+    """Pool-adjacent-violators as first written: every value pushed as a block of its own,
+    then the top two merged while the lower one's mean exceeds the upper's."""
+    means, weights, sizes = [], [], []
+    for value, weight in zip(np.asarray(y, float).tolist(), np.asarray(w, float).tolist(),
+                             strict=True):
+        means.append(value)
+        weights.append(weight)
+        sizes.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            m, wt, k = means.pop(), weights.pop(), sizes.pop()
+            total = weights[-1] + wt
+            means[-1] = (means[-1] * weights[-1] + m * wt) / total
+            weights[-1] = total
+            sizes[-1] += k
+    return np.repeat(np.array(means), sizes)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.floats(-5, 5, allow_nan=False),
+                                    st.sampled_from([0.0, 1.0, 0.5, np.nan])),
+                          st.floats(0.01, 1000)), min_size=0, max_size=60))
+def test_pav_merges_as_pushing_every_value_does_bit_for_bit(pairs):
+    """The fit keeping its last block apart is the push-and-merge fit, to the last bit (the
+    CORP table's bands rest on it): ties, long runs of violators, missing values."""
+    y = np.array([v for v, _ in pairs], float)
+    w = np.array([wt for _, wt in pairs], float)
+    assert np.array_equal(pav(y, w), _pav_pushing_every_value(y, w), equal_nan=True)

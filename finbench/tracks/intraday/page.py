@@ -6,6 +6,7 @@ the rationale, the label and the row's scores."""
 
 from __future__ import annotations
 
+from collections import namedtuple
 from pathlib import Path
 
 import pandas as pd
@@ -80,7 +81,13 @@ def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
     llm = set(extra.loc[extra["kind"].isin(PROMPTED_KINDS), "model"])
     prompts = _prompts(run_dir, llm, extra)
     out = []
-    for r, e in zip(rows.itertuples(index=False), extra.itertuples(index=False), strict=True):
+    # each column as plain values once (the rows' frame has some thirty columns, several of
+    # them Arrow texts, iterated a value at a time by itertuples)
+    mine = _plain(rows, ("task_id", "model", "ticker", "horizon", "valid", "status", "y",
+                         "p_up", "lower", "upper", "brier", "r", "log_loss", "winkler",
+                         "covered"))
+    theirs = _plain(extra, ("model", "task_id", "raw", "error", "rationale", "answer_status"))
+    for r, e in zip(mine, theirs, strict=True):
         status = "error" if e.answer_status == "error" else "valid" if r.valid else "invalid"
         outcome = ("unscorable" if r.status != "ok" else "up" if r.y == 1 else "down")
         p, lo, hi = _num(r.p_up), _num(r.lower), _num(r.upper)
@@ -100,6 +107,13 @@ def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
             "raw": _text(e.raw), "rationale": _text(e.rationale),
             "messages": prompts.get((e.model, e.task_id))})
     return out, left_out
+
+
+def _plain(frame: pd.DataFrame, columns: tuple[str, ...]):
+    """``frame``'s ``columns`` row by row as named tuples of plain values (those
+    ``itertuples`` gives)."""
+    row = namedtuple("row", columns)
+    return map(row._make, zip(*(frame[c].tolist() for c in columns), strict=True))
 
 
 def _prompts(run_dir: Path, models: set[str], extra: pd.DataFrame) -> dict:

@@ -85,6 +85,12 @@ class RunData:
             self._memo["models"] = positions(self.rows["model"], self.models)
         return self._memo["models"]
 
+    def scored_rows(self) -> list[np.ndarray]:
+        """Each model's scored rows, in ``models``' order, by position (no frame of them, no
+        text compared per row)."""
+        scored, code = self.rows["scored"].to_numpy(bool), self.model_codes()
+        return [np.flatnonzero(scored & (code == j)) for j in range(len(self.models))]
+
     def scored_pairs(self, a: str, b: str, *, part: str = "scored"
                      ) -> tuple[np.ndarray, np.ndarray]:
         """Rows of model ``a`` and of model ``b`` forecasting the same task, both scored
@@ -597,14 +603,14 @@ def corp_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     from finbench.scoring.corp import BAND_LEVEL, reliability
 
     rep = data.config.report
-    rows = data.rows[["model", "scored", "y", "p_up", "session"]]
     summary, points = [], []
-    for model in data.models:
-        own = rows[(rows["model"] == model) & rows["scored"]]
-        if own.empty:
+    y_all, p_all = data.rows["y"].astype(float).to_numpy(), data.rows["p_up"].to_numpy(float)
+    session = data.cluster_codes("session")
+    for model, own in zip(data.models, data.scored_rows(), strict=True):
+        if not len(own):
             continue
-        y, p = own["y"].astype(float).to_numpy(), own["p_up"].to_numpy(float)
-        sessions = int(own["session"].nunique())
+        y, p = y_all[own], p_all[own]
+        sessions = len(np.unique(session[own]))
         parts, drawn = reliability(p, y, seed=rep.seed)
         summary.append({"model": model, "n": parts["n"], "sessions": sessions,
                         "distinct": parts["distinct"], "brier": parts["brier"],
@@ -629,12 +635,9 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     rep = data.config.report
     bins = rep.bins
     summary, reliab = [], []
-    # each model's scored rows by position (no frame of them, no text compared per row)
-    scored, model_code = data.rows["scored"].to_numpy(bool), data.model_codes()
     y_all, p_all = data.rows["y"].astype(float).to_numpy(), data.rows["p_up"].to_numpy()
     session = data.cluster_codes("session")
-    for j, model in enumerate(data.models):
-        own = np.flatnonzero(scored & (model_code == j))
+    for model, own in zip(data.models, data.scored_rows(), strict=True):
         if not len(own):
             continue
         y, p = y_all[own], p_all[own]
