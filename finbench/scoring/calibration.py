@@ -30,6 +30,23 @@ def bin_index(prob, *, bins: int = 10, strategy: str = "uniform") -> tuple[np.nd
 
 def reliability_table(obs, prob, *, bins: int = 10, strategy: str = "uniform") -> pd.DataFrame:
     """Per bin: edges, count, mean forecast, observed frequency (empty bins kept, count 0)."""
+    return calibration(obs, prob, bins=bins, strategy=strategy)[2]
+
+
+def ece(obs, prob, *, bins: int = 10, strategy: str = "uniform") -> float:
+    """Expected calibration error: ``Σ n_k / N |p̄_k - ō_k|``."""
+    return calibration(obs, prob, bins=bins, strategy=strategy)[1]
+
+
+def murphy(obs, prob, *, bins: int = 10, strategy: str = "uniform") -> dict[str, float]:
+    """Reliability, resolution, uncertainty and the binned Brier score they add up to."""
+    return calibration(obs, prob, bins=bins, strategy=strategy)[0]
+
+
+def calibration(obs, prob, *, bins: int = 10, strategy: str = "uniform"
+                ) -> tuple[dict[str, float], float, pd.DataFrame]:
+    """(:func:`murphy`, :func:`ece`, :func:`reliability_table`) of the same forecasts, binned
+    once (equal-mass edges are quantiles of every forecast: a sort each time)."""
     obs, prob = np.asarray(obs, float), np.asarray(prob, float)
     idx, edges = bin_index(prob, bins=bins, strategy=strategy)
     k = len(edges) - 1
@@ -37,30 +54,17 @@ def reliability_table(obs, prob, *, bins: int = 10, strategy: str = "uniform") -
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_p = np.bincount(idx, weights=prob, minlength=k) / count
         freq = np.bincount(idx, weights=obs, minlength=k) / count
-    return pd.DataFrame({"bin": np.arange(k), "lower": edges[:-1], "upper": edges[1:],
-                         "count": count, "mean_prob": mean_p, "obs_freq": freq})
-
-
-def ece(obs, prob, *, bins: int = 10, strategy: str = "uniform") -> float:
-    """Expected calibration error: ``Σ n_k / N |p̄_k - ō_k|``."""
-    table = reliability_table(obs, prob, bins=bins, strategy=strategy)
+    table = pd.DataFrame({"bin": np.arange(k), "lower": edges[:-1], "upper": edges[1:],
+                          "count": count, "mean_prob": mean_p, "obs_freq": freq})
     used = table[table["count"] > 0]
     n = used["count"].sum()
-    return float((used["count"] * (used["mean_prob"] - used["obs_freq"]).abs()).sum() / n)
-
-
-def murphy(obs, prob, *, bins: int = 10, strategy: str = "uniform") -> dict[str, float]:
-    """Reliability, resolution, uncertainty and the binned Brier score they add up to."""
-    obs, prob = np.asarray(obs, float), np.asarray(prob, float)
-    table = reliability_table(obs, prob, bins=bins, strategy=strategy)
-    used = table[table["count"] > 0]
-    n = used["count"].sum()
+    error = float((used["count"] * (used["mean_prob"] - used["obs_freq"]).abs()).sum() / n)
     base = obs.mean()
     rel = float((used["count"] * (used["mean_prob"] - used["obs_freq"]) ** 2).sum() / n)
     res = float((used["count"] * (used["obs_freq"] - base) ** 2).sum() / n)
     unc = float(base * (1 - base))
-    idx, _ = bin_index(prob, bins=bins, strategy=strategy)
     binned = table["mean_prob"].to_numpy()[idx]
-    return {"reliability": rel, "resolution": res, "uncertainty": unc,
-            "brier_binned": float(np.mean((binned - obs) ** 2)),
-            "brier": float(np.mean((prob - obs) ** 2)), "n": int(n)}
+    terms = {"reliability": rel, "resolution": res, "uncertainty": unc,
+             "brier_binned": float(np.mean((binned - obs) ** 2)),
+             "brier": float(np.mean((prob - obs) ** 2)), "n": int(n)}
+    return terms, error, table

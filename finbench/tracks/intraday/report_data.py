@@ -25,7 +25,7 @@ from finbench.scoring.bootstrap import (
     paired_difference,
     skill_ci,
 )
-from finbench.scoring.calibration import ece, murphy, reliability_table
+from finbench.scoring.calibration import calibration
 from finbench.scoring.inference import diebold_mariano, holm, mde, series_of
 from finbench.tracks.intraday.config import (
     BASELINE_KINDS,
@@ -644,14 +644,13 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
         sessions = len(np.unique(session[own]))
         flag = descriptive(len(own), sessions, min_n=rep.min_n, min_clusters=rep.min_sessions)
         for strategy in ("uniform", "quantile"):
-            mur = murphy(y, p, bins=bins, strategy=strategy)
+            mur, error, table = calibration(y, p, bins=bins, strategy=strategy)
             summary.append({"model": model, "binning": strategy, "n": mur["n"],
                             "sessions": sessions,
                             "brier": mur["brier"], "brier_binned": mur["brier_binned"],
                             "reliability": mur["reliability"], "resolution": mur["resolution"],
                             "uncertainty": mur["uncertainty"],
-                            "ece": ece(y, p, bins=bins, strategy=strategy), "flag": flag})
-            table = reliability_table(y, p, bins=bins, strategy=strategy)
+                            "ece": error, "flag": flag})
             reliab.append(table.assign(model=model, binning=strategy))
     return pd.DataFrame(summary), (pd.concat(reliab, ignore_index=True) if reliab
                                    else pd.DataFrame())
