@@ -69,3 +69,23 @@ def test_copies_of_and_repeated_columns_equal_the_look_up_and_take(index, copies
     for column in source:
         pd.testing.assert_series_equal(repeated_column(source[column], found),
                                        take(source[column], at), check_names=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 12), st.sampled_from([2**15, 2**15 + 3, 2**16 + 1,
+                                                                -(2**15) - 1, 2**40])),
+                max_size=200),
+       st.integers(0, 12), st.sampled_from(["int64", "int32", "int16", "int8"]))
+def test_groups_hold_each_codes_rows_in_row_order(codes, n, kind):
+    """Each group is the rows holding its code, in row order; codes outside 0 .. n-1 (some
+    that a narrower integer would wrap into a group) belong to none."""
+    from finbench.core.lookup import groups
+
+    code = np.array(codes, np.int64)
+    if kind != "int64":
+        info = np.iinfo(kind)
+        code = code[(code >= info.min) & (code <= info.max)].astype(kind)
+    got = groups(code, n)
+    assert len(got) == n
+    for i, rows in enumerate(got):
+        np.testing.assert_array_equal(rows, np.flatnonzero(code == i))

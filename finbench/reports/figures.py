@@ -212,13 +212,15 @@ def murphy_curves(rows: pd.DataFrame, models, *, p: str = "p_up") -> pd.DataFram
     from finbench.scoring.murphy import THRESHOLDS, elementary_scores
 
     out = []
+    # each model's scored rows by position: no frame of them (its every column copied)
+    scored = rows["scored"].to_numpy(bool)
+    probs, outcomes = rows[p].to_numpy(float), rows["y"].astype(float).to_numpy()
     for model in models:
-        own = rows[(rows["model"] == model).to_numpy(bool) & rows["scored"].to_numpy(bool)]
-        if own.empty:
+        own = np.flatnonzero((rows["model"] == model).to_numpy(bool) & scored)
+        if not len(own):
             continue
         out.append(pd.DataFrame({"model": model, "threshold": THRESHOLDS,
-                                 "score": elementary_scores(own[p].to_numpy(float),
-                                                            own["y"].to_numpy(float))}))
+                                 "score": elementary_scores(probs[own], outcomes[own])}))
     return (pd.concat(out, ignore_index=True) if out
             else pd.DataFrame(columns=["model", "threshold", "score"]))
 
