@@ -142,3 +142,20 @@ def test_pav_merges_as_pushing_every_value_does_bit_for_bit(pairs):
     y = np.array([v for v, _ in pairs], float)
     w = np.array([wt for _, wt in pairs], float)
     assert np.array_equal(pav(y, w), _pav_pushing_every_value(y, w), equal_nan=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, 1e-300, np.nan]),
+                          st.floats(0, 1)), max_size=80))
+def test_distinct_values_are_numpys_unique(values):
+    """The distinct forecasts found by hashing: the values, each forecast's place among them
+    and their counts are ``np.unique``'s (missing values and both zeros included)."""
+    from finbench.scoring.corp import distinct_values
+
+    p = np.array(values, float)
+    want = np.unique(p, return_inverse=True, return_counts=True)
+    got = distinct_values(p)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(a, b, equal_nan=True) and a.dtype == b.dtype
+    if len(p):
+        assert np.array_equal(np.signbit(got[0]), np.signbit(want[0]))

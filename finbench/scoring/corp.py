@@ -19,6 +19,7 @@ more than chance would make it.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 MAX_DISTINCT = 2_000  # distinct forecast values for which bands are drawn
 BAND_REPLICATES = 500
@@ -55,11 +56,27 @@ def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.repeat(np.array(means), sizes)
 
 
+def distinct_values(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(p, return_inverse=True, return_counts=True)``, the same arrays, found by
+    hashing (a report's 373,500 forecasts per model hold some 600 values: sorting the values
+    found, not every forecast, is 8x faster). Forecasts with a missing value, or with both
+    zeros (which one ``np.unique`` keeps is its sort's), are left to ``np.unique``."""
+    zeros = p[p == 0]
+    if not np.isfinite(p).all() or (len(zeros) and np.signbit(zeros).any()
+                                    and not np.signbit(zeros).all()):
+        return np.unique(p, return_inverse=True, return_counts=True)
+    codes, found = pd.factorize(p)
+    order = np.argsort(found, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    inverse = rank[codes]
+    return found[order], inverse, np.bincount(inverse, minlength=len(order))
+
+
 def distinct(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the distinct forecast values, sorted; how many rows hold each; how many of them
     resolved 1)."""
-    values, inverse, counts = np.unique(np.asarray(p, float), return_inverse=True,
-                                        return_counts=True)
+    values, inverse, counts = distinct_values(np.asarray(p, float))
     ones = np.bincount(inverse, weights=np.asarray(y, float), minlength=len(values))
     return values, counts, ones
 
@@ -93,7 +110,7 @@ def reliability(p: np.ndarray, y: np.ndarray, *, seed: int | None,
     """(:func:`decomposition`, :func:`diagram`) of the same rows, their distinct values found
     and fitted once (``seed`` None: the diagram without bands)."""
     p, y = np.asarray(p, float), np.asarray(y, float)
-    values, inverse, counts = np.unique(p, return_inverse=True, return_counts=True)
+    values, inverse, counts = distinct_values(p)
     ones = np.bincount(inverse, weights=y, minlength=len(values))
     fit = pav(ones / counts, counts) if len(values) else values
     drawn = {"x": values, "cep": fit, "count": counts, "lower": None, "upper": None}
