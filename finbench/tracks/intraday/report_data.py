@@ -395,7 +395,7 @@ def skill_cells(data: RunData) -> pd.DataFrame:
     # a scored row's Brier by its task's place, per model (tasks are paired by place, not by
     # matching their id texts)
     scored = rows["scored"].to_numpy(bool)
-    names = rows["model"].to_numpy(object)
+    code = data.model_codes()  # each row's model by its place (no text compared per row)
     at = rows["task_row"].to_numpy(np.int64)
     brier = rows["brier"].to_numpy(float)
     tasks = int(at.max()) + 1 if len(at) else 0
@@ -408,10 +408,11 @@ def skill_cells(data: RunData) -> pd.DataFrame:
         ref = data.reference(model)
         if ref is None or ref == model:
             continue
-        theirs = scored & (names == ref)
+        theirs = scored & (code == data.models.index(ref)) if ref in data.models \
+            else np.zeros(len(rows), bool)
         ref_brier = np.full(tasks, np.nan)
         ref_brier[at[theirs]] = brier[theirs]
-        mine = np.flatnonzero(scored & (names == model))
+        mine = np.flatnonzero(scored & (code == data.models.index(model)))
         paired = mine[np.isfinite(ref_brier[at[mine]])]
         n = np.bincount(cell[paired], minlength=cells)
         own = np.bincount(cell[paired], weights=brier[paired], minlength=cells)
