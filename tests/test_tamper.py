@@ -396,6 +396,29 @@ def test_the_untouched_run_passes(clean):
     assert audit_run(clean) == []
 
 
+def test_rows_written_again_as_stored_are_not_read_back(clean, tmp_path, monkeypatch):
+    """The per-row scores computed again and written as the run writes them give
+    rows.parquet's bytes, so no row of it is read back; a file the audit's writer would not
+    write so (another pyarrow's, say: here its compression differs) is compared row by row
+    and still passes; an edited one is compared row by row and named."""
+    from finbench.tracks.intraday import audit_scores
+
+    compared = []
+    row_by_row = audit_scores._rows_problems
+    monkeypatch.setattr(audit_scores, "_rows_problems",
+                        lambda *a: compared.append(1) or row_by_row(*a))
+    assert audit_scores.score_problems(clean) == [] and compared == []
+    writes = audit_scores.rows_options
+    monkeypatch.setattr(audit_scores, "rows_options",
+                        lambda table: {**writes(table), "compression": "snappy"})
+    assert audit_scores.score_problems(clean) == [] and compared == [1]
+    monkeypatch.setattr(audit_scores, "rows_options", writes)
+    d = tmp_path / "run"
+    shutil.copytree(clean, d)
+    want = rows_value(d)[0]
+    assert any(want in p for p in audit_scores.score_problems(d)) and compared == [1, 1]
+
+
 @pytest.mark.parametrize("edit", EDITS, ids=[e.__name__ for e in EDITS])
 def test_every_edit_is_named(clean, tmp_path, edit):
     copy = tmp_path / "run"

@@ -250,7 +250,8 @@ _ROWS_KEYS = ("task_id", "model", "ticker", "session", "horizon", "status")
 _ROWS_UNIQUE = ("task_id", "r", "lower", "upper", "winkler", "width")
 
 
-def _rows_options(table: pa.Table) -> dict:
+def rows_options(table: pa.Table) -> dict:
+    """The Parquet writer's options of ``rows.parquet`` for tables of ``table``'s columns."""
     names = table.schema.names
     # no Arrow schema stored: text given as codes and their texts (:func:`row_table`) is read
     # back as text, as the same text given plain is (every other type is Parquet's own)
@@ -281,7 +282,7 @@ class RowWriter:
             if error is not None:
                 raise self._named(k, error)
         if self.writers is None:
-            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, **_rows_options(table)),
+            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, **rows_options(table)),
                             *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
         table = table.cast(self.writers[0].schema)
         self.pending += [(k, pool.submit(writer.write_table, table))
