@@ -65,10 +65,11 @@ def _rows_problems(scores: RunScores, stored: pq.ParquetFile) -> list[str]:
 
 def _written_as_stored(scores: RunScores, path: Path) -> bool:
     """Whether every model's rows computed again (:meth:`RunScores.models`, which it goes
-    through), written as the run writes them (:class:`~finbench.tracks.intraday.scores.RowWriter`'s options, a model's rows
-    at a time), give ``path``'s bytes exactly: then the stored rows are those rows, and no
-    row need be read back (a year's 1.49M rows: 2.6 s read and compared, 1.5 s written
-    again). Any other file (an edit, another pyarrow's writer) is compared row by row."""
+    through), written as the run writes them (the options of
+    :class:`~finbench.tracks.intraday.scores.RowWriter`, a model's rows at a time), give
+    ``path``'s bytes exactly: then the stored rows are those rows, and no row need be read
+    back (a year's 1.49M rows: 2.6 s read and compared, 1.5 s written again). Any other file
+    (an edit, another pyarrow's writer) is compared row by row."""
     sink, writer = pa.BufferOutputStream(), None
     for _, _, table in scores.models():
         if writer is None:
