@@ -7,6 +7,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -105,17 +106,34 @@ bars = st.lists(st.tuples(st.sampled_from(["AAPL", "MSFT", "A"]), st.integers(0,
                 min_size=1, max_size=6)
 
 
-@settings(max_examples=120)
+def parquet_bytes(table: pa.Table, row_group_size: int | None = None) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=row_group_size)
+    return sink.getvalue().to_pybytes()
+
+
+@settings(max_examples=160)
 @given(st.lists(st.tuples(bars, st.sampled_from(DEFECTS), st.booleans()), min_size=1,
                 max_size=8),
-       st.sampled_from([1, 3, 8, 10**6]))
-def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows):
-    tables, items, damaged, before = {}, [], set(), None
+       st.sampled_from([1, 3, 8, 10**6]), st.sampled_from([None, 1, 2]))
+def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows, stored):
+    """Whatever the partitions hold and however they are grouped, the problems are those of
+    each checked alone; also read as the store's check reads them (``stored``: written to
+    Parquet in row groups of that many rows and read back with the tickers
+    dictionary-encoded, a dictionary per row group), the reference reading the same bytes
+    as text."""
+    from finbench.data.partition_checks import read_partition
+
+    tables, reference, items, damaged, before = {}, {}, [], set(), None
     for k, (rows, defect, hash_differs) in enumerate(parts):
         day = FIRST + dt.timedelta(days=k)
         rel = f"bars/date={day}/part.parquet"
         frame = damage(partition(day, rows), defect, before)
-        tables[rel] = None if defect == "unreadable" else table_of(frame, defect)
+        tables[rel] = reference[rel] = None if defect == "unreadable" else table_of(frame, defect)
+        if stored and tables[rel] is not None:
+            data = parquet_bytes(tables[rel], stored if len(frame) else None)
+            tables[rel], reference[rel] = read_partition(data), pq.read_table(pa.BufferReader(
+                data))
         items.append((day, rel))
         if hash_differs:
             damaged.add(rel)
@@ -128,7 +146,7 @@ def test_partitions_checked_together_say_what_each_alone_says(parts, batch_rows)
 
     got = chunk_problems(items, read, timezone=ZONE, bar_seconds=60,
                          damaged=damaged.__contains__, batch_rows=batch_rows)
-    assert got == one_at_a_time(items, tables, damaged)
+    assert got == one_at_a_time(items, reference, damaged)
 
 
 @pytest.fixture
@@ -184,11 +202,14 @@ def test_a_partition_breaking_a_rule_is_never_passed_by_the_arrow_check(defect):
     """Each defect alone, in a partition of the store's layout: the check on Arrow columns
     refuses it, and the ingest's rules name it (a padded ticker, which the ingest strips and
     accepts, is refused by the first all the same: it is stricter, never laxer)."""
-    from finbench.data.partition_checks import _clean
+    from finbench.data.partition_checks import _clean, read_partition
 
     rows = [("AAPL", 0), ("AAPL", 1), ("MSFT", 0), ("MSFT", 2)]
     table = table_of(damage(partition(FIRST, rows), defect, None), defect)
     assert not _clean([(FIRST, "p", table)], timezone=ZONE, bar_seconds=60)
+    for groups_of in (None, 1, 3):  # as the store's check reads it: a dictionary a row group
+        stored = read_partition(parquet_bytes(table, groups_of if table.num_rows else None))
+        assert not _clean([(FIRST, "p", stored)], timezone=ZONE, bar_seconds=60)
     said = bar_problems(table.to_pandas(), FIRST, "p", timezone=ZONE, bar_seconds=60)
     if defect == "padded_ticker":
         assert said == []
@@ -196,6 +217,10 @@ def test_a_partition_breaking_a_rule_is_never_passed_by_the_arrow_check(defect):
         assert said
     assert _clean([(FIRST, "p", table_of(partition(FIRST, rows), "none"))], timezone=ZONE,
                   bar_seconds=60)
+    for groups_of in (None, 1, 3):
+        stored = read_partition(parquet_bytes(table_of(partition(FIRST, rows), "none"),
+                                              groups_of))
+        assert _clean([(FIRST, "p", stored)], timezone=ZONE, bar_seconds=60)
 
 
 def test_verify_reads_each_partition_once(sample_store, monkeypatch):

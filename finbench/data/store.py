@@ -697,7 +697,7 @@ class Store:
         checked from the same bytes (:func:`~finbench.data.partition_checks.chunk_problems`:
         small ones together). A partition whose hash differs is not named again if its bytes
         are no Parquet."""
-        from finbench.data.partition_checks import chunk_problems
+        from finbench.data.partition_checks import chunk_problems, read_partition
 
         wrong: dict[str, str] = {}
 
@@ -712,7 +712,7 @@ class Store:
             if rel not in bars:
                 read(rel)
         found = chunk_problems([(bars[rel], rel) for rel in rels if rel in bars],
-                               lambda rel: pq.read_table(pa.BufferReader(read(rel))),
+                               lambda rel: read_partition(read(rel)),
                                damaged=wrong.__contains__, timezone=self.timezone,
                                bar_seconds=self.bar_seconds)
         return [wrong[rel] for rel in rels if rel in wrong], found
