@@ -79,6 +79,16 @@ class RunData:
             self._memo[key] = cluster_codes_of(self.rows, kind)
         return self._memo[key]
 
+    def values(self, column: str, dtype=float) -> np.ndarray:
+        """A column of the rows as a read-only array of ``dtype``, made once (a score table
+        of the year reads ten columns of 1.49M rows, and there are several tables)."""
+        key = ("values", column, np.dtype(dtype).str)
+        if key not in self._memo:
+            array = self.rows[column].to_numpy(dtype)
+            array.flags.writeable = False
+            self._memo[key] = array
+        return self._memo[key]
+
     def model_codes(self) -> np.ndarray:
         """Each row's model as its place in ``models`` (-1: a model not reported)."""
         if "models" not in self._memo:
@@ -285,16 +295,16 @@ def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd
         order.sort(key=lambda i: rank.get(values[i], 99))
     model = data.model_codes()
     cell = np.where((slice_code >= 0) & (model >= 0), slice_code * n_models + model, -1)
-    scored = rows["scored"].to_numpy(bool)
+    scored = data.values("scored", bool)
     every = groups(cell, len(values) * n_models)
     own_rows = groups(np.where(scored, cell, -1), len(values) * n_models)
-    interval_rows = groups(np.where(rows["interval_scored"].to_numpy(bool), cell, -1),
+    interval_rows = groups(np.where(data.values("interval_scored", bool), cell, -1),
                            len(values) * n_models)
     with_interval = interval_models(data)
     gives = ["given" if m in with_interval else NOT_APPLICABLE for m in data.models]
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
     by_session = rep.cluster == "session"
-    column = {c: rows[c].to_numpy(float) for c in ("brier", "winkler", "y", "correct", "tie",
+    column = {c: data.values(c) for c in ("brier", "winkler", "y", "correct", "tie",
                                                     "log_loss", "covered", "width", "valid",
                                                     "answered")}
     paired = {}
@@ -443,7 +453,7 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
     both gave an interval, among the models that give intervals): mean difference, CI,
     p-value."""
     rep = data.config.report
-    values = data.rows[metric].to_numpy(float)
+    values = data.values(metric)
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
     interval = metric in INTERVAL_LOSSES
     models = interval_models(data) if interval else data.models
