@@ -1,8 +1,11 @@
 """What report rows say about themselves: N, sessions and the descriptive flag, exclusions
 counted in sessions, p-values, and composites computed once from the scores table."""
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.core.errors import ConfigError
 from finbench.reports.build import report
@@ -79,3 +82,26 @@ def test_captions_count_excluded_sessions_and_rows_of_few_sessions_are_flagged(t
 def test_p_values_below_a_thousandth_are_not_printed_as_zero():
     assert [fmt_p(p) for p in (0.0, 0.0004, 0.001, 0.0126, float("nan"))] == [
         "< 0.001", "< 0.001", "0.001", "0.013", "undef"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=40), st.booleans())
+def test_rows_of_the_same_task_join_as_pandas_merge_does(rows, twice):
+    """The report's pairing of two models' rows (each task once a model, or not: pooled runs
+    may hold a task twice) is pandas' inner merge on the task, in the first model's row
+    order."""
+    from finbench.tracks.intraday.report_data import _joined
+
+    task = np.array([t for t, _ in rows], np.int64)
+    side = np.array([s for _, s in rows], bool)
+    ra, rb = np.flatnonzero(side), np.flatnonzero(~side)
+    if not twice:  # each side holds a task once
+        ra = ra[np.unique(task[ra], return_index=True)[1]] if len(ra) else ra
+        rb = rb[np.unique(task[rb], return_index=True)[1]] if len(rb) else rb
+        ra = np.sort(ra)
+        rb = np.sort(rb)
+    want = pd.DataFrame({"task": task[ra], "_a": ra}).merge(
+        pd.DataFrame({"task": task[rb], "_b": rb}), on="task")
+    got = _joined(task, ra, rb)
+    assert np.array_equal(got[0], want["_a"].to_numpy(np.int64))
+    assert np.array_equal(got[1], want["_b"].to_numpy(np.int64))

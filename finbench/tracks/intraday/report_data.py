@@ -114,9 +114,7 @@ class RunData:
                                    self._memo["tasks"])
             ra = np.flatnonzero(scored & (model == self.models.index(a)))
             rb = np.flatnonzero(scored & (model == self.models.index(b)))
-            pair = pd.DataFrame({"task": task[ra], "_a": ra}).merge(
-                pd.DataFrame({"task": task[rb], "_b": rb}), on="task")
-            self._memo[key] = (pair["_a"].to_numpy(np.int64), pair["_b"].to_numpy(np.int64))
+            self._memo[key] = _joined(task, ra, rb)
         return self._memo[key]
 
     def _task_codes(self) -> np.ndarray:
@@ -126,6 +124,24 @@ class RunData:
         if self.run_dir is not None and at is not None and (at >= 0).all():
             return at
         return pd.factorize(self.rows["task_id"])[0]
+
+
+def _joined(task: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``ra`` and ``rb`` of the same task (non-negative codes), as an inner join on the
+    task keeping ``ra``'s order: where each side holds a task once (a model's rows), by an
+    array over the tasks; else by pandas' merge."""
+    ta, tb = task[ra], task[rb]
+    size = int(max(ta.max(initial=-1), tb.max(initial=-1))) + 1
+    if np.bincount(ta, minlength=size).max(initial=0) <= 1 and \
+            np.bincount(tb, minlength=size).max(initial=0) <= 1:
+        row_b = np.full(size, -1, np.int64)
+        row_b[tb] = rb
+        found = row_b[ta]
+        has = found >= 0
+        return ra[has].astype(np.int64), found[has]
+    pair = pd.DataFrame({"task": ta, "_a": ra}).merge(pd.DataFrame({"task": tb, "_b": rb}),
+                                                      on="task")
+    return pair["_a"].to_numpy(np.int64), pair["_b"].to_numpy(np.int64)
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -463,9 +479,10 @@ def paired_table(data: RunData, *, metric: str = "brier") -> pd.DataFrame:
         ci, p = paired_difference(values[ra], values[rb], cluster[ra],
                                   replicates=rep.bootstrap_replicates, seed=rep.seed,
                                   level=rep.level, draws=data.draws)
-        sessions = len(np.unique(session[ra]))
+        # (bootstrapping whole sessions, the interval counted them already)
+        sessions = ci.clusters if rep.cluster == "session" else len(np.unique(session[ra]))
         out.append({"model_a": a, "model_b": b, "metric": metric, "n": ci.n,
-                    "sessions": ci.clusters if rep.cluster == "session" else sessions,
+                    "sessions": sessions,
                     "diff": ci.estimate, "diff_lo": ci.lower, "diff_hi": ci.upper, "p_value": p,
                     **power_and_dm(values[ra] - values[rb], cluster[ra], session[ra]),
                     "flag": descriptive(ci.n, sessions, min_n=rep.min_n,
