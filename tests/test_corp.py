@@ -132,7 +132,7 @@ def _pav_pushing_every_value(y, w):
     return np.repeat(np.array(means), sizes)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(st.lists(st.tuples(st.one_of(st.floats(-5, 5, allow_nan=False),
                                     st.sampled_from([0.0, 1.0, 0.5, np.nan])),
                           st.floats(0.01, 1000)), min_size=0, max_size=60))
@@ -144,7 +144,7 @@ def test_pav_merges_as_pushing_every_value_does_bit_for_bit(pairs):
     assert np.array_equal(pav(y, w), _pav_pushing_every_value(y, w), equal_nan=True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.one_of(st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, 1e-300, np.nan]),
                           st.floats(0, 1)), max_size=80))
 def test_distinct_values_are_numpys_unique(values):

@@ -45,7 +45,7 @@ def test_same_values_a_missing_one_matching_only_a_missing_one():
     np.testing.assert_array_equal(same_values(stored, derived), [True, False, True, False, False])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.sampled_from(["a", "b", "c", "dd"]), min_size=0, max_size=6, unique=True),
        st.integers(0, 4), st.booleans())
 def test_copies_of_and_repeated_columns_equal_the_look_up_and_take(index, copies, spoil):
@@ -71,7 +71,7 @@ def test_copies_of_and_repeated_columns_equal_the_look_up_and_take(index, copies
                                        take(source[column], at), check_names=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.one_of(st.integers(-3, 12), st.sampled_from([2**15, 2**15 + 3, 2**16 + 1,
                                                                 -(2**15) - 1, 2**40])),
                 max_size=200),

@@ -84,7 +84,7 @@ def test_p_values_below_a_thousandth_are_not_printed_as_zero():
         "< 0.001", "< 0.001", "0.001", "0.013", "undef"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=40), st.booleans())
 def test_rows_of_the_same_task_join_as_pandas_merge_does(rows, twice):
     """The report's pairing of two models' rows (each task once a model, or not: pooled runs

@@ -309,7 +309,7 @@ def _same_interval(got, want) -> bool:
             and got.clusters == want.clusters)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5),
                           st.one_of(st.floats(-10, 10, allow_nan=False),
                                     st.sampled_from([0.0, 1.0, np.nan, np.inf]))),
