@@ -200,3 +200,45 @@ def test_files_on_disk_join_to_the_same_bytes_as_files_given_as_bytes(tmp_path, 
     (tmp_path / "torn.parquet").write_bytes(files[0][:-1])
     with pytest.raises(JoinError, match="torn.parquet: not a Parquet file"):
         by_bytes.check(tmp_path / "torn.parquet")
+
+
+@settings(max_examples=60)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=6), st.randoms(use_true_random=False),
+       st.sampled_from(["none", "flip", "missing", "twice", "re-encoded", "two groups",
+                        "other file"]))
+def test_a_file_is_known_as_files_joined_only_when_it_is(tmp_path_factory, sizes, rng, change):
+    """``row_groups_are_files``: a file joined from one-row-group files (in any order) is
+    known as them; one byte changed, a file left out or joined twice, the same rows encoded
+    again, a file of two row groups, or a file not among those joined is not."""
+    from finbench.runlog.parquet_join import row_groups_are_files
+
+    tmp = tmp_path_factory.mktemp("known")
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    files = []
+    for k, (a, n) in enumerate(zip(starts, sizes, strict=True)):
+        files.append(tmp / f"{k}.parquet")
+        files[-1].write_bytes(encoded(rows(int(a), n, seed=3)))
+    order = list(files)
+    rng.shuffle(order)
+    joined = order + [order[0]] if change == "twice" else (
+        order[1:] if change == "missing" and len(order) > 1 else order)
+    joiner = RowGroupJoiner(tmp / "j.parquet", template())
+    for f in joined:
+        joiner.add(f.read_bytes())
+    joiner.close()
+    target, given_files = tmp / "j.parquet", list(files)
+    if change == "flip":  # one byte of the rows' bytes (after the magic, before the footer)
+        data = bytearray(target.read_bytes())
+        at = 4 + rng.randrange(len(data) - 8 - len(footer(bytes(data))) - 4)
+        data[at] ^= 0x01
+        target.write_bytes(bytes(data))
+    elif change == "re-encoded":  # the same rows, written by Arrow again
+        target.write_bytes(encoded(pq.read_table(target)))
+    elif change == "two groups":
+        given_files[0].write_bytes(encoded(pq.read_table(given_files[0]), row_group_size=1))
+    elif change == "other file":
+        given_files[0].write_bytes(encoded(rows(999, sizes[0], seed=4)))
+    exact = change == "none" or (change == "missing" and len(files) == 1) or (
+        change == "two groups" and sizes[0] == 1) or (
+        change == "re-encoded" and len(files) == 1)
+    assert row_groups_are_files(target, given_files) == exact

@@ -419,6 +419,34 @@ def test_rows_written_again_as_stored_are_not_read_back(clean, tmp_path, monkeyp
     assert any(want in p for p in audit_scores.score_problems(d)) and compared == [1, 1]
 
 
+def test_rows_that_are_their_journal_parts_joined_are_not_compared_with_them(
+        tmp_path, sample_store, monkeypatch):
+    """A baselines' run writes its forecast table as its journal's parts joined byte for
+    byte: the audit finds it so from footers and bytes and compares no row with its journal
+    record (each task journalled once); a part whose value is edited is no longer what was
+    joined, so every row is compared again and the edited one named."""
+    from finbench.tracks.intraday import audit as intraday_audit
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'[data]\nstore = "{sample_store}"\n[tasks]\ntickers = ["AAPL", "MSFT"]\n'
+                   f'start = "2025-01-13"\nend = "2025-01-15"\n'
+                   + baselines_toml("coin", "base_rate", "momentum"))
+    d = tmp_path / "run"
+    run(cfg, d, echo=lambda *_: None)
+    compared = []
+    real = intraday_audit.compare
+    monkeypatch.setattr(intraday_audit, "compare", lambda *a: compared.append(a[4]) or real(*a))
+    assert audit_run(d) == []
+    assert "its journal record" not in compared and compared  # (the recomputed ones: yes)
+    part = sorted((d / "journal.parts").glob("*.parquet"))[0]
+    edit_table(part, lambda t: t.assign(p_up=t["p_up"].where(t.index != 0, 0.75)))
+    compared.clear()
+    problems = audit_run(d)
+    assert "its journal record" in compared
+    assert any("differs from its journal record: p_up" in p and "(should be 0.75)" in p
+               for p in problems), problems[:8]
+
+
 @pytest.mark.parametrize("edit", EDITS, ids=[e.__name__ for e in EDITS])
 def test_every_edit_is_named(clean, tmp_path, edit):
     copy = tmp_path / "run"

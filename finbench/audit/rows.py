@@ -109,6 +109,8 @@ class JournalRows:
         row = np.concatenate([np.arange(len(a)) for a in ids])
         inside = at >= 0  # written in this order: of rows of one task, the last counts
         self.source[at[inside]], self.row[at[inside]] = source[inside], row[inside]
+        # every record of a task of the run, and one a task: each task's record is its only
+        self.once = bool(inside.all() and np.bincount(at, minlength=n).max(initial=0) <= 1)
 
     def has(self, tasks: np.ndarray) -> np.ndarray:
         return self.source[tasks] > -2

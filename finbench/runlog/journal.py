@@ -155,6 +155,10 @@ class Journal:
     def _part_files(self) -> list[Path]:
         return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
 
+    def part_files(self) -> list[Path]:
+        """The journal's parts, in the order written."""
+        return self._part_files()
+
     def write_ordered(self, path: Path, task_ids, models: list[str]) -> None:
         """Write the forecast table (:func:`~finbench.runlog.forecast_table.ordered_table` of
         the journal) to ``path``, whole or not at all, in the row groups of

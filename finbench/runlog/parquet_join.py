@@ -327,6 +327,52 @@ def _moved(group: Struct, shift: int, ordinal: int) -> Struct:
     return group
 
 
+def row_groups_are_files(path: str | Path, files: list[str | Path]) -> bool:
+    """Whether the Parquet file at ``path`` is ``files`` (each of one row group) joined as
+    :class:`RowGroupJoiner` joins them, in some order, each once: every row group of it the
+    bytes of one file's row group, its metadata that row group's moved where it lies, the
+    schema and metadata apart from rows the same. Then it holds exactly those files' rows,
+    each one's values as that file has them, and none else; found from footers and bytes,
+    no value decoded. False where that cannot be shown (files of several row groups, a file
+    it cannot split exactly, any byte or field that differs)."""
+    import hashlib
+
+    try:
+        body, meta = split_path(path)
+        schema = _apart_from_rows(meta)
+        by_bytes: dict[bytes, list[Struct]] = {}
+        for name in files:
+            part, part_meta = split_path(name)
+            groups = _row_groups(part_meta)
+            if len(groups) != 1 or _apart_from_rows(part_meta) != schema:
+                return False
+            with open(name, "rb") as fh:
+                fh.seek(part.start)
+                key = hashlib.sha256(fh.read(len(part))).digest()
+            by_bytes.setdefault(key, []).append(groups[0])
+        groups = _row_groups(meta)
+        if len(groups) != len(files):
+            return False
+        at = len(MAGIC)
+        with open(path, "rb") as fh:
+            for ordinal, group in enumerate(groups):
+                size = sum(chunk.get(_CC_META).get(_CM_TOTAL_COMPRESSED)
+                           for chunk in group.get(_RG_COLUMNS, (0, []))[1])
+                fh.seek(at)
+                found = by_bytes.get(hashlib.sha256(fh.read(size)).digest())
+                if not found:
+                    return False
+                # the file's row group as the joiner lists it here (its bytes began after
+                # the file's magic): the same fields, offsets and all
+                if encode_footer(_moved(found.pop(), at - len(MAGIC), ordinal)) != \
+                        encode_footer(group):
+                    return False
+                at += size
+        return at == body.end
+    except (JoinError, OSError, AttributeError, TypeError):
+        return False
+
+
 def _apart_from_rows(meta: Struct) -> bytes:
     """A ``FileMetaData``'s fields but its rows and row groups (the schema, key-value metadata
     such as Arrow's schema, the writer, column orders), encoded: equal for files that can be
