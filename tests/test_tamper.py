@@ -408,11 +408,13 @@ def test_rows_written_again_as_stored_are_not_read_back(clean, tmp_path, monkeyp
     monkeypatch.setattr(audit_scores, "_rows_problems",
                         lambda *a: compared.append(1) or row_by_row(*a))
     assert audit_scores.score_problems(clean) == [] and compared == []
-    writes = audit_scores.rows_options
-    monkeypatch.setattr(audit_scores, "rows_options",
-                        lambda table: {**writes(table), "compression": "snappy"})
+    from finbench.tracks.intraday.scores import rows_options
+
+    writes = audit_scores.rows_parquet_writer
+    monkeypatch.setattr(audit_scores, "rows_parquet_writer", lambda where, table: pq.ParquetWriter(
+        where, table.schema, **{**rows_options(table), "compression": "snappy"}))
     assert audit_scores.score_problems(clean) == [] and compared == [1]
-    monkeypatch.setattr(audit_scores, "rows_options", writes)
+    monkeypatch.setattr(audit_scores, "rows_parquet_writer", writes)
     d = tmp_path / "run"
     shutil.copytree(clean, d)
     want = rows_value(d)[0]

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.floats import within_ulps
-from finbench.core.lookup import arrow_text, copies_of, positions, same_values
+from finbench.core.lookup import laid_positions, same_values
 from finbench.runlog.forecast_table import read_part
 from finbench.runlog.rows import ANSWERED, ERROR, FORECAST_COLUMNS, FORECAST_SCHEMA
 
@@ -79,7 +79,7 @@ class StoredRows:
         encoded = pc.dictionary_encode(table.column("model").combine_chunks())
         self.names = encoded.dictionary.to_pylist()
         self.codes = encoded.indices.to_numpy(zero_copy_only=False)
-        self.task = task_rows(table.column("task_id"), task_ids)  # -1: no task of the run
+        self.task = laid_positions(table.column("task_id"), task_ids)  # -1: no task of the run
         self.ids = table.column("task_id")
 
     def rows_of(self, model: str) -> np.ndarray:
@@ -104,7 +104,7 @@ class JournalRows:
         self.row = np.full(n, -1, np.int64)
         ids = [read_part(part, columns=["task_id"]).column("task_id").combine_chunks()
                for part in parts] + [lines.column("task_id").combine_chunks()]
-        at = task_rows(pa.concat_arrays([a.cast(pa.string()) for a in ids]), task_ids)
+        at = laid_positions(pa.concat_arrays([a.cast(pa.string()) for a in ids]), task_ids)
         source = np.repeat(np.r_[np.arange(len(parts)), -1], [len(a) for a in ids])
         row = np.concatenate([np.arange(len(a)) for a in ids])
         inside = at >= 0  # written in this order: of rows of one task, the last counts
@@ -129,16 +129,6 @@ class JournalRows:
         table = pa.concat_tables([p if p.schema.equals(FORECAST_SCHEMA) else
                                   p.cast(FORECAST_SCHEMA) for p in parts])
         return in_order(table, np.concatenate(order))
-
-
-def task_rows(ids, task_ids) -> np.ndarray:
-    """Each id's row in ``task_ids`` (-1: none), as :func:`positions` finds it; ids that are
-    the tasks laid end to end (each model's rows in task order, as a run writes them) are
-    found so by comparison, with no look-up."""
-    ids, tasks = arrow_text(ids), arrow_text(task_ids)
-    copies = copies_of(ids, tasks)
-    return np.tile(np.arange(len(tasks), dtype=np.int64), copies) if copies \
-        else positions(ids, tasks)
 
 
 def picked(table: pa.Table, rows: np.ndarray) -> pa.Table:

@@ -58,6 +58,16 @@ def copies_of(keys: pa.Array, index: pa.Array) -> int:
     return copies if all(keys.slice(i * n, n).equals(index) for i in range(copies)) else 0
 
 
+def laid_positions(keys, index) -> np.ndarray:
+    """:func:`positions` of ``keys`` in ``index`` (its keys unique), found by comparison where
+    ``keys`` is ``index`` laid end to end (each model's rows in the tasks' order, as a run
+    writes them: no look-up), else looked up."""
+    keys, index = arrow_text(keys), arrow_text(index)
+    copies = copies_of(keys, index)
+    return np.tile(np.arange(len(index), dtype=np.int64), copies) if copies \
+        else positions(keys, index)
+
+
 def repeated_column(column: pd.Series, copies: int) -> pd.Series:
     """``column`` laid end to end ``copies`` times, as :func:`take` at those rows gives it
     (its dtype, a new index)."""

@@ -80,7 +80,7 @@ class Journal:
         self.flush()
         out: dict[str, list[str]] = {}
         for table in [self._lines(), *(read_part(part, columns=["task_id", "model"])
-                                       for part in self._part_files())]:
+                                       for part in self.part_files())]:
             for model in pc.unique(table.column("model")).to_pylist():
                 rows = table.filter(pc.equal(table.column("model"), model))
                 out.setdefault(model, []).extend(rows.column("task_id").to_pylist())
@@ -124,7 +124,7 @@ class Journal:
             self._pending.pop(0).result()
         self.parts.mkdir(exist_ok=True)
         if self._number is None:  # after the last part on disk (numbers may have gaps)
-            self._number = max(map(_part_number, self._part_files()), default=-1) + 1
+            self._number = max(map(_part_number, self.part_files()), default=-1) + 1
         final = self.parts / f"{self._number:06d}.parquet"
         self._number += 1
         if not background:
@@ -152,12 +152,9 @@ class Journal:
         pending, self._pending = self._pending, []
         return [e for e in (f.exception() for f in pending) if e is not None]
 
-    def _part_files(self) -> list[Path]:
-        return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
-
     def part_files(self) -> list[Path]:
         """The journal's parts, in the order written."""
-        return self._part_files()
+        return sorted(self.parts.glob("*.parquet")) if self.parts.is_dir() else []
 
     def write_ordered(self, path: Path, task_ids, models: list[str]) -> None:
         """Write the forecast table (:func:`~finbench.runlog.forecast_table.ordered_table` of
@@ -190,7 +187,7 @@ class Journal:
         self.flush()
         lines = self._lines() if lines is None else lines
         by_model = self._parts_by_model([model])
-        parts = self._part_files() if by_model is None else by_model.get(model, [])
+        parts = self.part_files() if by_model is None else by_model.get(model, [])
         mine = lines.filter(pc.equal(lines.column("model"), model))
         return parts, (_typed_lines(mine) if mine.num_rows else FORECAST_SCHEMA.empty_table())
 
@@ -219,7 +216,7 @@ class Journal:
         """The parts of each listed model in the order written; None if a part mixes models.
         Parts of models not listed are left out."""
         found: dict[str, list[Path]] = {}
-        for part in self._part_files():
+        for part in self.part_files():
             names = pc.unique(read_part(part, columns=["model"]).column("model"))
             if len(names) != 1:
                 return None
@@ -290,7 +287,7 @@ class Journal:
     def table(self) -> pa.Table:
         """Every journalled row, in the order written (Parquet parts, then streamed lines)."""
         self.flush()
-        parts = [read_part(p, schema=FORECAST_SCHEMA) for p in self._part_files()]
+        parts = [read_part(p, schema=FORECAST_SCHEMA) for p in self.part_files()]
         lines = self._lines()
         if lines.num_rows:
             parts.append(_typed_lines(lines))

@@ -17,6 +17,7 @@ encryption, chunks not filling the space between magic and footer) is refused wi
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -335,8 +336,6 @@ def row_groups_are_files(path: str | Path, files: list[str | Path]) -> bool:
     each one's values as that file has them, and none else; found from footers and bytes,
     no value decoded. False where that cannot be shown (files of several row groups, a file
     it cannot split exactly, any byte or field that differs)."""
-    import hashlib
-
     try:
         body, meta = split_path(path)
         schema = _apart_from_rows(meta)
@@ -369,7 +368,7 @@ def row_groups_are_files(path: str | Path, files: list[str | Path]) -> bool:
                     return False
                 at += size
         return at == body.end
-    except (JoinError, OSError, AttributeError, TypeError):
+    except (JoinError, OSError):
         return False
 
 

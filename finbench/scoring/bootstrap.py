@@ -137,11 +137,17 @@ def _percentile(reps: np.ndarray, level: float) -> tuple[float, float]:
         return np.nan, np.nan
     lower, upper, gamma, kth, late = _order_statistics(n, float(level))
     ordered = np.partition(reps, kth)
-    a, b = ordered[lower], ordered[upper]
+    out = _between(ordered[lower], ordered[upper], gamma, late)
+    return float(out[0]), float(out[1])
+
+
+def _between(a: np.ndarray, b: np.ndarray, gamma: np.ndarray, late: np.ndarray) -> np.ndarray:
+    """numpy's linear interpolation between order statistics ``a`` and ``b`` (the bounds on
+    the last axis) with weights ``gamma``, from the upper end where ``late``."""
     diff = b - a
     out = a + diff * gamma
-    out[late] = (b - diff * (1 - gamma))[late]  # numpy interpolates from the upper end there
-    return float(out[0]), float(out[1])
+    out[..., late] = (b - diff * (1 - gamma))[..., late]
+    return out
 
 
 @functools.lru_cache(maxsize=64)
@@ -302,10 +308,7 @@ def _cell_percentiles(reps: list[np.ndarray], clusters: list[int], replicates: i
     if whole:
         lower, upper, gamma, kth, late = _order_statistics(replicates, float(level))
         ordered = np.partition(np.vstack([reps[i] for i in whole]), kth, axis=1)
-        a, b = ordered[:, lower], ordered[:, upper]
-        diff = b - a
-        got = a + diff * gamma
-        got[:, late] = (b - diff * (1 - gamma))[:, late]
+        got = _between(ordered[:, lower], ordered[:, upper], gamma, late)
         for i, (lo, hi) in zip(whole, got.tolist(), strict=True):
             out[i] = (lo, hi)
     return out

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from finbench.audit.scores import ATOL, RTOL, SHOWN, first_difference, frame_problems
 from finbench.core.errors import RunError
 from finbench.core.lookup import same_values
-from finbench.tracks.intraday.scores import RunScores, rows_options, scores_csv
+from finbench.tracks.intraday.scores import RunScores, rows_parquet_writer, scores_csv
 
 
 def score_problems(run_dir: Path) -> list[str]:
@@ -73,7 +73,7 @@ def _written_as_stored(scores: RunScores, path: Path) -> bool:
     sink, writer = pa.BufferOutputStream(), None
     for _, _, table in scores.models():
         if writer is None:
-            writer = pq.ParquetWriter(sink, table.schema, **rows_options(table))
+            writer = rows_parquet_writer(sink, table)
         writer.write_table(table.cast(writer.schema))
     if writer is None:
         return False

@@ -18,7 +18,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from finbench.core.lookup import arrow_text, copies_of, positions, repeated_column, take
+from finbench.core.lookup import (
+    arrow_text,
+    copies_of,
+    laid_positions,
+    positions,
+    repeated_column,
+    take,
+)
 from finbench.runlog.rows import ERROR
 from finbench.scoring import kernels
 
@@ -40,8 +47,7 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     # a run writes each model's rows in task order, model after model: then a comparison
     # per model replaces the look-up, and the tasks' columns are laid end to end
     copies = copies_of(ids, task_ids)
-    at_task = (np.tile(np.arange(len(task_ids)), copies) if copies
-               else positions(ids, task_ids))
+    at_task = laid_positions(ids, task_ids)
     label_ids = arrow_text(labels["task_id"])  # a run's labels lie in task order: one look-up
     in_order = label_ids.equals(task_ids)
     at_label = at_task if in_order else positions(ids, label_ids)

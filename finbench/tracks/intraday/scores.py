@@ -250,6 +250,13 @@ _ROWS_KEYS = ("task_id", "model", "ticker", "session", "horizon", "status")
 _ROWS_UNIQUE = ("task_id", "r", "lower", "upper", "winkler", "width")
 
 
+def rows_parquet_writer(where, table: pa.Table) -> pq.ParquetWriter:
+    """The writer of ``rows.parquet`` (at ``where``: a path or a sink) for tables of
+    ``table``'s columns, each written cast to its schema: how the run writes the file, and
+    the audit again to compare its bytes."""
+    return pq.ParquetWriter(where, table.schema, **rows_options(table))
+
+
 def rows_options(table: pa.Table) -> dict:
     """The Parquet writer's options of ``rows.parquet`` for tables of ``table``'s columns."""
     names = table.schema.names
@@ -282,7 +289,7 @@ class RowWriter:
             if error is not None:
                 raise self._named(k, error)
         if self.writers is None:
-            self.writers = [pq.ParquetWriter(self.tmp[0], table.schema, **rows_options(table)),
+            self.writers = [rows_parquet_writer(self.tmp[0], table),
                             *(pacsv.CSVWriter(p, table.schema) for p in self.tmp[1:])]
         table = table.cast(self.writers[0].schema)
         self.pending += [(k, pool.submit(writer.write_table, table))
