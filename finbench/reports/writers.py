@@ -50,12 +50,15 @@ def with_ci(est, lo, hi, digits: int = 3) -> str:
     return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
+# each character LaTeX gives a meaning replaced by its text, in one pass: replacing one
+# character after another escaped the braces of ``\textbackslash{}`` again
+_LATEX = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
+                        "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\~{}",
+                        "^": r"\^{}"})
+
+
 def _latex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"),
-                 ("#", r"\#"), ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\~{}"),
-                 ("^", r"\^{}")):
-        text = text.replace(a, b)
-    return text
+    return text.translate(_LATEX)
 
 
 NO_ROWS = "(no rows)"  # what a table with none shows (one model: nothing to pair)
