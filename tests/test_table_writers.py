@@ -3,10 +3,11 @@
 import re
 
 import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from finbench.reports.writers import to_latex
+from finbench.reports.writers import to_latex, to_markdown
 
 # LaTeX's text for each character it gives a meaning, read back (a reader of the escapes)
 READ = {r"\textbackslash{}": "\\", r"\&": "&", r"\%": "%", r"\$": "$", r"\#": "#", r"\_": "_",
@@ -48,3 +49,35 @@ def test_every_cell_reads_back_as_written(cell):
     line = cell_line(cell)
     assert line.endswith(r" \\")
     assert read_back(line[:-3]) == cell
+
+
+def markdown_cells(text: str) -> list[list[str]]:
+    """The cells of the Markdown table in ``text`` as a GitHub-flavoured renderer reads them
+    (markdown-it-py's table rule): each cell's characters, a ``<br>`` read as a line break."""
+    markdown_it = pytest.importorskip("markdown_it")
+    tokens = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
+    rows, row = [], None
+    for token in tokens:
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "tr_close":
+            rows.append(row)
+        elif token.type == "inline" and row is not None:
+            row.append("".join("\n" if child.type == "html_inline" and child.content == "<br>"
+                               else child.content for child in token.children or []))
+    return rows
+
+
+def test_a_markdown_cell_holding_a_pipe_stays_one_cell():
+    text = to_markdown(pd.DataFrame({"slice": ["Sports | NBA"], "n": [3]}), "caption")
+    # by hand: the pipe escaped, the row still of two cells
+    assert "| Sports \\| NBA | 3 |" in text.splitlines()
+    assert markdown_cells(text) == [["slice", "n"], ["Sports | NBA", "3"]]
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab |\\\n")), min_size=1, max_size=12)
+                .filter(lambda t: t.strip(" ") == t), min_size=1, max_size=3))
+def test_every_markdown_cell_reads_back_as_written(cells):
+    frame = pd.DataFrame([cells], columns=[f"c{i}" for i in range(len(cells))])
+    got = markdown_cells(to_markdown(frame, "caption"))
+    assert got == [list(frame.columns), cells]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from functools import partial
 from pathlib import Path
 
@@ -68,11 +69,20 @@ def to_markdown(frame: pd.DataFrame, caption: str) -> str:
     if frame.empty:
         return f"**{caption}**\n\n{NO_ROWS}\n"
     cols = list(frame.columns)
-    lines = [f"**{caption}**", "", "| " + " | ".join(cols) + " |",
+    lines = [f"**{caption}**", "", "| " + " | ".join(_markdown_cell(str(c)) for c in cols) + " |",
              "|" + "|".join("---" for _ in cols) + "|"]
     for rec in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v) for v in rec) + " |")
+        lines.append("| " + " | ".join(_markdown_cell(str(v)) for v in rec) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(text: str) -> str:
+    """A cell's text inside a Markdown table row: a pipe escaped (else it starts another
+    cell), a backslash too (else one before a pipe escapes the escape), and a line break
+    written ``<br>`` (else it ends the row); a market's category or event group, from the
+    data, may hold any of them."""
+    text = text.replace("\\", "\\\\").replace("|", r"\|")
+    return re.sub(r"\r\n|\r|\n", "<br>", text)
 
 
 def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
