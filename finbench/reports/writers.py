@@ -81,8 +81,13 @@ def _markdown_cell(text: str) -> str:
     cell), a backslash too (else one before a pipe escapes the escape), and a line break
     written ``<br>`` (else it ends the row); a market's category or event group, from the
     data, may hold any of them."""
+    if not _MARKDOWN_SPECIAL.search(text):  # (most cells: numbers and names)
+        return text
     text = text.replace("\\", "\\\\").replace("|", r"\|")
     return re.sub(r"\r\n|\r|\n", "<br>", text)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"[|\\\r\n]")
 
 
 def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
