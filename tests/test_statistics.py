@@ -44,6 +44,32 @@ def test_cluster_draws_are_the_seeded_multinomial_kept_read_only():
     assert small.kept == {} and big.shape == (5, 50)
 
 
+def test_products_of_a_kept_draw_are_kept_and_change_no_bit():
+    rng = np.random.default_rng(4)
+    values, other = rng.normal(size=120), rng.normal(size=120)
+    clusters = np.repeat(np.arange(30), 4)
+    draws = Draws()
+    first = mean_ci(values, clusters, replicates=200, seed=3, draws=draws)
+    held = dict(draws.products)
+    assert len(held) == 1  # the sums' product (a mean of equal clusters needs no other)
+    assert mean_ci(values, clusters, replicates=200, seed=3, draws=draws) == first
+    assert all(draws.products[k] is v for k, v in held.items())  # asked again, not made again
+    # another seed, other sums, another replicate count: each its own product, as made afresh
+    for seed, v, b in ((4, values, 200), (3, other, 200), (3, values, 100)):
+        assert mean_ci(v, clusters, replicates=b, seed=seed, draws=draws) == mean_ci(
+            v, clusters, replicates=b, seed=seed)
+    assert len(draws.products) == 4
+    assert skill_ci(values ** 2, other ** 2, clusters, replicates=200, seed=3, draws=draws) \
+        == skill_ci(values ** 2, other ** 2, clusters, replicates=200, seed=3)
+    with pytest.raises(ValueError):
+        next(iter(draws.products.values()))[0] = 1.0  # a kept product cannot be changed
+    small = Draws(product_bytes=2 * (200 * 8 + 30 * 8))  # room for two products
+    for seed in range(5):
+        mean_ci(values, clusters, replicates=200, seed=seed, draws=small)
+    assert [k[2] for k in small.products] == [3, 4]  # the newest kept, the oldest let go
+    assert small._product_held <= small.product_bytes
+
+
 def test_many_clusters_are_drawn_in_blocks_with_the_same_replicates():
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=600), rng.normal(size=600)

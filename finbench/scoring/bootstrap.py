@@ -19,6 +19,7 @@ DEFAULT_REPLICATES = 2000
 MIN_CLUSTERS = 2  # with one cluster every replicate is the sample: no interval exists
 KEEP_DRAWS = 8                   # recent draws kept ...
 KEEP_DRAW_BYTES = 64 * 2**20     # ... each at most this large (2,000 × 4,000 clusters)
+KEEP_PRODUCT_BYTES = 32 * 2**20  # products of a kept draw kept, at most this many bytes
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,12 @@ class Draws:
     draws afresh. ``keep``: how many recent draws are kept; ``keep_bytes``: the largest kept
     (a larger draw is made a block of replicates at a time)."""
 
-    def __init__(self, keep: int = KEEP_DRAWS, keep_bytes: int = KEEP_DRAW_BYTES) -> None:
-        self.keep, self.keep_bytes = keep, keep_bytes
+    def __init__(self, keep: int = KEEP_DRAWS, keep_bytes: int = KEEP_DRAW_BYTES,
+                 product_bytes: int = KEEP_PRODUCT_BYTES) -> None:
+        self.keep, self.keep_bytes, self.product_bytes = keep, keep_bytes, product_bytes
         self.kept: dict[tuple[int, int, int], np.ndarray] = {}
+        self.products: dict[tuple, np.ndarray] = {}
+        self._product_held = 0
 
     def weights(self, n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
         """``replicates × n_clusters`` counts: how often each cluster is drawn in each
@@ -58,6 +62,32 @@ class Draws:
         return w
 
 
+    def product(self, n_clusters: int, sums: np.ndarray, *, replicates: int, seed: int
+                ) -> np.ndarray:
+        """``weights(...) @ sums``: each replicate's weighted sum (read-only). A report asks
+        the same product many times (a coin's Brier sums are the same in every ticker's
+        cell; a reference's sums again for each model paired with it on the same rows), so
+        products of a kept draw are kept too, by the sums' bytes, up to
+        :attr:`product_bytes` (the oldest let go): the same inputs, the same product, the
+        same bits."""
+        w = self.weights(n_clusters, replicates=replicates, seed=seed)
+        key = (n_clusters, replicates, seed) if (n_clusters, replicates, seed) in self.kept \
+            else None
+        if key is None or self.product_bytes <= 0:
+            return w @ sums
+        key = (*key, sums.dtype.str, sums.tobytes())
+        got = self.products.get(key)
+        if got is None:
+            got = w @ sums
+            got.flags.writeable = False
+            self.products[key] = got
+            self._product_held += got.nbytes + len(key[-1])
+            while self._product_held > self.product_bytes and self.products:
+                oldest = next(iter(self.products))
+                self._product_held -= self.products.pop(oldest).nbytes + len(oldest[-1])
+        return got
+
+
 def cluster_weights(n_clusters: int, *, replicates: int, seed: int) -> np.ndarray:
     """The counts of :meth:`Draws.weights`, drawn afresh."""
     return Draws(keep=0).weights(n_clusters, replicates=replicates, seed=seed)
@@ -74,8 +104,9 @@ def _ratios(top: np.ndarray, bottom: np.ndarray, *, replicates: int, seed: int,
     whole = _constant_count(bottom)
     with np.errstate(invalid="ignore", divide="ignore"):
         if block >= replicates:
-            w = draws.weights(n, replicates=replicates, seed=seed)
-            return (w @ top) / (w @ bottom if whole is None else whole)
+            def product(sums):
+                return draws.product(n, sums, replicates=replicates, seed=seed)
+            return product(top) / (product(bottom) if whole is None else whole)
         rng, out = np.random.default_rng(seed), np.empty(replicates)
         for start in range(0, replicates, block):
             w = _draw(rng, n, min(block, replicates - start))
