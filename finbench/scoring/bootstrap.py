@@ -61,7 +61,6 @@ class Draws:
                 del self.kept[next(iter(self.kept))]
         return w
 
-
     def product(self, n_clusters: int, sums: np.ndarray, *, replicates: int, seed: int
                 ) -> np.ndarray:
         """``weights(...) @ sums``: each replicate's weighted sum (read-only). A report asks
