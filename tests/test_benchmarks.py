@@ -6,16 +6,15 @@ script makes of its own (the cluster's scores byte for byte the single process's
 bars the naive reference's, the live season verified and scored as a backtest) fail it."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.test_report_html import BROWSER  # the browser the page's own tests use
+
 ROOT = Path(__file__).resolve().parents[1]
-BROWSER = os.environ.get("FINBENCH_CHROMIUM") or shutil.which("chromium") or shutil.which(
-    "chromium-browser")
 
 SMALL = {
     "bench_spine": ("import bench_spine as b; b.N_TICKERS, b.N_SESSIONS, b.NAIVE_SAMPLE, "

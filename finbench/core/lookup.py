@@ -58,12 +58,13 @@ def copies_of(keys: pa.Array, index: pa.Array) -> int:
     return copies if all(keys.slice(i * n, n).equals(index) for i in range(copies)) else 0
 
 
-def laid_positions(keys, index) -> np.ndarray:
+def laid_positions(keys, index, copies: int | None = None) -> np.ndarray:
     """:func:`positions` of ``keys`` in ``index`` (its keys unique), found by comparison where
     ``keys`` is ``index`` laid end to end (each model's rows in the tasks' order, as a run
-    writes them: no look-up), else looked up."""
+    writes them: no look-up), else looked up; ``copies``: :func:`copies_of` them, when the
+    caller has it."""
     keys, index = arrow_text(keys), arrow_text(index)
-    copies = copies_of(keys, index)
+    copies = copies_of(keys, index) if copies is None else copies
     return np.tile(np.arange(len(index), dtype=np.int64), copies) if copies \
         else positions(keys, index)
 

@@ -99,8 +99,8 @@ def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
     if any(table.column(name).null_count for name in table.column_names):
         return False
     ticker = table.column("ticker")
-    names = (pc.unique(pa.concat_arrays([c.dictionary for c in ticker.chunks]))
-             if pa.types.is_dictionary(ticker.type) else pc.unique(ticker))
+    names = (_dictionary_values(ticker) if pa.types.is_dictionary(ticker.type)
+             else pc.unique(ticker))
     if any(ticker_problem(name) is not None for name in names.to_pylist()):
         return False  # (a dictionary's every text: none unused in a file the store wrote)
     v = {name: table.column(name).to_numpy() for name in (*PRICE_COLUMNS, "volume")}
@@ -220,22 +220,19 @@ def _sorted_by_ticker_ts(frame: pd.DataFrame | pa.Table, starts: np.ndarray | No
     if len(frame) < 2:
         return True
     if isinstance(frame, pa.Table) and pa.types.is_dictionary(frame.column("ticker").type):
-        rank = _ticker_ranks(frame.column("ticker"))
-        ts = frame.column("ts").to_numpy().astype(np.int64)
-        ordered = (rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (
-            (ts[1:] > ts[:-1]) if strict else (ts[1:] >= ts[:-1])))
-        if starts is not None and len(starts):
-            ordered[np.asarray(starts) - 1] = True  # the pair across a partition's start
-        return bool(ordered.all())
-    if isinstance(frame, pa.Table):
-        ticker = frame.column("ticker").combine_chunks()
+        rank = _ticker_ranks(frame.column("ticker"))  # (compared as numbers, as texts would)
+        after, same = rank[1:] > rank[:-1], rank[1:] == rank[:-1]
         ts = frame.column("ts").to_numpy().astype(np.int64)
     else:
-        ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
-        ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
-    after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
-    same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
+        if isinstance(frame, pa.Table):
+            ticker = frame.column("ticker").combine_chunks()
+            ts = frame.column("ts").to_numpy().astype(np.int64)
+        else:
+            ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
+            ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
+        after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
+        same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
     ordered = after | (same & ((ts[1:] > ts[:-1]) if strict else (ts[1:] >= ts[:-1])))
     if starts is not None and len(starts):
         ordered[np.asarray(starts) - 1] = True  # the pair across a partition's start
@@ -253,13 +250,9 @@ def read_partition(data) -> pa.Table:
 
 def plain_tickers(table: pa.Table) -> pa.Table:
     """``table`` with a dictionary-encoded ``ticker`` column as text (else as it is)."""
-    names = table.schema.names
-    if "ticker" not in names or not pa.types.is_dictionary(table.column("ticker").type):
-        return table
-    at = names.index("ticker")
-    field = table.schema.field(at)
-    return table.set_column(at, field.with_type(field.type.value_type),
-                            table.column(at).cast(field.type.value_type))
+    current = table.schema
+    schema = _plain_schema(current)
+    return table if schema is current else table.cast(schema)
 
 
 def _plain_schema(schema: pa.Schema) -> pa.Schema:
@@ -277,11 +270,17 @@ def _ticker_ranks(column: pa.ChunkedArray) -> np.ndarray:
     """Each row's ticker as its rank among the column's distinct tickers in text order
     (bytewise, as Arrow compares text), from each chunk's dictionary: no text per row. Two
     rows' ranks compare as their tickers do."""
-    values = pc.unique(pa.concat_arrays([c.dictionary for c in column.chunks])) \
-        if column.num_chunks else pa.array([], pa.string())
+    values = _dictionary_values(column)
     ordered = values.take(pc.sort_indices(values))
     parts = []
     for chunk in column.chunks:
         rank = pc.index_in(chunk.dictionary, value_set=ordered).to_numpy(zero_copy_only=False)
         parts.append(rank[chunk.indices.to_numpy(zero_copy_only=False)])
     return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, np.int64)
+
+
+def _dictionary_values(column: pa.ChunkedArray) -> pa.Array:
+    """The distinct texts of a dictionary-encoded column's chunks' dictionaries."""
+    if not column.num_chunks:
+        return pa.array([], column.type.value_type)
+    return pc.unique(pa.concat_arrays([c.dictionary for c in column.chunks]))

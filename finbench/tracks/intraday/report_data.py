@@ -632,7 +632,7 @@ def corp_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     rep = data.config.report
     summary, points = [], []
-    y_all, p_all = data.rows["y"].astype(float).to_numpy(), data.rows["p_up"].to_numpy(float)
+    y_all, p_all = data.values("y"), data.values("p_up")
     session = data.cluster_codes("session")
     for model, own in zip(data.models, data.scored_rows(), strict=True):
         if not len(own):
@@ -663,7 +663,7 @@ def calibration_tables(data: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     rep = data.config.report
     bins = rep.bins
     summary, reliab = [], []
-    y_all, p_all = data.rows["y"].astype(float).to_numpy(), data.rows["p_up"].to_numpy()
+    y_all, p_all = data.values("y"), data.values("p_up")
     session = data.cluster_codes("session")
     for model, own in zip(data.models, data.scored_rows(), strict=True):
         if not len(own):

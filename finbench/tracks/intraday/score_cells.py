@@ -47,7 +47,7 @@ def row_scores(forecasts: pd.DataFrame, labels: pd.DataFrame, tasks: pd.DataFram
     # a run writes each model's rows in task order, model after model: then a comparison
     # per model replaces the look-up, and the tasks' columns are laid end to end
     copies = copies_of(ids, task_ids)
-    at_task = laid_positions(ids, task_ids)
+    at_task = laid_positions(ids, task_ids, copies)
     label_ids = arrow_text(labels["task_id"])  # a run's labels lie in task order: one look-up
     in_order = label_ids.equals(task_ids)
     at_label = at_task if in_order else positions(ids, label_ids)

@@ -252,8 +252,8 @@ _ROWS_UNIQUE = ("task_id", "r", "lower", "upper", "winkler", "width")
 
 def rows_parquet_writer(where, table: pa.Table) -> pq.ParquetWriter:
     """The writer of ``rows.parquet`` (at ``where``: a path or a sink) for tables of
-    ``table``'s columns, each written cast to its schema: how the run writes the file, and
-    the audit again to compare its bytes."""
+    ``table``'s columns (each cast to the writer's schema before it is written): how the run
+    writes the file, and the audit again to compare its bytes."""
     return pq.ParquetWriter(where, table.schema, **rows_options(table))
 
 
