@@ -11,24 +11,49 @@ from finbench.reports.writers import to_latex, to_markdown
 
 # LaTeX's text for each character it gives a meaning, read back (a reader of the escapes)
 READ = {r"\textbackslash{}": "\\", r"\&": "&", r"\%": "%", r"\$": "$", r"\#": "#", r"\_": "_",
-        r"\{": "{", r"\}": "}", r"\~{}": "~", r"\^{}": "^"}
+        r"\{": "{", r"\}": "}", r"\~{}": "~", r"\^{}": "^", r"\textbar{}": "|",
+        r"\textless{}": "<", r"\textgreater{}": ">"}
+SPECIAL = "\\&%$#_{}~^|<>"
 TOKEN = re.compile("|".join(re.escape(k) for k in sorted(READ, key=len, reverse=True))
-                   + r"|[\\&%$#_{}~^]|[^\\&%$#_{}~^]+")
+                   + rf"|[{re.escape(SPECIAL)}]|[^{re.escape(SPECIAL)}]+")
+NESTED = re.compile(r"\\begin\{tabular\}\[t\]\{@\{\}l@\{\}\}(.*)\\end\{tabular\}", re.S)
 
 
-def read_back(text: str) -> str:
-    """The characters ``text`` typesets; an unescaped special character is an error."""
+def read_line(text: str) -> str:
+    """The characters one line of a cell typesets; an unescaped special character, a control
+    character, or a ``[`` or ``*`` that the ``\\`` or rule before it would take, is an
+    error."""
+    assert text[:1] not in ("[", "*"), f"{text!r} opens with an argument of what precedes it"
+    assert not re.search(r"[\x00-\x08\x0a-\x1f\x7f]", text), f"control character in {text!r}"
+    if text[:3] in ("{[}", "{*}"):
+        text = text[1] + text[3:]
     out = []
     for m in TOKEN.finditer(text):
         token = m.group()
         if token in READ:
             out.append(READ[token])
-        elif len(token) == 1 and token in "\\&%$#_{}~^":
+        elif len(token) == 1 and token in SPECIAL:
             raise AssertionError(f"unescaped {token!r} in {text!r}")
         else:
             out.append(token)
     assert "".join(m.group() for m in TOKEN.finditer(text)) == text
     return "".join(out)
+
+
+def read_back(text: str) -> str:
+    """The characters a cell's LaTeX typesets, its lines (the rows of a tabular of its own)
+    joined by line breaks."""
+    nested = NESTED.fullmatch(text)
+    if nested is None:
+        return read_line(text)
+    return "\n".join(read_line(line) for line in nested.group(1).split("\\\\"))
+
+
+def as_typeset(cell: str) -> str:
+    """What a cell should read back as: each line break one, a control character as its
+    Python escape."""
+    cell = re.sub(r"\r\n|\r", "\n", cell)
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", cell)
 
 
 def cell_line(cell: str) -> str:
@@ -44,11 +69,27 @@ def test_a_backslash_is_typeset_as_one():
     assert cell_line("100% & $5 #1") == r"100\% \& \$5 \#1 \\"
 
 
-@given(st.text(alphabet=st.sampled_from(list("ab \\&%$#_{}~^é|")), max_size=30))
+def test_line_breaks_brackets_and_glyphs_of_a_cell_are_typeset_as_written():
+    # by hand: a blank line inside a cell ended the paragraph (LaTeX stops on it); a row
+    # opening with "[" gave its text to \midrule as a length; OT1 set "|" as an em dash
+    assert cell_line("a\n\nb") == r"\begin{tabular}[t]{@{}l@{}}a\\\\b\end{tabular} \\"
+    assert cell_line("[x] *y") == r"{[}x] *y \\"
+    assert cell_line("a\r\n*b|c<d>") == (r"\begin{tabular}[t]{@{}l@{}}a\\{*}b\textbar{}c"
+                                         r"\textless{}d\textgreater{}\end{tabular} \\")
+    assert cell_line("bell\x07") == r"bell\textbackslash{}x07 \\"
+    text = to_latex(pd.DataFrame({"col": ["x"]}), "|p - q|\nover [all]", "t")
+    assert r"\caption{\textbar{}p - q\textbar{} over [all]}" in text.splitlines()
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab \\&%$#_{}~^é|<>[]*\n\r\x0b\x7f")),
+               max_size=30))
 def test_every_cell_reads_back_as_written(cell):
-    line = cell_line(cell)
-    assert line.endswith(r" \\")
-    assert read_back(line[:-3]) == cell
+    text = to_latex(pd.DataFrame({"col": [cell], "n": [1]}), "caption", "t")
+    lines = text.splitlines()
+    assert len(lines) == 14 and "" not in lines  # each row one line, no blank line
+    line = lines[lines.index(r"\midrule") + 1]
+    assert line.endswith(r" & 1 \\")
+    assert read_back(line[:-len(r" & 1 \\")]) == as_typeset(cell)
 
 
 def markdown_cells(text: str) -> list[list[str]]:

@@ -51,15 +51,33 @@ def with_ci(est, lo, hi, digits: int = 3) -> str:
     return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
-# each character LaTeX gives a meaning replaced by its text, in one pass: replacing one
-# character after another escaped the braces of ``\textbackslash{}`` again
+# each character LaTeX gives a meaning replaced by its text, in one pass (replacing one
+# character after another escaped the braces of ``\textbackslash{}`` again); so too those its
+# default (OT1) fonts typeset as other glyphs (``|`` as an em dash, ``<`` and ``>`` as
+# inverted marks), and control characters, which LaTeX refuses, as their Python escape
 _LATEX = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                         "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\~{}",
-                        "^": r"\^{}"})
+                        "^": r"\^{}", "|": r"\textbar{}", "<": r"\textless{}",
+                        ">": r"\textgreater{}",
+                        **{chr(c): rf"\textbackslash{{}}x{c:02x}"
+                           for c in [*range(0x20), 0x7F] if chr(c) not in "\t\n\r"}})
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _latex_line(text: str) -> str:
+    # a ``[`` or ``*`` opening a row would be read as an argument of the ``\\`` or rule
+    # before it (its length, its star)
+    text = text.translate(_LATEX)
+    return "{" + text[0] + "}" + text[1:] if text[:1] in ("[", "*") else text
 
 
 def _latex_escape(text: str) -> str:
-    return text.translate(_LATEX)
+    """``text`` as LaTeX typesets it, character for character; its line breaks as the rows
+    of a tabular of its own (a blank line inside a cell would end LaTeX's paragraph)."""
+    if "\n" not in text and "\r" not in text:
+        return _latex_line(text)
+    lines = "\\\\".join(_latex_line(line) for line in _LINE_BREAK.split(text))
+    return rf"\begin{{tabular}}[t]{{@{{}}l@{{}}}}{lines}\end{{tabular}}"
 
 
 NO_ROWS = "(no rows)"  # what a table with none shows (one model: nothing to pair)
@@ -102,7 +120,8 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
              " & ".join(_latex_escape(str(c)) for c in cols) + r" \\", r"\midrule"]
     for rec in frame.itertuples(index=False):
         lines.append(" & ".join(_latex_escape(str(v)) for v in rec) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}}", rf"\caption{{{_latex_escape(caption)}}}",
+    caption = _latex_line(_LINE_BREAK.sub(" ", caption))  # (a caption is one paragraph)
+    lines += [r"\bottomrule", r"\end{tabular}}", rf"\caption{{{caption}}}",
               rf"\label{{tab:{label}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
