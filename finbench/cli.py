@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
+import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -531,6 +534,17 @@ def _print_notes(exc: BaseException) -> None:
         print(f"  {note}", file=sys.stderr)
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll says POLLERR of its write
+    end); False where stdout is no file (a test's capture) or cannot be polled."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # nothing imported yet that allocates through pyarrow
@@ -538,7 +552,16 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory(arrow_pages=args.func is _run)
     one_blas_thread()  # small products, not spread over the cores (finbench.core.blas)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # (here, where a reader gone is seen, not at the interpreter's exit)
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe (a helper process's): an error of its own
+            raise
+        # the reader of stdout stopped reading (`finbench show RUN ID | head`): end as a
+        # command killed by SIGPIPE does, without a traceback; what it wrote to files is kept
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except FinbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         _print_notes(exc)

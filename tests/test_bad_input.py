@@ -498,6 +498,39 @@ def test_ctrl_c_is_said_in_a_line_and_the_run_goes_on_when_given_again(tmp_path,
         tmp_path / "whole" / "scores.csv").read_bytes()
 
 
+def test_a_reader_that_stops_reading_ends_the_command_as_sigpipe_would(tmp_path):
+    """`finbench tasks CONFIG | head -0`: stdout's reader has gone before the command writes.
+    It ends as a command killed by SIGPIPE (exit 141), without a traceback, its files
+    written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "finbench", "tasks",
+                               str(ROOT / "configs" / "pilot.toml"), "--out", str(tmp_path)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **ENV_PATH}, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert (tmp_path / "tasks.parquet").is_file() and (tmp_path / "labels.parquet").is_file()
+
+
+def test_a_broken_pipe_other_than_stdout_is_an_error(tmp_path, monkeypatch):
+    """A pipe to another process that broke (stdout still open) is not taken for a reader of
+    stdout gone: it is raised."""
+    import finbench.cli
+
+    def fails(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(finbench.cli, "_score", fails)
+    with open(tmp_path / "stdout.txt", "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        with pytest.raises(BrokenPipeError):
+            finbench.cli.main(["score", str(tmp_path)])
+
+
 @pytest.mark.parametrize(("raised", "first"), [
     (lambda: RunError("/x: the run failed"), "RunError: /x: the run failed"),
     (KeyboardInterrupt, "finbench run: interrupted; what it finished is kept (`finbench run` and "
