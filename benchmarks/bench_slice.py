@@ -10,9 +10,11 @@ statistics against the slice), are printed beside it: the store's own (row group
 131,072 rows), a row group per ticker, and row groups of 4 and of 16 tickers; for each, the
 file's size, its footer's, the full read, the slice's read and their ratio. pyarrow reads
 whole column chunks (it uses no page index to skip pages), so a row group is the least a
-read can skip. Best of 15 reads each; 50 tickers drawn at random (seeded), as a user's
-universe falls across the alphabet.
-Run: .venv/bin/python benchmarks/bench_slice.py [--tickers 500 --slice 50]
+read can skip. Then the other layout: partitions by ticker (a file per ticker holding a
+month of sessions, every column) against the store's date partitions, the month read whole
+and the slice's files alone. Best of 15 reads each; 50 tickers drawn at random (seeded), as
+a user's universe falls across the alphabet.
+Run: .venv/bin/python benchmarks/bench_slice.py [--tickers 500 --slice 50 --sessions 21]
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tickers", type=int, default=500)
     parser.add_argument("--slice", type=int, default=50)
+    parser.add_argument("--sessions", type=int, default=21,
+                        help="sessions of the by-ticker comparison (default a month)")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     names = [f"T{i:03d}" for i in range(args.tickers)]
@@ -107,6 +113,41 @@ def main() -> None:
                   f"{part / full:>7.2f}{part / reference:>9.2f}x")
         print("ratio: the slice's read over the same layout's full read; vs store: over the "
               "store's own full read")
+        by_ticker(tmp, args.tickers, args.sessions, wanted)
+
+
+def by_ticker(tmp: Path, tickers: int, sessions: int, wanted: list[str]) -> None:
+    """The other layout a slice could skip by: partitions by ticker (a file per ticker
+    holding ``sessions`` sessions) against the store's date partitions, each read whole as
+    the label pass reads, over the same bars."""
+    _, rows = write_store(tmp / "month", tickers, sessions)
+    store = Store(tmp / "month")
+    days = store.dates("bars")
+    folder = tmp / "by_ticker"
+    folder.mkdir()
+    every = pa.concat_tables([pq.read_table(store.path / f"bars/date={d.isoformat()}/part.parquet")
+                              for d in days])  # every column, as a store by ticker would hold
+    for name in pc.unique(every.column("ticker")).to_pylist():
+        pq.write_table(every.filter(pc.equal(every.column("ticker"), name)),
+                       folder / f"{name}.parquet", compression="zstd", write_statistics=True)
+
+    def read_files(names: list[str]) -> None:  # each file as the store reads a partition
+        for name in names:
+            with pq.ParquetFile(folder / f"{name}.parquet", read_dictionary=["ticker"]) as file:
+                file.read(columns=COLUMNS, use_threads=False)
+
+    names = sorted(p.stem for p in folder.glob("*.parquet"))
+    store_full = best(lambda: [store.day_arrays(store.read_day_table(d, columns=("high", "low")))
+                               for d in days])
+    store_mine = best(lambda: [store.day_arrays(store.read_day_table(d, columns=("high", "low")),
+                                                tickers=wanted) for d in days])
+    files_full, files_mine = best(lambda: read_files(names)), best(lambda: read_files(wanted))
+    print(f"{sessions} sessions of {tickers} tickers ({rows:,} bars), read whole:")
+    print(f"  the store's date partitions: all tickers {store_full:.1f} ms, the slice "
+          f"{store_mine:.1f} ms ({store_mine / store_full:.2f}x)")
+    print(f"  a file per ticker: all tickers {files_full:.1f} ms ({files_full / store_full:.2f}x "
+          f"the store's), the slice {files_mine:.1f} ms ({files_mine / store_full:.2f}x the "
+          "store's full read)")
 
 
 if __name__ == "__main__":
