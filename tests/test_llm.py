@@ -155,6 +155,46 @@ def test_text_mode_extracts_the_json_object(tmp_path, sample_store, server):
     assert all(r["response_format"] is None for r in server.requests)
 
 
+def _open_cache_at_the_barrier(path: str, barrier, said) -> None:
+    from finbench.forecasters.cache import ResponseCache
+
+    barrier.wait()
+    try:
+        cache = ResponseCache(Path(path))
+        cache.put(f"k{os.getpid()}", {"pid": os.getpid()})
+        cache.close()
+        said.put("opened")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        said.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_response_cache_at_once_all_open_it(tmp_path):
+    """Shards on a cluster's workers (or two runs) starting together open one new cache
+    file at once. Its first opening converts it to WAL under an exclusive lock, and SQLite
+    refused all but one of the processes converting it at once (without waiting: RunError
+    "database is locked", in about one round of three processes in three). Each round: three
+    processes released together on a new file; every one opens it and its entry is kept."""
+    import multiprocessing
+
+    from finbench.forecasters.cache import ResponseCache
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(20):
+        path = tmp_path / f"cache{round_}" / "responses.sqlite"
+        barrier, said = context.Barrier(3), context.Queue()
+        workers = [context.Process(target=_open_cache_at_the_barrier,
+                                   args=(str(path), barrier, said)) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert [said.get(timeout=10) for _ in workers] == ["opened"] * 3, round_
+        cache = ResponseCache(path)
+        assert sorted(cache.get(f"k{w.pid}")["pid"] for w in workers) == sorted(
+            w.pid for w in workers)
+        cache.close()
+
+
 def test_a_held_cache_entry_is_found_at_once_and_written_together_or_on_close(
         tmp_path, monkeypatch):
     """Answers journalled at once are cached in one transaction a second (or 256 answers);

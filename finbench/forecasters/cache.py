@@ -30,6 +30,27 @@ FLUSH_SECONDS = 1.0  # answers put are written together, at most this long after
 FLUSH_ENTRIES = 256  # ... or once this many wait
 
 
+OPEN_SECONDS = 5.0  # how long an opening waits for other processes holding the cache
+
+
+def _write_ahead_log(db: sqlite3.Connection) -> None:
+    """Put ``db`` in WAL mode, waiting (up to :data:`OPEN_SECONDS`) for other processes
+    opening it too. The cache is shared by runs and by a cluster's workers, and the first
+    opening of a new cache file converts it, under an exclusive lock: of several processes
+    converting it at once, SQLite refuses all but one at once, without waiting (waiting would
+    deadlock them), so two shards starting together failed with "database is locked"."""
+    deadline = time.monotonic() + OPEN_SECONDS
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # (or one of its kinds)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)  # (the converting process holds it for a few milliseconds)
+
+
 class ResponseCache:
     """Key → response JSON. Holds answers only (never keys or transport errors).
 
@@ -49,8 +70,8 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with sqlite_writing(self.path):
                 self._db = sqlite3.connect(self.path, check_same_thread=False,
-                                           isolation_level=None)
-                self._db.execute("PRAGMA journal_mode=WAL")
+                                           isolation_level=None, timeout=OPEN_SECONDS)
+                _write_ahead_log(self._db)
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
                                  "response TEXT NOT NULL)")
