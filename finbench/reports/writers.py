@@ -102,7 +102,7 @@ def _markdown_cell(text: str) -> str:
     if not _MARKDOWN_SPECIAL.search(text):  # (most cells: numbers and names)
         return text
     text = text.replace("\\", "\\\\").replace("|", r"\|")
-    return re.sub(r"\r\n|\r|\n", "<br>", text)
+    return _LINE_BREAK.sub("<br>", text)
 
 
 _MARKDOWN_SPECIAL = re.compile(r"[|\\\r\n]")

@@ -70,11 +70,10 @@ class Draws:
         :attr:`product_bytes` (the oldest let go): the same inputs, the same product, the
         same bits."""
         w = self.weights(n_clusters, replicates=replicates, seed=seed)
-        key = (n_clusters, replicates, seed) if (n_clusters, replicates, seed) in self.kept \
-            else None
-        if key is None or self.product_bytes <= 0:
+        drawn = (n_clusters, replicates, seed)
+        if drawn not in self.kept or self.product_bytes <= 0:  # (a draw too large to keep)
             return w @ sums
-        key = (*key, sums.dtype.str, sums.tobytes())
+        key = (*drawn, sums.dtype.str, sums.tobytes())
         got = self.products.get(key)
         if got is None:
             got = w @ sums
