@@ -4,10 +4,9 @@ after 100 ms, in three layers measured in one run so each can be told from the n
 1. the server alone, driven by a bare asyncio client (raw HTTP/1.1): shows it is not the
    bottleneck (its own process; its CPU read from /proc);
 2. the official ``openai`` client alone (``client.post`` of the same request bodies, nothing
-   else): the floor any engine built on it has; and (2b) the same with the client's aiohttp
-   transport (``openai.DefaultAioHttpClient``, where aiohttp is installed), which the engine
-   does not use: it reports a connection the server dropped as a timeout (the client's
-   vendored transport maps every aiohttp connection error to ``httpx.ConnectTimeout``);
+   else) on its default transport (httpcore): the reference; and (2b) the same client on the
+   transport the engine gives it (aiohttp, ``finbench/forecasters/transport.py``), so the
+   engine's own work is told from what its transport saves;
 3. FinBench's engine (``OpenAIForecaster.run_stream``: cache, rate limits, answer validation,
    journal, transcripts), prompts rendered beforehand and timed apart.
 
@@ -23,7 +22,6 @@ client CPU per call (target <= 2 ms for the engine), and prompt rendering per ta
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import statistics
@@ -82,13 +80,20 @@ async def raw_client(url: str, bodies: list[bytes]) -> None:
 
 async def sdk_alone(url: str, bodies: list[bytes], transport: str = "httpx") -> None:
     """The openai client alone: the same POSTs through ``client.post`` (bodies as the engine
-    sends them: JSON bytes), answers discarded; ``transport``: the client's HTTP transport
-    (``httpx``, its default, or ``aiohttp``: ``openai.DefaultAioHttpClient``)."""
-    from openai import AsyncOpenAI, DefaultAioHttpClient
+    sends them: JSON bytes), answers discarded; ``transport``: the client's default
+    (``httpx``) or the engine's (``aiohttp``: one client, as the engine makes it)."""
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+    from finbench.forecasters.llm import tls_context
+    from finbench.forecasters.transport import AiohttpTransport
+
+    n = 1 if transport == "aiohttp" else CONCURRENCY // 8
     clients = [AsyncOpenAI(api_key="sk-bench", base_url=url, timeout=30, max_retries=0,
-                           http_client=DefaultAioHttpClient() if transport == "aiohttp" else None)
-               for _ in range(CONCURRENCY // 8)]
+                           http_client=DefaultAsyncHttpxClient(
+                               verify=tls_context(),
+                               transport=AiohttpTransport(tls_context())
+                               if transport == "aiohttp" else None))
+               for _ in range(n)]
     semaphore = asyncio.Semaphore(CONCURRENCY)
 
     async def one(i: int) -> None:
@@ -194,21 +199,24 @@ def main() -> None:
                                                  echo=lambda *_: None, cache=cache))
                 cache.close()
 
-        # the client alone and the engine in turn, so that both meet the same spells of load
-        ratios = []
+        # the client alone (on each transport) and the engine in turn, so that all three
+        # meet the same spells of load
+        ratios, own = [], []
         for k in range(PAIRS):
             _, alone = timed(f"2. openai client alone ({k + 1})", server.pid,
                              lambda: asyncio.run(sdk_alone(url, raw)))
-            if k == 0 and importlib.util.find_spec("aiohttp"):
-                timed("2b. openai client alone, aiohttp", server.pid,
-                      lambda: asyncio.run(sdk_alone(url, raw, "aiohttp")))
+            _, alone_aio = timed(f"2b. the client on aiohttp ({k + 1})", server.pid,
+                                 lambda: asyncio.run(sdk_alone(url, raw, "aiohttp")))
             _, mine = timed(f"3. FinBench engine ({k + 1})", server.pid, engine)
             ratios.append(mine / alone)
+            own.append(mine / alone_aio)
         print(f"engine: {out['done']} calls, {out['requests']} requests, {out['valid']} valid "
               "(targets: >= 90% of ideal, <= 2 ms client CPU per call)")
-        print(f"engine's CPU per call / the client's alone, each pair in turn: "
+        print(f"engine's CPU per call / the client's alone, each in turn: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)}; median {statistics.median(ratios):.2f}x "
               "(target <= 1.2x)")
+        print(f"engine's CPU per call / the client's on the engine's transport: "
+              f"{', '.join(f'{r:.2f}x' for r in own)}; median {statistics.median(own):.2f}x")
         agents(url, inputs, plan, server.pid)
     finally:
         server.terminate()

@@ -606,29 +606,43 @@ def test_the_rate_spacing_holds_across_a_models_context_chunks(tmp_path, sample_
     assert min(b - a for a, b in zip(at, at[1:], strict=False)) >= 0.3  # 0.5 s, less jitter
 
 
+@pytest.mark.parametrize("proxy", [None, "http://127.0.0.1:9"])
 def test_every_client_of_a_process_shares_one_tls_context(tmp_path, sample_store, server,
-                                                          monkeypatch):
+                                                          monkeypatch, proxy):
     """Making a TLS context reads the certificate store (about 20 ms); the engine made one
     per client (a model's concurrency over 8) in every context chunk. Now the process makes
-    one, the way the client would (so ``SSL_CERT_FILE`` still counts), and every client's
-    connection pool holds that one."""
+    one, the way the client would (so ``SSL_CERT_FILE`` still counts), and every client and
+    its aiohttp transport hold that one: a client a chunk. Where the environment names a
+    proxy (here for https only: the server is http), the clients keep their default
+    transport, which honours it, a client for each 8 of the model's concurrency."""
     import httpx2
     import openai
 
     from finbench.forecasters import llm
+    from finbench.forecasters.transport import AiohttpTransport
 
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    if proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy)
     made, pools = [], []
     real = httpx2.create_ssl_context
     monkeypatch.setattr(httpx2, "create_ssl_context",
                         lambda *a, **k: made.append(real(*a, **k)) or made[-1])
     llm.tls_context.cache_clear()
     monkeypatch.setattr(openai, "DefaultAsyncHttpxClient", lambda **k: pools.append(
-        k["verify"]) or openai._base_client.AsyncHttpxClientWrapper(**k))
+        (k["verify"], k["transport"])) or openai._base_client.AsyncHttpxClientWrapper(**k))
     cfg = config(tmp_path, sample_store, server.base_url, [("m", "valid")],
                  start="2024-12-31", end="2025-01-02", extra="concurrency = 20\n")
     try:
         run(cfg, tmp_path / "out", echo=lambda *_: None)
     finally:
         llm.tls_context.cache_clear()
-    assert len(server.requests) == 6  # two chunks (December, January) of 3 clients each
-    assert len(made) == 1 and len(pools) == 6 and all(p is made[0] for p in pools)
+    assert len(server.requests) == 6  # two chunks (December, January)
+    assert len(made) == 1 and all(verify is made[0] for verify, _ in pools)
+    if proxy:
+        assert len(pools) == 6 and all(transport is None for _, transport in pools)
+    else:
+        assert len(pools) == 2
+        assert all(isinstance(t, AiohttpTransport) and t._ssl is made[0] for _, t in pools)

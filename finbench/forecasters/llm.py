@@ -207,13 +207,15 @@ class OpenAIForecaster(Forecaster):
             found.append(base64.b64encode(pair.encode()).decode())
         return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
-    def scrubbed(self, response: dict) -> dict:
+    def scrubbed(self, response: dict, secrets: list[str] | None = None) -> dict:
         """A response with every credential in its text replaced by ``***`` (a server may
-        echo them inside a normal answer)."""
-        secrets = self.secrets()
+        echo them inside a normal answer); ``secrets``: :meth:`secrets`, when known."""
+        secrets = self.secrets() if secrets is None else secrets
         out = {k: scrub(v, secrets) if isinstance(v, str) else v for k, v in response.items()}
         if isinstance(out.get("body"), dict):  # the response as received (transcripts)
-            out["body"] = json.loads(scrub(json.dumps(out["body"]), secrets))
+            text = json.dumps(out["body"])
+            if any(s in text for s in secrets):  # (else it is the body as it came)
+                out["body"] = json.loads(scrub(text, secrets))
         return out
 
     # -- planning ------------------------------------------------------------------------
@@ -266,19 +268,20 @@ class OpenAIForecaster(Forecaster):
         """Answer every task, journalling each row the moment its answer arrives."""
         rendered = self.prompt.render(inputs)
         plan = self.plan(inputs, rendered)
-        ctx_time = inputs.contexts.max_input_time
-        task_ids = inputs.tasks["task_id"]
+        # as lists: a call's look-ups are Python's, not pandas' (a few microseconds each)
+        ctx_time = inputs.contexts.max_input_time.tolist()
+        task_ids = inputs.tasks["task_id"].tolist()
         examples = None if rendered.examples is None else (
-            rendered.examples, from_ns(rendered.examples_known))
+            rendered.examples, from_ns(rendered.examples_known).tolist())
 
         def keep(i: int, response: dict, latency: float, from_cache: bool,
                  agent: AgentRun | None = None) -> tuple[dict, dict]:
-            task_id = task_ids.iat[i]
+            task_id = task_ids[i]
             attempt = self.attempts_before.get(task_id, 0) + 1
-            sha, latest, messages = plan[i][1], ctx_time.iat[i], plan[i][0]
+            sha, latest, messages = plan[i][1], ctx_time[i], plan[i][0]
             shown = None
             if examples is not None:  # the labels it was shown: known before its now
-                shown = (examples[0][i], examples[1].iat[i])
+                shown = (examples[0][i], examples[1][i])
                 if pd.notna(shown[1]) and (pd.isna(latest) or shown[1] > latest):
                     latest = shown[1]
             if agent is not None:  # what its tools answered is part of its input
@@ -288,7 +291,7 @@ class OpenAIForecaster(Forecaster):
                     else found
                 messages = agent.messages
             record = answer_record(self, task_id=task_id, sha=sha, max_input_time=latest,
-                                   context_max_input_time=ctx_time.iat[i], response=response,
+                                   context_max_input_time=ctx_time[i], response=response,
                                    latency=latency, from_cache=from_cache, attempt=attempt,
                                    agent=agent, prompt_sha256=plan[i][1], examples=shown)
             return record, {"model": self.name, "task_id": task_id, "attempt": attempt,
@@ -317,14 +320,21 @@ class OpenAIForecaster(Forecaster):
     async def _run_all(self, plan, keep, journal, echo, cache, agent_tasks=None) -> dict:
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+        from finbench.forecasters.transport import client_transport
+
         key = os.environ.get(self.config.api_key_env, "")
         secrets = self.secrets()
-        # httpcore scans every pooled connection on each request; a few clients with small
-        # pools keep that scan short at high concurrency. They share one TLS context.
-        n_clients = max(1, -(-self.config.concurrency // CONNECTIONS_PER_CLIENT))
+        # aiohttp under the client (its errors the client's: forecasters/transport.py); on the
+        # client's default transport (where the environment names a proxy) httpcore scans
+        # every pooled connection on each request, and a few clients with small pools keep
+        # that scan short at high concurrency. They share one TLS context.
+        transport = client_transport(tls_context())
+        n_clients = 1 if transport is not None else max(
+            1, -(-self.config.concurrency // CONNECTIONS_PER_CLIENT))
         clients = [AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.config.timeout,
                                max_retries=self.config.max_retries,
-                               http_client=DefaultAsyncHttpxClient(verify=tls_context()))
+                               http_client=DefaultAsyncHttpxClient(verify=tls_context(),
+                                                                   transport=transport))
                    for _ in range(n_clients)]
         semaphore = asyncio.Semaphore(self.config.concurrency)
         rpm, tpm = self.config.requests_per_minute, self.config.tokens_per_minute
@@ -492,7 +502,7 @@ class OpenAIForecaster(Forecaster):
             if exc.status_code in RETRYABLE or exc.status_code >= 500:
                 return {"transport_error": text}
             return {"request_refused": text}  # this request, as sent, will never be answered
-        return self.scrubbed({**completion_dict(resp), "body": resp})
+        return self.scrubbed({**completion_dict(resp), "body": resp}, secrets)
 
     def _progress(self, stats: dict, total: int, echo, *, final: bool = False) -> None:
         now = time.perf_counter()

@@ -1,0 +1,178 @@
+"""The aiohttp transport under the ``openai`` client against the client's default transport,
+the reference: for every event on a real loopback socket (an answer, gzip, a refused
+connection, a connection dropped after the request, an answer too late, a body cut short, a
+reply that is no HTTP) the client sends the same request and raises the same error with
+the same cause, so the engine retries, stops and reports as it did."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+import threading
+
+import pytest
+
+from finbench.forecasters.llm import _cannot_connect, tls_context
+from finbench.forecasters.transport import AiohttpTransport, environment_proxies
+
+BODY = json.dumps({"choices": [{"message": {"content": "{}"}}]}).encode()
+
+
+def _answer(body: bytes, *headers: str) -> bytes:
+    head = ["HTTP/1.1 200 OK", "Content-Type: application/json",
+            f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+# what the server does once it has read a request: bytes to send, then how to end
+REPLIES = {
+    "answer": (_answer(BODY), "keep"),
+    "gzip": (_answer(gzip.compress(BODY), "Content-Encoding: gzip"), "keep"),
+    "dropped": (b"", "close"),
+    "late": (b"", "hang"),
+    "cut short": (_answer(BODY)[:-10], "close"),
+    "no http": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "close"),
+}
+
+
+class RawServer:
+    """A loopback server reading one HTTP request per connection (head and
+    Content-Length body) and replying as :data:`REPLIES` says; the requests it read kept."""
+
+    def __init__(self, reply: str) -> None:
+        self.data, self.end = REPLIES[reply]
+        self.requests: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.release = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(buffer) < length:
+                    buffer += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + buffer[:length])
+                buffer = buffer[length:]
+                conn.sendall(self.data)
+                if self.end == "close":
+                    return
+                if self.end == "hang":
+                    self.release.wait(10)
+                    return
+
+    def close(self) -> None:
+        self.release.set()
+        self.sock.close()
+
+
+async def _post(url: str, transport: AiohttpTransport | None, body: bytes):
+    """What the engine's call gives: the answer as a dict, or the client's error."""
+    import openai
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+    client = AsyncOpenAI(api_key="sk-test", base_url=url, timeout=0.5, max_retries=0,
+                         http_client=DefaultAsyncHttpxClient(verify=tls_context(),
+                                                             transport=transport))
+    try:
+        return await client.post("/chat/completions", cast_to=dict, content=body)
+    except openai.APIError as exc:
+        return exc
+    finally:
+        await client.close()
+
+
+def _both(url: str, body: bytes = b'{"model": "m"}') -> tuple:
+    """(default transport's outcome, aiohttp's)."""
+    return (asyncio.run(_post(url, None, body)),
+            asyncio.run(_post(url, AiohttpTransport(tls_context()), body)))
+
+
+def _request_lines(raw: bytes) -> tuple:
+    """A request as a server reads it: its request line, its headers by lower-case name
+    (each once, in any order), its body."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    first, *headers = head.split(b"\r\n")
+    named = sorted((k.strip().lower(), v.strip()) for k, _, v in
+                   (line.partition(b":") for line in headers))
+    return first, named, body
+
+
+@pytest.mark.parametrize("reply", ["answer", "gzip"])
+def test_an_answer_and_the_request_that_asked_it_are_the_default_transports(reply):
+    server = RawServer(reply)
+    try:
+        theirs, ours = _both(f"http://sk:secret@127.0.0.1:{server.port}/v1",
+                             json.dumps({"model": "m", "text": "é" * 3000}).encode())
+    finally:
+        server.close()
+    assert theirs == ours == json.loads(BODY)
+    sent = [_request_lines(r) for r in server.requests]
+    assert len(sent) == 2
+    assert sent[0][0] == sent[1][0] == b"POST /v1/chat/completions HTTP/1.1"
+    assert sent[0][2] == sent[1][2]  # the body, byte for byte
+    # the same headers: credentials in the URL are the client's Authorization header (here
+    # Basic, as the client makes it), once
+    skip = {b"x-stainless-async", b"x-stainless-read-timeout", b"x-stainless-retry-count",
+            b"x-stainless-runtime-version"}
+    assert [h for h in sent[0][1] if h[0] not in skip] == \
+        [h for h in sent[1][1] if h[0] not in skip]
+    assert [h for h in sent[1][1] if h[0] == b"authorization"] == [
+        (b"authorization", b"Basic c2s6c2VjcmV0")]  # sk:secret
+
+
+@pytest.mark.parametrize("reply", ["dropped", "late", "cut short", "no http"])
+def test_a_failed_call_raises_what_the_default_transport_raises(reply):
+    server = RawServer(reply)
+    try:
+        theirs, ours = _both(f"http://127.0.0.1:{server.port}/v1")
+    finally:
+        server.close()
+    assert type(ours) is type(theirs), (reply, theirs, ours)
+    assert _cannot_connect(ours) is _cannot_connect(theirs) is False
+    expected = "APITimeoutError" if reply == "late" else "APIConnectionError"
+    assert type(ours).__name__ == expected
+
+
+def test_a_refused_connection_is_one_that_never_connected():
+    """The engine stops a model whose endpoint cannot be reached before any answer: it knows
+    the error by its cause, ``ConnectError``, which the client's own aiohttp transport lost
+    (it reported a refusal as a connect timeout)."""
+    free = socket.create_server(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    theirs, ours = _both(f"http://127.0.0.1:{port}/v1")
+    assert type(ours) is type(theirs) and type(ours).__name__ == "APIConnectionError"
+    assert _cannot_connect(theirs) and _cannot_connect(ours)
+
+
+@pytest.mark.parametrize("names, expected", [
+    ({}, False), ({"NO_PROXY": "localhost"}, False), ({"HTTPS_PROXY": "http://p:3128"}, True),
+    ({"http_proxy": "http://p:3128"}, True), ({"ALL_PROXY": "socks5://p:1080"}, True)])
+def test_a_proxy_in_the_environment_keeps_the_clients_own_transport(monkeypatch, names,
+                                                                   expected):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy",
+                 "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in names.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxies() is expected
