@@ -7,9 +7,12 @@ the same cause, so the engine retries, stops and reports as it did."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import gzip
+import ipaddress
 import json
 import socket
+import ssl
 import threading
 
 import pytest
@@ -41,8 +44,9 @@ class RawServer:
     """A loopback server reading one HTTP request per connection (head and
     Content-Length body) and replying as :data:`REPLIES` says; the requests it read kept."""
 
-    def __init__(self, reply: str) -> None:
+    def __init__(self, reply: str, tls: ssl.SSLContext | None = None) -> None:
         self.data, self.end = REPLIES[reply]
+        self.tls = tls
         self.requests: list[bytes] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -58,6 +62,12 @@ class RawServer:
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):  # a client that refused the certificate
+                conn.close()
+                return
         with conn:
             buffer = b""
             while True:
@@ -90,7 +100,7 @@ async def _post(url: str, transport: AiohttpTransport | None, body: bytes):
     import openai
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    client = AsyncOpenAI(api_key="sk-test", base_url=url, timeout=0.5, max_retries=0,
+    client = AsyncOpenAI(api_key="sk-test", base_url=url, timeout=2, max_retries=0,
                          http_client=DefaultAsyncHttpxClient(verify=tls_context(),
                                                              transport=transport))
     try:
@@ -176,3 +186,70 @@ def test_a_proxy_in_the_environment_keeps_the_clients_own_transport(monkeypatch,
     for name, value in names.items():
         monkeypatch.setenv(name, value)
     assert environment_proxies() is expected
+
+
+def _authority(tmp_path) -> tuple[str, ssl.SSLContext]:
+    """A certificate authority of the test's own (its certificate's file) and a server's TLS
+    context holding a certificate it signed for 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def certificate(subject, key, issuer, signer, *, ca: bool):
+        made = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - dt.timedelta(days=1))
+                .not_valid_after(now + dt.timedelta(days=1))
+                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            made = made.add_extension(x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        else:
+            made = made.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        return made.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "finbench test authority")])
+    ca = certificate(ca_name, ca_key, ca_name, ca_key, ca=True)
+    server = certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]),
+                         key, ca_name, ca_key, ca=False)
+    pem = serialization.Encoding.PEM
+    (tmp_path / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (tmp_path / "server.pem").write_bytes(server.public_bytes(pem) + key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(tmp_path / "server.pem")
+    return str(tmp_path / "ca.pem"), served
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_tls_is_verified_against_the_certificates_ssl_cert_file_names(tmp_path, monkeypatch,
+                                                                     trusted):
+    """An HTTPS endpoint whose certificate an authority named by ``SSL_CERT_FILE`` signed is
+    answered on both transports; with the system's authorities alone, both refuse it before
+    any request (a connection never made: the engine stops that model)."""
+    ca_file, served = _authority(tmp_path)
+    if trusted:
+        monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    else:
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    tls_context.cache_clear()
+    server = RawServer("answer", tls=served)
+    try:
+        theirs, ours = _both(f"https://127.0.0.1:{server.port}/v1")
+    finally:
+        server.close()
+        tls_context.cache_clear()
+    if trusted:
+        assert theirs == ours == json.loads(BODY)
+        assert len(server.requests) == 2
+    else:
+        assert type(ours) is type(theirs) and type(ours).__name__ == "APIConnectionError"
+        assert _cannot_connect(theirs) and _cannot_connect(ours)
+        assert not server.requests
