@@ -14,6 +14,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 
@@ -35,6 +36,7 @@ REPLIES = {
     "gzip": (_answer(gzip.compress(BODY), "Content-Encoding: gzip"), "keep"),
     "dropped": (b"", "close"),
     "late": (b"", "hang"),
+    "idle close": (_answer(BODY), "idle close"),  # closed 0.2 s after its answer
     "cut short": (_answer(BODY)[:-10], "close"),
     "no http": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "close"),
 }
@@ -85,6 +87,9 @@ class RawServer:
                 buffer = buffer[length:]
                 conn.sendall(self.data)
                 if self.end == "close":
+                    return
+                if self.end == "idle close":
+                    time.sleep(0.2)
                     return
                 if self.end == "hang":
                     self.release.wait(10)
@@ -161,6 +166,34 @@ def test_a_failed_call_raises_what_the_default_transport_raises(reply):
     assert _cannot_connect(ours) is _cannot_connect(theirs) is False
     expected = "APITimeoutError" if reply == "late" else "APIConnectionError"
     assert type(ours).__name__ == expected
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used_again():
+    """A provider closes a kept-alive connection once it has been idle a while: the next call
+    opens another rather than failing on the closed one (no retry needed: the client here
+    makes none)."""
+    async def three(transport):
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+        client = AsyncOpenAI(api_key="sk-test", base_url=f"http://127.0.0.1:{server.port}/v1",
+                             timeout=2, max_retries=0, http_client=DefaultAsyncHttpxClient(
+                                 verify=tls_context(), transport=transport))
+        got = []
+        try:
+            for _ in range(3):
+                got.append(await client.post("/chat/completions", cast_to=dict, content=b"{}"))
+                await asyncio.sleep(0.4)
+        finally:
+            await client.close()
+        return got
+
+    server = RawServer("idle close")
+    try:
+        assert asyncio.run(three(None)) == [json.loads(BODY)] * 3
+        assert asyncio.run(three(AiohttpTransport(tls_context()))) == [json.loads(BODY)] * 3
+    finally:
+        server.close()
+    assert len(server.requests) == 6
 
 
 def test_a_refused_connection_is_one_that_never_connected():
