@@ -5,8 +5,8 @@ client retries 408/409/429/5xx and connection errors with jittered exponential b
 honours ``Retry-After`` (bounded by ``max_retries``), each attempt bounded by ``timeout``. A call
 that still gets no answer is journalled with ``answer_status = "error"`` and its reason (not
 an answer: the next run of the directory asks it again, up to ``max_attempts`` runs). Answers
-are cached (SQLite) by provider, model, parameters and prompt hash, and journalled one by one
-as they arrive.
+are cached (SQLite) by provider, model, parameters and prompt hash, and journalled as they
+arrive (the answers of one turn of the event loop in one write, transcripts first).
 
 The API key is read from the environment variable the config names, at call time; it is
 never written anywhere, and any error text that might echo it is scrubbed.
@@ -265,7 +265,8 @@ class OpenAIForecaster(Forecaster):
         raise NotImplementedError("the openai forecaster streams: use run_stream")
 
     def run_stream(self, inputs: Inputs, journal, echo=print, cache: ResponseCache | None = None):
-        """Answer every task, journalling each row the moment its answer arrives."""
+        """Answer every task, journalling each row in the turn of the event loop its answer
+        arrives in."""
         rendered = self.prompt.render(inputs)
         plan = self.plan(inputs, rendered)
         # as lists: a call's look-ups are Python's, not pandas' (a few microseconds each)
@@ -376,6 +377,8 @@ class OpenAIForecaster(Forecaster):
             stats["tokens_out"] += usage.get("completion_tokens") or 0
             return response
 
+        turns = TurnJournal(journal, stats, lambda: self._progress(stats, total, echo))
+
         async def one(i: int) -> None:
             started = time.perf_counter()
             got = await self._answer(lambda *a: ask(i, *a), plan[i],
@@ -385,12 +388,7 @@ class OpenAIForecaster(Forecaster):
             response, agent = got
             from_cache = bool(response.pop("_cached", False))
             latency = time.perf_counter() - started
-            record, transcript = keep(i, response, latency, from_cache, agent)
-            journal.append_records([record], sync=False, transcripts=[transcript])
-            stats["done"] += 1
-            stats["valid"] += int(record["valid"])
-            stats["errors"] += int(record.get("answer_status") == ERROR)
-            self._progress(stats, total, echo)
+            await turns.add(*keep(i, response, latency, from_cache, agent))
 
         try:
             await asyncio.gather(*(one(i) for i in range(total)))
@@ -526,6 +524,38 @@ class OpenAIForecaster(Forecaster):
              f"{stats['tokens_in']}+{stats['tokens_out']}{cost}, cached {stats['cached']}, "
              f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s")
         sys.stdout.flush()
+
+
+class TurnJournal:
+    """Answers journalled by turns of the event loop: the first answer of a turn waits for
+    the others that arrived with it, then all are one transaction of transcripts and one
+    journal write (each answer alone: 0.2 ms of the engine's 0.5 ms a call). None waits
+    longer than its turn, nor is lost when the run is stopped meanwhile."""
+
+    def __init__(self, journal, stats: dict, progress) -> None:
+        self.journal, self.stats, self.progress = journal, stats, progress
+        self.pending: list[tuple[dict, dict]] = []  # (record, transcript), not yet journalled
+
+    async def add(self, record: dict, transcript: dict) -> None:
+        self.pending.append((record, transcript))
+        if len(self.pending) > 1:  # the turn's first answer journals it
+            return
+        try:
+            await asyncio.sleep(0)
+        finally:
+            if self.pending:
+                self._write()
+
+    def _write(self) -> None:
+        records = [record for record, _ in self.pending]
+        transcripts = [transcript for _, transcript in self.pending]
+        self.pending.clear()
+        self.journal.append_records(records, sync=False, transcripts=transcripts)
+        for record in records:
+            self.stats["valid"] += int(record["valid"])
+            self.stats["errors"] += int(record.get("answer_status") == ERROR)
+        self.stats["done"] += len(records)
+        self.progress()
 
 
 def answer_record(forecaster, *, task_id: str, sha: str, max_input_time, response: dict,
