@@ -336,7 +336,8 @@ def _cell_percentiles(reps: list[np.ndarray], clusters: list[int], replicates: i
             out[i] = _percentile(r, level)
     if whole:
         lower, upper, gamma, kth, late = _order_statistics(replicates, float(level))
-        ordered = np.partition(np.vstack([reps[i] for i in whole]), kth, axis=1)
+        ordered = np.vstack([reps[i] for i in whole])
+        ordered.partition(kth, axis=1)  # (in place: the stack is a new array)
         got = _between(ordered[:, lower], ordered[:, upper], gamma, late)
         for i, (lo, hi) in zip(whole, got.tolist(), strict=True):
             out[i] = (lo, hi)
