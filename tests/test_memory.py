@@ -105,7 +105,7 @@ print(enabled(open("/proc/self/status").read()), enabled(child))
 """
 
 
-def _thp_enabled(*command: str) -> str:
+def _thp_enabled(*command: str) -> list[str]:
     done = subprocess.run([sys.executable, "-c", THP_PROBE, *command], capture_output=True,
                           text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return done.stdout.split()
