@@ -50,6 +50,7 @@ from finbench.core.calendar import get_calendar
 from finbench.core.config import ConfigText, ExecutorConfig, executor_problem
 from finbench.core.errors import ConfigError, FinbenchError, RunError
 from finbench.core.location import copy_tree, is_uri, join
+from finbench.core.memory import keep_freed_memory
 from finbench.core.progress import Countdown
 from finbench.core.version import code_version
 from finbench.runlog.mirror import copied, scratch_folder
@@ -173,6 +174,7 @@ def run_on_dask(config_path: str | Path, out: str | Path, *, scheduler: str | No
             with _client(Client, scheduler, cluster) as client:
                 if cluster is not None:  # this run's own workers only
                     client.register_plugin(_quiet_heartbeats())
+                    client.register_plugin(_kept_memory())
                 else:  # a cluster's workers run their own installation: this one's, or none
                     same_code_on(client.run(_code_version), scheduler)
                 if not remote:  # once connected: a scheduler that cannot be reached leaves none
@@ -351,6 +353,22 @@ def _quiet_heartbeats():
             logging.getLogger("distributed.worker").addFilter(_ClosingHeartbeats())
 
     return QuietHeartbeats()
+
+
+def _kept_memory():
+    """A worker plugin keeping freed memory in each worker's heap for reuse, as ``finbench``
+    commands keep it in theirs (:func:`~finbench.core.memory.keep_freed_memory`; pyarrow's
+    pages are kept through the environment the workers inherit): a shard frees and allocates
+    arrays of megabytes over and over, as a run does."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class KeptMemory(WorkerPlugin):
+        name = "finbench-kept-memory"
+
+        def setup(self, worker) -> None:
+            keep_freed_memory()
+
+    return KeptMemory()
 
 
 def _local_cluster(cluster_class, workers: int):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -40,10 +41,22 @@ def test_months_with_sessions_make_the_shards(tmp_path, sample_store):
 
 
 @pytest.mark.slow
-def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample_store):
+def test_shards_on_a_local_cluster_equal_the_single_process_run(tmp_path, sample_store,
+                                                              monkeypatch):
     cfg = baseline_config(tmp_path, sample_store)
     said = []
+    from distributed import Client
+
+    registered, real = [], Client.register_plugin
+
+    def register(self, plugin, *args, **kwargs):
+        registered.append(plugin.name)
+        return real(self, plugin, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "register_plugin", register)
     merged = run_on_dask(cfg, tmp_path / "dask", workers=2, echo=said.append)
+    # the run's own workers: quiet heartbeats, freed memory kept (as a command keeps it)
+    assert registered == ["finbench-quiet-heartbeats", "finbench-kept-memory"]
     alone = []
     single = run(cfg, tmp_path / "single", echo=alone.append)
     assert said[0].startswith("3 shards on 2 workers (a LocalCluster)")
@@ -628,3 +641,40 @@ def test_a_scheduler_lost_mid_run_is_named_with_what_is_kept(tmp_path, sample_st
                     "scheduler that answers, to go on from there")
     done = run_on_dask(cfg, out, workers=2, echo=lambda *_: None)
     assert audit_run(done) == []
+
+
+def _freed_block_kept() -> bool:
+    """In the process this runs in: whether a freed block of 16 MiB stays in glibc's heap."""
+    import ctypes
+
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype, libc.malloc.restype = Info, ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    block = libc.malloc(16 << 20)
+    ctypes.memset(block, 1, 16 << 20)
+    libc.free(block)
+    return libc.mallinfo2().fordblks >= 16 << 20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_the_runs_own_workers_keep_freed_memory_as_its_commands_do():
+    """A shard frees and allocates arrays of megabytes as a run does, but a worker process was
+    no ``finbench`` command: glibc handed a freed block back and the next was paid again in
+    page faults. The workers of the run's own LocalCluster now keep it."""
+    from distributed import Client, LocalCluster
+
+    from finbench import cluster as cluster_module
+
+    cluster = cluster_module._local_cluster(LocalCluster, 1)
+    try:
+        with Client(cluster) as client:
+            assert list(client.run(_freed_block_kept).values()) == [False]
+            client.register_plugin(cluster_module._kept_memory())
+            assert list(client.run(_freed_block_kept).values()) == [True]
+    finally:
+        cluster.close()
