@@ -1,7 +1,7 @@
 """Freed memory kept inside a command (finbench.core.memory): glibc's heap keeps a freed block
 of 16 MiB where it would have handed it back, once the function has run or once a command has
 started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees;
-``finbench report`` takes no transparent huge pages.
+``finbench report`` and ``finbench paper`` take no transparent huge pages.
 And every command gives numpy's OpenBLAS one thread (finbench.core.blas)."""
 
 import os
@@ -116,10 +116,12 @@ def _thp_enabled(*command: str) -> list[str]:
                     reason="Linux's transparent huge pages, as /proc says them")
 def test_a_report_takes_no_huge_pages_and_its_children_neither(tmp_path):
     """Zeroing 2 MiB at each fault of memory mimalloc had handed back was a sixth of a
-    year's report; the report (and what it starts) now asks for pages of 4 KiB. The other
-    commands keep the system's setting."""
+    year's report; the report and the paper's tables (and what they start) now ask for pages
+    of 4 KiB. The other commands keep the system's setting."""
     mine = Path("/proc/self/status").read_text().split("THP_enabled:")[1].split()[0]
     assert _thp_enabled("report", str(tmp_path / "missing")) == ["0", "0"]
+    assert _thp_enabled("paper", str(tmp_path / "missing"), "--out",
+                        str(tmp_path / "paper")) == ["0", "0"]
     assert _thp_enabled("audit", str(tmp_path / "missing")) == [mine, mine]
     assert _thp_enabled("run", str(tmp_path / "missing.toml")) == [mine, mine]
 
