@@ -548,10 +548,8 @@ def _stdout_closed() -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # nothing imported yet that allocates through pyarrow
-    # for the whole command (finbench.core.memory); a run keeps pyarrow's pages too, and a
-    # report (of one run, or the paper's of several) takes no huge pages
-    keep_freed_memory(arrow_pages=args.func is _run,
-                      small_pages=args.func in (_report, _paper))
+    # for the whole command (finbench.core.memory); a run keeps pyarrow's pages too
+    keep_freed_memory(arrow_pages=args.func is _run)
     one_blas_thread()  # small products, not spread over the cores (finbench.core.blas)
     try:
         code = int(args.func(args) or 0)

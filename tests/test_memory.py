@@ -1,7 +1,6 @@
 """Freed memory kept inside a command (finbench.core.memory): glibc's heap keeps a freed block
 of 16 MiB where it would have handed it back, once the function has run or once a command has
-started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees;
-``finbench report`` and ``finbench paper`` take no transparent huge pages.
+started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees.
 And every command gives numpy's OpenBLAS one thread (finbench.core.blas)."""
 
 import os
@@ -92,38 +91,6 @@ def test_a_run_keeps_the_pages_pyarrow_frees_and_other_commands_do_not(tmp_path)
     _, faults, setting = _arrow_probe("run", str(tmp_path / "missing.toml"),
                                       MIMALLOC_PURGE_DELAY="10")
     assert setting == "10" and faults >= 16 and kept * 4 < faults
-
-
-THP_PROBE = """
-import subprocess, sys
-from finbench.cli import main
-main(sys.argv[1:])  # a command that fails at once: its set-up is done
-def enabled(status: str) -> str:
-    return status.split("THP_enabled:")[1].split()[0]
-child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True).stdout
-print(enabled(open("/proc/self/status").read()), enabled(child))
-"""
-
-
-def _thp_enabled(*command: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", THP_PROBE, *command], capture_output=True,
-                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return done.stdout.split()
-
-
-@pytest.mark.skipif(not Path("/proc/self/status").is_file()
-                    or "THP_enabled:" not in Path("/proc/self/status").read_text(),
-                    reason="Linux's transparent huge pages, as /proc says them")
-def test_a_report_takes_no_huge_pages_and_its_children_neither(tmp_path):
-    """Zeroing 2 MiB at each fault of memory mimalloc had handed back was a sixth of a
-    year's report; the report and the paper's tables (and what they start) now ask for pages
-    of 4 KiB. The other commands keep the system's setting."""
-    mine = Path("/proc/self/status").read_text().split("THP_enabled:")[1].split()[0]
-    assert _thp_enabled("report", str(tmp_path / "missing")) == ["0", "0"]
-    assert _thp_enabled("paper", str(tmp_path / "missing"), "--out",
-                        str(tmp_path / "paper")) == ["0", "0"]
-    assert _thp_enabled("audit", str(tmp_path / "missing")) == [mine, mine]
-    assert _thp_enabled("run", str(tmp_path / "missing.toml")) == [mine, mine]
 
 
 def test_too_late_to_keep_arrow_pages_once_pyarrow_is_loaded(monkeypatch):

@@ -16,17 +16,6 @@ s); five years: 392,000-396,000 -> 181,000-184,000, system time 11.4-14.7 -> 9.2
 27.1-29.3 -> 25.5-27.9 s, peak 2.75-2.77 -> 3.06-3.14 GiB. The other commands leave mimalloc
 as it is: the report of five years, which holds whole tables while numpy works on others,
 peaked at 4.44 GiB with it (what one allocator keeps, the other cannot reuse).
-
-Where Linux backs memory with transparent huge pages (``/sys/kernel/mm/transparent_hugepage/
-enabled`` at ``always``, or numpy asking for them for its large arrays), every page fault in a
-fresh 2 MiB region zeroes all of it, however little of it is then used. The report, whose
-memory mimalloc hands back and takes again, spent 1.5-2.5 s of system time a year's report
-(about 17% of its CPU samples zeroing pages), so ``finbench report`` and ``finbench paper``
-ask for pages of 4 KiB (:func:`keep_freed_memory` with ``small_pages``): the year's report,
-seven interleaved pairs, CPU 0.92x (median; system time 1.86 -> 1.00 s), peak 1,026 -> 955
-MiB; its paper tables, five pairs, 0.86x (1.98 -> 0.80 s); every file the same bytes. The run
-(whose Arrow pages are kept) was the same either way, and the audit 4% slower with them (three
-times the faults), so those keep the system's pages.
 """
 
 from __future__ import annotations
@@ -43,20 +32,16 @@ KEPT = {
 }
 # mimalloc's option, read from the environment when pyarrow's library loads: -1, never purge
 ARROW_PAGES_KEPT = ("MIMALLOC_PURGE_DELAY", "-1")
-PR_SET_THP_DISABLE = 41  # prctl's option (Linux 3.15 on): inherited by children, kept by exec
 
 
-def keep_freed_memory(*, arrow_pages: bool = False, small_pages: bool = False) -> bool:
+def keep_freed_memory(*, arrow_pages: bool = False) -> bool:
     """Set glibc's malloc to keep freed memory (:data:`KEPT`) for the rest of this process;
     False where there is no glibc (another system or C library): nothing changes there.
     ``arrow_pages``: pyarrow's mimalloc keeps the pages it frees as well
     (:data:`ARROW_PAGES_KEPT`, for this process and those it starts), unless the environment
-    already says how it purges; False when pyarrow is already loaded (too late to say).
-    ``small_pages``: no transparent huge pages for this process and those it starts (Linux's
-    ``PR_SET_THP_DISABLE``); False where the system cannot be told."""
+    already says how it purges; False when pyarrow is already loaded (too late to say)."""
     arrow_kept = _keep_arrow_pages() if arrow_pages else True
-    small = _small_pages() if small_pages else True
-    return _keep_heap() and arrow_kept and small
+    return _keep_heap() and arrow_kept
 
 
 def _keep_heap() -> bool:
@@ -76,15 +61,3 @@ def _keep_arrow_pages() -> bool:
     name, value = ARROW_PAGES_KEPT
     os.environ.setdefault(name, value)  # a setting of the user's own is kept
     return True
-
-
-def _small_pages() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        prctl = ctypes.CDLL("libc.so.6").prctl
-    except (OSError, AttributeError):
-        return False
-    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-    prctl.restype = ctypes.c_int
-    return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
