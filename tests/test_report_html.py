@@ -297,3 +297,31 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
         assert f"retrieval found before t0: {len(posts)} post(s)" in shown
         assert all(post in shown for post in posts["post_id"])
     assert problems == []
+
+
+def test_the_sample_browsers_columns_become_cells_as_a_value_at_a_time_would():
+    """A whole column made into the page's cells at once gives what each value made alone
+    gives (:func:`~finbench.reports.writers.json_number`, ``str``): a NaN or missing number
+    is null, an infinity (a Winkler score past the float range) its text, every other number
+    a Python float; a missing text is empty."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from finbench.reports.writers import json_number
+    from finbench.tracks.intraday.page import _fmt, _numbers, _texts
+
+    values = [0.25, np.nan, np.inf, -np.inf, -0.0, 1e7, 5e-324]
+    got = _numbers(pd.Series(values))
+    assert got == [0.25, None, "inf", "-inf", 0.0, 1e7, 5e-324]
+    assert [type(v) for v in got] == [float, type(None), str, str, float, float, float]
+    assert math.copysign(1.0, got[4]) == -1.0  # -0.0 kept
+    assert got == [None if math.isnan(v) else json_number(float(v)) for v in values]
+    assert _numbers(pd.Series([1.5, None], dtype="Float64")) == [1.5, None]
+    assert _numbers(pd.Series([True, False])) == [1.0, 0.0]
+    assert [_fmt(v) for v in got] == ["0.2500", "", "inf", "-inf", "-0.0000", "1e+07",
+                                      "0.0000"]
+    texts = [None, np.nan, "", "no answer", "x\ny"]
+    assert _texts(pd.Series(texts, dtype=object)) == ["", "", "", "no answer", "x\ny"]
+    assert _texts(pd.Series(texts[2:] + [None], dtype="str")) == ["", "no answer", "x\ny", ""]

@@ -6,16 +6,15 @@ the rationale, the label and the row's scores."""
 
 from __future__ import annotations
 
-from collections import namedtuple
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from finbench.core.config import PROMPTED_KINDS
 from finbench.reports import page
-from finbench.reports.writers import json_number
 from finbench.tracks.intraday.report_data import RunData
 
 MAX_SAMPLES = 20_000  # rows in the browser (the first, in the run's order); the rest counted
@@ -80,55 +79,64 @@ def _samples(run_dir: Path, data: RunData) -> tuple[list[dict], int]:
              else pd.DataFrame(columns=columns))
     llm = set(extra.loc[extra["kind"].isin(PROMPTED_KINDS), "model"])
     prompts = _prompts(run_dir, llm, extra)
+    # each column as plain values once, numbers as the page's JSON holds them and as they
+    # are printed (a value at a time these were most of the page's cost: 20,000 rows)
+    num = {c: _numbers(rows[c]) for c in ("p_up", "lower", "upper", "brier", "r",
+                                          "log_loss", "winkler", "covered")}
+    shown = {c: [_fmt(v) for v in values] for c, values in num.items()}
+    said = {c: ["n/a" if v is None else f for v, f in zip(num[c], shown[c], strict=True)]
+            for c in ("brier", "r", "log_loss", "winkler", "covered")}
+    valid, status, y = (rows[c].tolist() for c in ("valid", "status", "y"))
+    answer_status, raw, error, rationale = (
+        _texts(extra[c]) for c in ("answer_status", "raw", "error", "rationale"))
+    keys = zip(extra["model"].tolist(), extra["task_id"].tolist(), strict=True)
     out = []
-    # each column as plain values once (the rows' frame has some thirty columns, several of
-    # them Arrow texts, iterated a value at a time by itertuples)
-    mine = _plain(rows, ("task_id", "model", "ticker", "horizon", "valid", "status", "y",
-                         "p_up", "lower", "upper", "brier", "r", "log_loss", "winkler",
-                         "covered"))
-    theirs = _plain(extra, ("model", "task_id", "raw", "error", "rationale", "answer_status"))
-    for r, e in zip(mine, theirs, strict=True):
-        status = "error" if e.answer_status == "error" else "valid" if r.valid else "invalid"
-        outcome = ("unscorable" if r.status != "ok" else "up" if r.y == 1 else "down")
-        p, lo, hi = _num(r.p_up), _num(r.lower), _num(r.upper)
+    for i, (task, model, ticker, horizon, key) in enumerate(zip(
+            rows["task_id"].tolist(), rows["model"].tolist(), rows["ticker"].tolist(),
+            rows["horizon"].tolist(), keys, strict=True)):
+        answer = ("error" if answer_status[i] == "error" else "valid" if valid[i]
+                  else "invalid")
+        outcome = ("unscorable" if status[i] != "ok" else "up" if y[i] == 1 else "down")
+        p, lo = shown["p_up"][i], num["lower"][i]
+        interval = "n/a" if lo is None else f"[{shown['lower'][i]}, {shown['upper'][i]}]"
         out.append({
-            "task": r.task_id, "model": r.model, "ticker": str(r.ticker),
-            "horizon": str(r.horizon), "outcome": outcome, "answer": status,
-            "cells": [r.task_id, r.model, _fmt(p), "n/a" if lo is None else
-                      f"[{_fmt(lo)}, {_fmt(hi)}]", outcome, status, _fmt(_num(r.brier))],
-            "head": [f"task {r.task_id}  model {r.model}",
-                     f"label: {r.status}, r = {_said(_num(r.r))}, outcome {outcome}",
-                     f"answer: {status}" + (f" ({_text(e.error)})" if _text(e.error) else "")
-                     + f"; p_up {_said(p)}, interval " + (
-                         "none" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]"),
-                     f"scores: Brier {_said(_num(r.brier))}, log loss "
-                     f"{_said(_num(r.log_loss))}, Winkler {_said(_num(r.winkler))}, covered "
-                     f"{_said(_num(r.covered))}"],
-            "raw": _text(e.raw), "rationale": _text(e.rationale),
-            "messages": prompts.get((e.model, e.task_id))})
+            "task": task, "model": model, "ticker": str(ticker), "horizon": str(horizon),
+            "outcome": outcome, "answer": answer,
+            "cells": [task, model, p, interval, outcome, answer, shown["brier"][i]],
+            "head": [f"task {task}  model {model}",
+                     f"label: {status[i]}, r = {said['r'][i]}, outcome {outcome}",
+                     f"answer: {answer}" + (f" ({error[i]})" if error[i] else "")
+                     + f"; p_up {'n/a' if num['p_up'][i] is None else p}, interval "
+                     + ("none" if lo is None else interval),
+                     f"scores: Brier {said['brier'][i]}, log loss {said['log_loss'][i]}, "
+                     f"Winkler {said['winkler'][i]}, covered {said['covered'][i]}"],
+            "raw": raw[i], "rationale": rationale[i], "messages": prompts.get(key)})
     return out, left_out
 
 
-def _plain(frame: pd.DataFrame, columns: tuple[str, ...]):
-    """``frame``'s ``columns`` row by row as named tuples of plain values (those
-    ``itertuples`` gives)."""
-    row = namedtuple("row", columns)
-    return map(row._make, zip(*(frame[c].tolist() for c in columns), strict=True))
+def _numbers(column: pd.Series) -> list:
+    """``column``'s values as cells of the page's JSON, the column at once: a Python float,
+    None for a missing value or NaN, an infinity as the text ``"inf"`` or ``"-inf"`` (as
+    :func:`~finbench.reports.writers.json_number` gives them)."""
+    values = column.to_numpy(dtype=float, na_value=np.nan)
+    out = values.astype(object)
+    out[np.isnan(values)] = None
+    out[np.isposinf(values)] = "inf"
+    out[np.isneginf(values)] = "-inf"
+    return out.tolist()
+
+
+def _texts(column: pd.Series) -> list[str]:
+    """``column``'s values as text, a missing one as the empty text, the column at once."""
+    missing = column.isna().to_numpy()
+    return ["" if gone else str(value)
+            for value, gone in zip(column.tolist(), missing.tolist(), strict=True)]
 
 
 def _prompts(run_dir: Path, models: set[str], extra: pd.DataFrame) -> dict:
     """The messages of up to :data:`MAX_PROMPTS` language-model rows, by (model, task)."""
     wanted = extra[extra["model"].isin(models)].head(MAX_PROMPTS)
     return page.exchanges(run_dir, wanted[["model", "task_id"]].itertuples(index=False))
-
-
-def _text(value) -> str:
-    return "" if value is None or pd.isna(value) else str(value)
-
-
-def _num(value) -> float | str | None:
-    """A cell for the page's JSON (:func:`~finbench.reports.writers.json_number`)."""
-    return None if value is None or pd.isna(value) else json_number(float(value))
 
 
 def _fmt(value) -> str:
@@ -139,7 +147,3 @@ def _fmt(value) -> str:
         return f"{value:.4f}" if abs(value) < 1e6 else f"{value:.4g}"
     return str(value)
 
-
-def _said(value) -> str:
-    """A number of a sample's detail (``n/a``: none)."""
-    return "n/a" if value is None else _fmt(value)
