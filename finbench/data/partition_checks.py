@@ -103,25 +103,30 @@ def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
              else pc.unique(ticker))
     if any(ticker_problem(name) is not None for name in names.to_pylist()):
         return False  # (a dictionary's every text: none unused in a file the store wrote)
-    v = {name: table.column(name).to_numpy() for name in (*PRICE_COLUMNS, "volume")}
     low, high = PRICE_RANGE
-    with np.errstate(invalid="ignore"):
-        # (a NaN is the least and the greatest of its column here, and fails every comparison;
-        # an infinite price lies outside the range, an infinite volume is not finite)
-        if not all(low <= v[c].min() and v[c].max() <= high for c in PRICE_COLUMNS):
-            return False
-        prices = v["low"] <= v["high"]
-        for col in ("open", "close"):
-            prices &= (v["low"] <= v[col]) & (v[col] <= v["high"])
-        if not (prices.all() and v["volume"].min() >= 0 and np.isfinite(v["volume"].max())):
-            return False
+    # a record batch at a time: each column's numbers as they lie in Arrow's buffers (no null
+    # among them), where the whole column would be copied into one array first
+    for batch in table.select([*PRICE_COLUMNS, "volume"]).to_batches():
+        v = {name: batch.column(name).to_numpy() for name in batch.schema.names}
+        with np.errstate(invalid="ignore"):
+            # (a NaN is the least and the greatest of its column here, and fails every
+            # comparison; an infinite price lies outside the range, an infinite volume is not
+            # finite)
+            if not all(low <= v[c].min() and v[c].max() <= high for c in PRICE_COLUMNS):
+                return False
+            prices = v["low"] <= v["high"]
+            for col in ("open", "close"):
+                prices &= (v["low"] <= v[col]) & (v[col] <= v["high"])
+            if not (prices.all() and v["volume"].min() >= 0
+                    and np.isfinite(v["volume"].max())):
+                return False
     ts = table.column("ts").to_numpy().view(np.int64)
     first, end = FIRST.tz_localize("UTC").value, END.tz_localize("UTC").value
     if not (ts.min() >= first and ts.max() < end) or (ts % (bar_seconds * 1_000_000_000)).any():
         return False
     lengths = np.array([t.num_rows for t in tables], np.int64)
     # (ticker, ts) strictly increasing inside each partition: sorted, and no bar repeated
-    if not _sorted_by_ticker_ts(table, np.cumsum(lengths)[:-1], strict=True):
+    if not _sorted_by_ticker_ts(table, np.cumsum(lengths)[:-1], strict=True, ts=ts):
         return False
     days = np.array([day for day, *_ in group], "datetime64[D]")  # distinct: one a partition
     lo, hi, steady = _date_bounds(days, timezone)
@@ -213,26 +218,27 @@ def _date_bounds(days: np.ndarray, timezone: str) -> tuple[np.ndarray, np.ndarra
 
 
 def _sorted_by_ticker_ts(frame: pd.DataFrame | pa.Table, starts: np.ndarray | None = None,
-                         *, strict: bool = False) -> bool:
+                         *, strict: bool = False, ts: np.ndarray | None = None) -> bool:
     """Whether rows are in (ticker, ts) order, ties allowed unless ``strict`` (compared as
     whole columns); ``starts``: rows that begin a partition of their own, compared with no
-    row before them."""
+    row before them; ``ts``: the ``ts`` column as int64 nanoseconds, when the caller has
+    it already."""
     if len(frame) < 2:
         return True
     if isinstance(frame, pa.Table) and pa.types.is_dictionary(frame.column("ticker").type):
         rank = _ticker_ranks(frame.column("ticker"))  # (compared as numbers, as texts would)
         after, same = rank[1:] > rank[:-1], rank[1:] == rank[:-1]
-        ts = frame.column("ts").to_numpy().astype(np.int64)
     else:
         if isinstance(frame, pa.Table):
             ticker = frame.column("ticker").combine_chunks()
-            ts = frame.column("ts").to_numpy().astype(np.int64)
         else:
             ticker = pa.array(frame["ticker"], pa.string(), from_pandas=True)
-            ts = frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
         later, earlier = ticker.slice(1), ticker.slice(0, len(ticker) - 1)
         after = pc.fill_null(pc.greater(later, earlier), False).to_numpy(zero_copy_only=False)
         same = pc.fill_null(pc.equal(later, earlier), False).to_numpy(zero_copy_only=False)
+    if ts is None:
+        ts = (frame.column("ts").to_numpy().astype(np.int64) if isinstance(frame, pa.Table)
+              else frame["ts"].to_numpy(dtype="datetime64[ns]").astype(np.int64))
     ordered = after | (same & ((ts[1:] > ts[:-1]) if strict else (ts[1:] >= ts[:-1])))
     if starts is not None and len(starts):
         ordered[np.asarray(starts) - 1] = True  # the pair across a partition's start
