@@ -643,24 +643,6 @@ def test_a_scheduler_lost_mid_run_is_named_with_what_is_kept(tmp_path, sample_st
     assert audit_run(done) == []
 
 
-def _freed_block_kept() -> bool:
-    """In the process this runs in: whether a freed block of 16 MiB stays in glibc's heap."""
-    import ctypes
-
-    class Info(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-            "fordblks", "keepcost")]
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype, libc.malloc.restype = Info, ctypes.c_void_p
-    libc.free.argtypes = [ctypes.c_void_p]
-    block = libc.malloc(16 << 20)
-    ctypes.memset(block, 1, 16 << 20)
-    libc.free(block)
-    return libc.mallinfo2().fordblks >= 16 << 20
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_the_runs_own_workers_keep_freed_memory_as_its_commands_do():
     """A shard frees and allocates arrays of megabytes as a run does, but a worker process was
@@ -669,12 +651,15 @@ def test_the_runs_own_workers_keep_freed_memory_as_its_commands_do():
     from distributed import Client, LocalCluster
 
     from finbench import cluster as cluster_module
+    from tests.heap_probe import BLOCK, free_after_a_freed_block
 
     cluster = cluster_module._local_cluster(LocalCluster, 1)
     try:
         with Client(cluster) as client:
-            assert list(client.run(_freed_block_kept).values()) == [False]
+            [free] = client.run(free_after_a_freed_block).values()
+            assert free < BLOCK  # handed back
             client.register_plugin(cluster_module._kept_memory())
-            assert list(client.run(_freed_block_kept).values()) == [True]
+            [free] = client.run(free_after_a_freed_block).values()
+            assert free >= BLOCK  # kept
     finally:
         cluster.close()

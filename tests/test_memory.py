@@ -10,26 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.heap_probe import BLOCK
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
-import ctypes, sys
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                               "usmblks", "fsmblks", "uordblks", "fordblks",
-                                               "keepcost")]
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype, libc.malloc.restype = Info, ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
+import sys
 if sys.argv[1] == "kept":
     from finbench.core.memory import keep_freed_memory
     assert keep_freed_memory()
 elif sys.argv[1] == "command":
     from finbench.cli import main
     main(["audit", "/no/such/run"])  # fails at once, its set-up done
-block = libc.malloc(16 << 20)
-ctypes.memset(block, 1, 16 << 20)
-libc.free(block)
-print(libc.mallinfo2().fordblks, file=sys.stderr)
+from tests.heap_probe import free_after_a_freed_block
+print(free_after_a_freed_block(), file=sys.stderr)
 """
 
 
@@ -40,9 +33,9 @@ def test_a_freed_block_stays_in_the_heap_once_kept():
                               text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         return int(done.stderr.split()[-1])
 
-    assert free_bytes("plain") < 16 << 20  # a block of 16 MiB is mapped, and handed back
-    assert free_bytes("kept") >= 16 << 20  # kept in the heap for the next one
-    assert free_bytes("command") >= 16 << 20  # every command keeps it
+    assert free_bytes("plain") < BLOCK  # a block of 16 MiB is mapped, and handed back
+    assert free_bytes("kept") >= BLOCK  # kept in the heap for the next one
+    assert free_bytes("command") >= BLOCK  # every command keeps it
 
 
 ARROW_PROBE = """
