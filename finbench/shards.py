@@ -5,8 +5,8 @@ START:END``). Baselines read their history from the store, not from other shards
 forecasts equal the unsharded run's. ``merge_shards`` checks that the shards come from the same
 config file and data snapshot and do not overlap, puts tasks, labels and forecasts in the
 unsharded order, and re-scores: the scores are byte-identical to the unsharded run's. The
-forecast table is copied one (model, shard) at a time, so memory holds one shard's rows of one
-model, not every shard's forecasts.
+forecast table is the shards' row groups copied byte for byte, a model at a time (only their
+task ids decoded, to check the order), so memory holds no shard's forecasts.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from finbench.core.errors import RunError
 from finbench.core.lookup import positions
 from finbench.core.outputs import write_atomic, write_json
 from finbench.core.version import code_version
-from finbench.runlog.forecast_table import ForecastTable, ordered_table, write_forecasts
+from finbench.runlog.forecast_table import join_tables, ordered_table, write_forecasts
 from finbench.runlog.journal import JOURNAL, PARTS
 from finbench.runlog.rows import FORECAST_SCHEMA
 from finbench.runlog.rundir import (
@@ -63,29 +63,17 @@ def task_order(tasks: pd.DataFrame, config) -> pd.DataFrame:
     return keyed.drop(columns=["_h", "_t"]).reset_index(drop=True)
 
 
-def _stream_forecasts(dirs: list[Path], path: Path, task_ids, models: list[str]) -> bool:
-    """Write the merged forecast table one (model, shard) at a time, the shards in the order
-    of their first session: what shards of one config write lines up so (each shard's table
-    holds a model's rows in its task order, and shards are disjoint date ranges). True when it
-    did; False (and no file) when some rows are out of that order, to be ordered in memory."""
+def _join_forecasts(dirs: list[Path], path: Path, task_ids, models: list[str]) -> bool:
+    """Write the merged forecast table by copying each model's row groups of each shard, the
+    shards in the order of their first session (:func:`join_tables`): what shards of one
+    config write lines up so (each shard's table holds a model's rows in its task order, and
+    shards are disjoint date ranges). True when it did; False (and no file) when some rows
+    are out of that order, to be ordered in memory."""
     firsts = [pq.read_table(d / "tasks.parquet", columns=["session"]).column("session")
               for d in dirs]
     starts = [pc.min(s).as_py() or "" for s in firsts]
     ordered = [d for _, d in sorted(zip(starts, dirs, strict=True), key=lambda x: x[0])]
-    table = ForecastTable(path, task_ids, models)
-    try:
-        for model in models:
-            for d in ordered:
-                # each model has row groups of its own: the others' are not decoded
-                rows = pq.read_table(d / "forecasts.parquet", schema=FORECAST_SCHEMA,
-                                     filters=[("model", "=", model)])
-                if rows.num_rows:
-                    table.add(rows)
-                if not table.in_order:
-                    return False
-    finally:
-        written = table.close()
-    return written
+    return join_tables(path, [d / "forecasts.parquet" for d in ordered], task_ids, models)
 
 
 def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
@@ -247,7 +235,7 @@ def _write_merged(dirs: list[Path], manifests: list[dict], config,
     _merge_slices(dirs, config, tasks, out)
     ids = tasks["task_id"].to_numpy(object)
     _merge_probes(dirs, config, ids, out)
-    if not _stream_forecasts(dirs, out / "forecasts.parquet", ids, names):
+    if not _join_forecasts(dirs, out / "forecasts.parquet", ids, names):
         forecasts = pa.concat_tables([pq.read_table(d / "forecasts.parquet",
                                                     schema=FORECAST_SCHEMA) for d in dirs])
         write_forecasts(out / "forecasts.parquet", [ordered_table(forecasts, ids, names)])

@@ -2,8 +2,11 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.core.errors import RunError
 from finbench.runlog.forecast_table import ordered_table
@@ -179,67 +182,126 @@ def test_one_models_rows_are_its_row_groups_or_else_the_rows_filtered(tmp_path, 
 def test_parts_that_overlap_are_ordered_in_memory_and_the_last_write_wins(tmp_path):
     import pyarrow.parquet as pq
 
-    from finbench.runlog.forecast_table import ForecastTable
+    from finbench.runlog.forecast_table import join_tables
 
     ids = np.array(["a", "b"], object)
     journal = Journal(tmp_path)
     journal.append(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]).to_pandas())
     journal.append(rows([("b", "m1", 0.7)]).to_pandas())  # a resumed run answered b again
-    streamed = ForecastTable(tmp_path / "s.parquet", ids, ["m1"])
-    for part in journal._parts_by_model(["m1"])["m1"]:
-        streamed.add(pq.read_table(part))
-    assert streamed.close() is False  # b twice: the parts do not line up
+    parts = journal._parts_by_model(["m1"])["m1"]
+    assert join_tables(tmp_path / "j.parquet", parts, ids, ["m1"]) is False  # b twice
+    assert not (tmp_path / "j.parquet").exists() and not (tmp_path / "j.tmp").exists()
     journal.write_ordered(tmp_path / "f.parquet", ids, ["m1"])
     assert pq.read_table(tmp_path / "f.parquet").column("p_up").to_pylist() == [0.1, 0.7]
 
 
-def test_forecast_table_stops_at_rows_out_of_order_and_leaves_no_file(tmp_path, monkeypatch):
-    from finbench.core.outputs import DiskFullError
+def _shard_tables(tmp_path, ids, asked, cuts, group, backwards=False):
+    """Forecast tables of consecutive runs of ``ids`` (cut at ``cuts``), each written as a
+    run writes its own (row groups of ``group`` rows), with the rows of models m1, m2 and
+    'other' for the tasks each was ``asked`` (in task order, or ``backwards``); and every
+    row, in the order written."""
+    from unittest import mock
+
     from finbench.runlog import forecast_table
-    from finbench.runlog.forecast_table import ForecastTable
+
+    bounds = [0, *cuts, len(ids)]
+    paths, tables = [], []
+    with mock.patch.object(forecast_table, "ROW_GROUP", group):
+        for s, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            pairs = [(t, m, (i + 1) / 100 + s / 1000) for m in ("m1", "m2", "other")
+                     for i, t in enumerate(ids[lo:hi], start=lo) if asked[m][i]]
+            pairs = sorted(pairs, key=lambda x: (x[1], x[0]), reverse=backwards)
+            table = rows(pairs) if pairs else FORECAST_SCHEMA.empty_table()
+            paths.append(tmp_path / f"shard{s}.parquet")
+            forecast_table.write_forecasts(paths[-1], [table])
+            tables.append(table)
+    return paths, tables
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+           st.just(n),
+           st.fixed_dictionaries({m: st.lists(st.booleans(), min_size=n, max_size=n)
+                                  for m in ("m1", "m2", "other")}),
+           st.lists(st.integers(0, n), max_size=3).map(sorted),
+           st.integers(1, 4),
+           st.sampled_from(["in order", "reversed", "a task twice", "backwards"]))))
+def test_joined_shard_tables_hold_what_ordering_them_in_memory_gives(tmp_path_factory, case):
+    """``join_tables`` copies each model's row groups of each source in turn: where the
+    sources lie in order it always joins them, their row groups as they were; the rows it
+    joins are exactly :func:`ordered_table`'s of all the sources' rows; given sources out
+    of order or repeating a task it writes nothing rather than a table that lies."""
+    from finbench.runlog.forecast_table import join_tables, model_row_groups, ordered_table
+
+    n, asked, cuts, group, how = case
+    tmp_path = tmp_path_factory.mktemp("join")
+    ids = np.array([f"t{i:02d}" for i in range(n)], object)
+    paths, tables = _shard_tables(tmp_path, ids, asked, cuts, group, how == "backwards")
+    if how == "reversed":
+        paths, tables = paths[::-1], tables[::-1]
+    elif how == "a task twice":  # the first shard's rows written again at the end
+        paths, tables = [*paths, paths[0]], [*tables, tables[0]]
+    out = tmp_path / "joined.parquet"
+    joined = join_tables(out, paths, ids, ["m1", "m2"])
+    every = pa.concat_tables(tables)
+    want = ordered_table(every, ids, ["m1", "m2"])
+    lines_up = True  # each model's rows, source after source, are its tasks in order, once
+    for model in ("m1", "m2"):
+        at = [list(ids).index(t) for t, m in zip(every.column("task_id").to_pylist(),
+                                                  every.column("model").to_pylist(),
+                                                  strict=True) if m == model]
+        lines_up &= all(a < b for a, b in zip(at, at[1:], strict=False))
+    assert joined is lines_up
+    if how == "in order":
+        assert joined
+    assert not (tmp_path / "joined.tmp").exists()
+    if not joined:
+        assert not out.exists()
+        return
+    got = pq.read_table(out)
+    assert got.equals(want.replace_schema_metadata(got.schema.metadata))
+    # the sources' row groups, a model at a time, each as its source wrote it
+    meta = pq.read_metadata(out)
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    expected = []
+    for model in ("m1", "m2"):
+        for path in paths:
+            source = pq.read_metadata(path)
+            expected += [source.row_group(g).num_rows
+                         for g in model_row_groups(source, model)]
+    assert sizes == expected
+
+
+def test_a_join_refuses_tables_whose_row_groups_mix_models_and_names_a_full_disk(
+        tmp_path, monkeypatch):
+    """A table with a row group of two models (not written by the forecast table's writer)
+    is not joined: the caller orders its rows in memory. Out of space, the join raises
+    naming the file and leaves nothing behind."""
+    from finbench.core.outputs import DiskFullError
+    from finbench.runlog import parquet_join
+    from finbench.runlog.forecast_table import encode_rows, join_tables, write_forecasts
 
     ids = np.array(["a", "b"], object)
-    table = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
-    table.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
-    table.add(rows([("b", "m2", 0.3)]))  # m2 must start at task a
-    table.add(rows([("a", "m2", 0.4), ("b", "m2", 0.5)]))
-    assert table.close() is False
-    assert list(tmp_path.iterdir()) == []
-    whole = ForecastTable(tmp_path / "f.parquet", ids, ["m1", "m2"])
-    whole.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
-    assert whole.close() is False  # m2 never came
-    done = ForecastTable(tmp_path / "f.parquet", ids, ["m1"])
-    done.add(rows([("a", "m1", 0.1)]))
-    done.add(rows([("b", "m1", 0.2)]))
-    assert done.close() is True
-    assert pd.read_parquet(tmp_path / "f.parquet")["p_up"].tolist() == [0.1, 0.2]
-    stopped = ForecastTable(tmp_path / "g.parquet", ids, ["m1"])
-    check = forecast_table._rows_are
+    three = rows([("a", "m1", 0.1), ("b", "m1", 0.2), ("a", "m2", 0.3)])
+    mixed, foreign = tmp_path / "mixed.parquet", tmp_path / "foreign.parquet"
+    encode_rows(three, str(mixed))  # one row group of both models, encoded as the table's
+    pq.write_table(three, foreign)  # another writer's schema and metadata
+    for source in (mixed, foreign):
+        assert join_tables(tmp_path / "j.parquet", [source], ids, ["m1", "m2"]) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.parquet", "mixed.parquet"]
+    good = tmp_path / "good.parquet"
+    write_forecasts(good, [three])
+    assert join_tables(tmp_path / "j.parquet", [good], ids, ["m1", "m2"]) is True
+    assert pq.read_table(tmp_path / "j.parquet").column("p_up").to_pylist() == [0.1, 0.2, 0.3]
 
-    def stop_meanwhile(*args):  # a failing run stops it while the journal's thread adds
-        stopped.stop()
-        return check(*args)
+    def disk_full(*_):
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(forecast_table, "_rows_are", stop_meanwhile)
-    stopped.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
-    assert stopped.close() is False and not (tmp_path / "g.parquet").exists()
-    monkeypatch.undo()
-    failing = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
-    failing.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
-
-    def disk_full(**_):
-        raise OSError("No space left on device")
-
-    monkeypatch.setattr(failing.groups, "finish", disk_full)
-    with pytest.raises(DiskFullError, match=r"h.parquet: cannot be written: no space left"):
-        failing.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]  # no h.tmp left
-    footer = ForecastTable(tmp_path / "h.parquet", ids, ["m1"])
-    footer.add(rows([("a", "m1", 0.1), ("b", "m1", 0.2)]))
-    monkeypatch.setattr(footer.joiner, "close", disk_full)  # the footer cannot be written
-    with pytest.raises(DiskFullError, match=r"h.parquet: cannot be written: no space left"):
-        footer.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.parquet"]
+    monkeypatch.setattr(parquet_join, "copy_range", disk_full)
+    with pytest.raises(DiskFullError, match=r"k.parquet: cannot be written: no space left"):
+        join_tables(tmp_path / "k.parquet", [good], ids, ["m1", "m2"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "foreign.parquet", "good.parquet", "j.parquet", "mixed.parquet"]
 
 
 def test_forecast_files_keep_dictionaries_only_for_columns_whose_values_repeat(tmp_path):

@@ -333,6 +333,8 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, m
     """Shards' forecast tables are copied (model, shard) by shard, never all in memory; a
     shard whose table is out of order (``shuffled``) is ordered in memory, same result."""
     import finbench.shards as shards
+    from finbench.runlog.journal import PARTS
+    from finbench.runlog.parquet_join import row_groups_are_files
 
     cfg = run_dir.parent / "cfg.toml"
     a = run(cfg, tmp_path / "a", echo=lambda *_: None, shard=("2025-01-13", "2025-01-13"))
@@ -352,6 +354,10 @@ def test_shards_merge_into_a_run_with_byte_identical_scores(run_dir, tmp_path, m
     parts = pd.read_parquet(merged / "forecasts.parquet").drop(columns=["latency"])
     pd.testing.assert_frame_equal(parts, whole)
     assert str(whole["tokens"].dtype) == "Int64"  # the journal's pandas metadata travels along
+    # in order, the shards' row groups are copied as they are: the merged table is then its
+    # journal parts (the shards') joined, as a run's is, and the audit knows it from bytes
+    assert row_groups_are_files(merged / "forecasts.parquet",
+                                sorted((merged / PARTS).glob("*.parquet"))) is not shuffled
     assert not list(merged.glob("*.tmp"))
     assert audit_run(merged) == []
 

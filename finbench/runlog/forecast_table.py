@@ -9,8 +9,9 @@ Every row group is encoded on its own, as a Parquet file of that one group
 their bytes copied, the footer rewritten). So the file's bytes depend on its rows only, and a
 journal part that holds exactly one row group's rows, encoded the same way, is copied into the
 table as it is, never decoded and encoded again: a baselines-only run encodes each row once.
-Written whole from journal parts or rows (:func:`write_forecasts`), or while the rows arrive
-(:class:`ForecastTable`, as the merge of shards reads them)."""
+Written whole from journal parts or rows (:func:`write_forecasts`), or joined from tables
+holding its rows in order (:func:`join_tables`: the merge of shards, whose row groups are
+copied as the shards wrote them, so a merged table's groups break where its shards do)."""
 
 from __future__ import annotations
 
@@ -207,60 +208,68 @@ def _model_runs(table: pa.Table) -> list[tuple[str, pa.Table]]:
             in zip(runs.values.to_pylist(), starts.tolist(), ends.tolist(), strict=True)]
 
 
-class ForecastTable:
-    """The forecast table written while its rows arrive, when they arrive in its order (each
-    model's rows in task order, the models in turn), in the same row groups as
-    :func:`write_forecasts`. Rows out of that order stop it; :meth:`close` publishes the file
-    only when every row came in order (else the caller writes it from the rows ordered)."""
+def join_tables(path: Path, sources: list[Path], task_ids, models: list[str]) -> bool:
+    """Write the forecast table of ``models`` over ``task_ids`` at ``path`` from forecast
+    tables whose rows lie in its order one after the other (shards of disjoint date ranges,
+    in order of their dates): each model's row groups of each source copied in turn, byte for
+    byte, so a model's rows break into row groups where the sources' did. Only ``task_id`` is
+    decoded, to check that each model's rows are tasks of ``task_ids`` in their order, each
+    once; rows of other models are left out, as :func:`ordered_table` leaves them. True when
+    it wrote the file (fsynced, whole or not at all); False, and no file, when some rows are
+    out of that order or a source's row groups cannot be told apart by model or joined
+    exactly (the caller orders the rows in memory)."""
+    tmp = Path(path).with_suffix(".tmp")
+    joined = None
+    try:
+        with writing(path, tmp):
+            joined = table_joiner(tmp)
+            plan = _joined_groups(joined, sources, arrow_text(task_ids), models)
+            if plan is None:
+                joined.abort()
+                tmp.unlink()
+                return False
+            for checked, groups in plan:
+                joined.add_groups(*checked, groups)
+            joined.close()
+    except BaseException:
+        if joined is not None:
+            joined.abort()
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return True
 
-    def __init__(self, path: Path, task_ids, models: list[str]) -> None:
-        self.path, self.tmp = Path(path), Path(path).with_suffix(".tmp")
-        self.ids, self.models = arrow_text(task_ids), list(models)
-        self.model, self.done, self.in_order, self.stopped = 0, 0, True, False
-        self.joiner = table_joiner(self.tmp)
-        self.groups = _RowGroups(self.joiner)
 
-    def add(self, table: pa.Table) -> None:
-        """Take the next rows, or stop if they are not the next in order."""
-        if self.stopped or not self.in_order:
-            return
-        n = table.num_rows
-        model = self.models[self.model] if self.model < len(self.models) else None
-        self.in_order = model is not None and _rows_are(table, model,
-                                                        self.ids.slice(self.done, n))
-        if not self.in_order:
-            return
-        self.done += n
-        if self.done == len(self.ids):
-            self.model, self.done = self.model + 1, 0
-        self.groups.add(table, model)  # _rows_are found them all this model's
-
-    def stop(self) -> None:
-        """Take no more rows (e.g. the run is failing): :meth:`close` will leave no file.
-        (It may be called while :meth:`add` runs on the journal's writer thread.)"""
-        self.stopped, self.in_order = True, False
-
-    def close(self) -> bool:
-        """Publish the file if every row came in order; True when it did. Whatever happens,
-        no temporary file is left (a failed last write raises, after removing it)."""
-        complete = (not self.stopped and self.in_order and self.model == len(self.models)
-                    and self.done == 0)
+def _joined_groups(joiner: RowGroupJoiner, sources: list[Path], ids: pa.Array,
+                   models: list[str]) -> list[tuple[tuple, list[int]]] | None:
+    """For :func:`join_tables`: (a source as ``joiner.check`` splits it, its row groups to
+    copy) in the order to copy them; None when they cannot be joined in order."""
+    opened = []
+    for source in sources:
         try:
-            with writing(self.path, self.tmp):
-                if complete:
-                    self.groups.finish()
-                    self.groups.close()
-                else:
-                    self.joiner.abort()
-        except BaseException:
-            self.joiner.abort()
-            self.tmp.unlink(missing_ok=True)
-            raise
-        if complete:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-        return complete
+            opened.append((source, joiner.check(source), pq.read_metadata(source)))
+        except JoinError:
+            return None
+    plan = []
+    for model in models:
+        last = -1  # the position in ``ids`` of the model's last row so far
+        for source, checked, meta in opened:
+            groups = model_row_groups(meta, model)
+            if groups is None:
+                return None
+            if not groups:
+                continue
+            with pq.ParquetFile(source) as file:
+                got = file.read_row_groups(groups, columns=["task_id"]).column(0)
+            if ids.slice(last + 1, len(got)).equals(got.combine_chunks()):
+                last += len(got)  # the next tasks, every one (the usual case): no look-up
+            else:
+                at = positions(got, ids)
+                if (at < 0).any() or at[0] <= last or (np.diff(at) <= 0).any():
+                    return None
+                last = int(at[-1])
+            plan.append((checked, groups))
+    return plan
 
 
 def ordered_table(table: pa.Table, task_ids, models: list[str]) -> pa.Table:

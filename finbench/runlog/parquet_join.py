@@ -21,6 +21,7 @@ import hashlib
 import os
 import struct
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 MAGIC = b"PAR1"
@@ -306,6 +307,12 @@ def _row_groups(meta: Struct) -> list[Struct]:
     return meta.get(_FILE_ROW_GROUPS, (_STRUCT, []))[1]
 
 
+def _group_size(group: Struct) -> int:
+    """The bytes of a row group's column chunks (which lie one after the other)."""
+    return sum(chunk.get(_CC_META).get(_CM_TOTAL_COMPRESSED)
+               for chunk in group.get(_RG_COLUMNS, (0, []))[1])
+
+
 def row_group_rows(meta: Struct) -> list[int]:
     """The rows of each row group a decoded footer lists."""
     return [group.get(_RG_NUM_ROWS) for group in _row_groups(meta)]
@@ -355,8 +362,7 @@ def row_groups_are_files(path: str | Path, files: list[str | Path]) -> bool:
         at = len(MAGIC)
         with open(path, "rb") as fh:
             for ordinal, group in enumerate(groups):
-                size = sum(chunk.get(_CC_META).get(_CM_TOTAL_COMPRESSED)
-                           for chunk in group.get(_RG_COLUMNS, (0, []))[1])
+                size = _group_size(group)
                 fh.seek(at)
                 found = by_bytes.get(hashlib.sha256(fh.read(size)).digest())
                 if not found:
@@ -423,14 +429,30 @@ class RowGroupJoiner:
         for group in _row_groups(meta):
             self.groups.append(_moved(group, shift, len(self.groups)))
         self.rows += meta.get(_FILE_NUM_ROWS, 0)
+        self._copy(body, 0, len(body))
+
+    def add_groups(self, body: memoryview | FileBody, meta: Struct, groups: list[int]) -> None:
+        """Append the row groups numbered ``groups`` (in that order) of what :meth:`check`
+        returned, each group's bytes copied as :meth:`add_checked` copies a file's."""
+        listed = _row_groups(meta)
+        starts = list(accumulate((_group_size(g) for g in listed), initial=0))
+        for g in groups:
+            group = listed[g]
+            # its bytes lie at starts[g] of the body, which begins after the file's magic
+            self.groups.append(_moved(group, self.at - len(MAGIC) - starts[g], len(self.groups)))
+            self.rows += group.get(_RG_NUM_ROWS)
+            self._copy(body, starts[g], starts[g + 1] - starts[g])
+
+    def _copy(self, body: memoryview | FileBody, start: int, size: int) -> None:
+        """``size`` bytes of ``body`` from ``start`` written at the end of the file."""
         if isinstance(body, FileBody):
             self.fh.flush()
             with open(body.path, "rb") as src:
-                copy_range(src.fileno(), self.fh.fileno(), body.start, len(body))
-            self.fh.seek(self.at + len(body))  # where the copy left the file
+                copy_range(src.fileno(), self.fh.fileno(), body.start + start, size)
+            self.fh.seek(self.at + size)  # where the copy left the file
         else:
-            self.fh.write(body)
-        self.at += len(body)
+            self.fh.write(body[start:start + size])
+        self.at += size
 
     def add_file(self, path: str | Path) -> None:
         """Append the row groups of the Parquet file at ``path``."""
