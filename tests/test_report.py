@@ -428,17 +428,39 @@ def test_ten_models_names_do_not_run_into_each_other():
     plt.close("all")
 
 
-def test_reliability_shows_each_bins_count_and_the_sharpness_below(pilot):
-    """The reliability figure: each used bin's point labelled with its count, the legend
-    naming each model with its n, and below it the share of the model's forecasts per bin."""
+def _text_overlaps(ax) -> int:
+    """Pairs of the axes' texts whose drawn boxes overlap, laid out as the figure is saved."""
+    fig = ax.figure
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    return sum(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_reliability_shows_bins_counts_and_the_sharpness_below(pilot):
+    """The reliability figure: points labelled with their counts (each label its point's,
+    in its model's colour, none over another), the legend naming each model with its n, and
+    below it the share of the model's forecasts per bin."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from finbench.reports import style
 
     bins = pd.read_csv(pilot / "tables" / "reliability_bins.csv")
     bins = bins[bins["binning"] == "uniform"]
     top = F.plot_reliability_sharpness(bins)
     low = top.figure.axes[1]
     used = bins[bins["count"] > 0]
-    assert sorted(int(t.get_text()) for t in top.texts) == sorted(used["count"].astype(int))
+    models = list(dict.fromkeys(bins["model"]))
+    points = {(m, round(x, 9), round(y, 9)): int(k) for m, x, y, k in zip(
+        used["model"], used["mean_prob"], used["obs_freq"], used["count"], strict=True)}
+    assert top.texts and _text_overlaps(top) == 0
+    for text in top.texts:
+        model = models[[style.colour_of(m, i) for i, m in enumerate(models)].index(
+            to_hex(text.get_color()).upper())]
+        x, y = text.xy
+        assert points[(model, round(x, 9), round(y, 9))] == int(text.get_text())
+    assert min(int(t.get_text()) for t in top.texts) == used["count"].min()
     labels = [t.get_text() for t in top.get_legend().get_texts()]
     n = bins.groupby("model", sort=False)["count"].sum()
     assert labels == [f"{m} (n={int(c)})" for m, c in n.items()]
@@ -447,6 +469,35 @@ def test_reliability_shows_each_bins_count_and_the_sharpness_below(pilot):
     want = sorted(np.round(used["count"] / used["model"].map(n), 12))
     np.testing.assert_allclose(heights, want)
     plt.close("all")
+
+
+def test_reliability_of_models_whose_bins_coincide_shows_each_and_one_count_a_point():
+    """Two models with the same bins (a base rate and a climatology of the same history)
+    drew the later's line over the earlier's, hiding it, and printed both counts over each
+    other. Now each model's line is narrower than the one before (both show), a count is
+    written only where it overlaps no other (the smallest first), and points apart keep
+    their own."""
+    import matplotlib.pyplot as plt
+
+    from finbench.reports import style
+
+    def bins(model, xs, counts):
+        return pd.DataFrame({"model": model, "mean_prob": xs, "obs_freq": [0.5] * len(xs),
+                             "count": counts})
+
+    table = pd.concat([bins("base_rate", [0.1, 0.5, 0.9], [7, 1200, 30]),
+                       bins("climatology", [0.1, 0.5, 0.9], [7, 1200, 30]),
+                       bins("momentum", [0.3, 0.5], [5, 90000])], ignore_index=True)
+    with plt.rc_context(style.RC):
+        top = F.plot_reliability_sharpness(table)
+        widths = [line.get_linewidth() for line in top.get_lines()[1:]]  # after the diagonal
+        assert widths[0] > widths[1] > widths[2]
+        written = sorted((t.xy[0], t.get_text()) for t in top.texts)
+        # 0.1 and 0.9: one of the two equal counts; 0.3: momentum's; 0.5: the smallest of
+        # the three there (1200), the others would lie over it
+        assert written == [(0.1, "7"), (0.3, "5"), (0.5, "1200"), (0.9, "30")]
+        assert _text_overlaps(top) == 0
+        plt.close("all")
 
 
 def test_every_figure_is_drawn_in_the_one_style(pilot):

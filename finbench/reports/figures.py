@@ -171,26 +171,30 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
                                event: str = "up"):
     """Reliability above, sharpness below: per model, the observed frequency of ``event``
     against the mean forecast of each bin, each point's area growing with its bin's count
-    (the count written beside it), the legend giving the model's n; below, its sharpness:
-    the share of its forecasts in each bin, a stem at the bin's mean forecast (bins of
-    equal mass span wide ranges: a constant forecaster's one bin is a stem at its constant).
+    (the count written beside it where it fits, :func:`_count_labels`), the legend giving the
+    model's n; below, its sharpness: the share of its forecasts in each bin, a stem at the
+    bin's mean forecast (bins of equal mass span wide ranges: a constant forecaster's one bin
+    is a stem at its constant). Each model's line is drawn narrower than the one before (of
+    more than six models, the first ones alike: at most 3 points wider than the last), so
+    that models whose bins coincide (a base rate and a climatology) each still show.
     Returns the upper panel (``save`` writes the whole figure)."""
     fig, (top, low) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1.3]})
     top.plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
     models = list(dict.fromkeys(bins["model"]))
+    counts = []  # (count, model's place, x, y, colour) of every point
     for i, model in enumerate(models):
         part = bins[bins["model"] == model]
         used = part[part["count"] > 0]
         n = int(part["count"].sum())
         c = style.colour_of(model, i)
-        top.plot(used["mean_prob"], used["obs_freq"], color=c, lw=1.0,
+        top.plot(used["mean_prob"], used["obs_freq"], color=c,
+                 lw=1.0 + min(RELIABILITY_CASING * (len(models) - 1 - i), 3.0),
                  label=f"{model} (n={n})")
         top.scatter(used["mean_prob"], used["obs_freq"], color=c, alpha=0.85,
                     s=10 + 90 * used["count"] / max(int(bins["count"].max()), 1))
-        for x, y, k in zip(used["mean_prob"], used["obs_freq"], used["count"], strict=True):
-            top.annotate(str(int(k)), (x, y), xytext=(3, 3), textcoords="offset points",
-                         fontsize=6, color=c)
+        counts += [(int(k), i, x, y, c) for x, y, k in zip(
+            used["mean_prob"], used["obs_freq"], used["count"], strict=True)]
         share = used["count"].to_numpy(float) / max(n, 1)
         low.vlines(used["mean_prob"], 0, share, color=c, lw=2.0, alpha=0.85)
         low.plot(used["mean_prob"], share, "o", color=c, markersize=3)
@@ -202,7 +206,34 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     low.set_ylim(0, 1.05)
     if models:
         _legend(top)
+    _count_labels(top, counts)
     return top
+
+
+RELIABILITY_CASING = 0.6  # points of line width each model's line is wider than the next's
+# (3 points wider at most: the first of many models)
+LABEL_GAP = 2.0  # pixels kept between two count labels
+
+
+def _count_labels(ax, counts: list[tuple]) -> None:
+    """Write each point's count beside it, ``counts`` being (count, model's place, x, y,
+    colour): the smallest counts first (the points a reader most needs to weigh), and a
+    count only where its text would overlap none written before (where several models'
+    bins coincide, their larger counts are left to the points' areas and the sharpness
+    panel). Laid out as the saved figure is (tight), so the texts are measured where they
+    will be drawn."""
+    fig = ax.figure
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for k, _, x, y, c in sorted(counts, key=lambda t: (t[0], t[1], t[2])):
+        text = ax.annotate(str(k), (x, y), xytext=(3, 3), textcoords="offset points",
+                           fontsize=6, color=c)
+        box = text.get_window_extent(renderer).padded(LABEL_GAP / 2)
+        if any(box.overlaps(other) for other in placed):
+            text.remove()
+        else:
+            placed.append(box)
 
 
 def murphy_curves(rows: pd.DataFrame, models, *, p: str = "p_up") -> pd.DataFrame:
