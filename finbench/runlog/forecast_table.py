@@ -74,25 +74,40 @@ def write_forecasts(path: Path, tables, *, synced: bool = True) -> None:
     file, whole or not at all, in the row groups of :class:`_RowGroups`; fsynced before it
     takes its name, unless ``synced`` is False (a caller that syncs it, with
     :func:`~finbench.core.outputs.sync_file`, before any record names it)."""
+    def fill(joiner: RowGroupJoiner) -> None:
+        groups = _RowGroups(joiner)
+        for table in tables:
+            if isinstance(table, Part):
+                groups.add_part(table)
+            else:
+                groups.add(table)
+        groups.finish()
+
+    _write_joined(path, fill, synced=synced)
+
+
+def _write_joined(path: Path, fill, *, synced: bool = True) -> bool:
+    """Write the forecast table ``path`` whole or not at all: ``fill(joiner)`` adds its row
+    groups to a :class:`RowGroupJoiner` writing a temporary file, which then takes the
+    path's name (fsynced first unless ``synced`` is False); False from ``fill``: no table
+    after all, and no file left. Whatever fails, no temporary file is left."""
     tmp = Path(path).with_suffix(".tmp")
     joined = None
     try:
         with writing(path, tmp):
             joined = table_joiner(tmp)
-            groups = _RowGroups(joined)
-            for table in tables:
-                if isinstance(table, Part):
-                    groups.add_part(table)
-                else:
-                    groups.add(table)
-            groups.finish()
-            groups.close(synced=synced)
+            if fill(joined) is False:
+                joined.abort()
+                tmp.unlink()
+                return False
+            joined.close(synced=synced)
     except BaseException:
         if joined is not None:
             joined.abort()
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
+    return True
 
 
 class _RowGroups:
@@ -148,11 +163,6 @@ class _RowGroups:
         if self.count:
             self._write(pa.concat_tables(self.held))
         self.held, self.count = [], 0
-
-    def close(self, *, synced: bool = True) -> None:
-        """The footer (a table without rows: the schema alone, no row group); ``synced``:
-        :meth:`RowGroupJoiner.close`'s."""
-        self.joiner.close(synced=synced)
 
 
 def read_part(path: Path, **kwargs) -> pa.Table:
@@ -218,26 +228,15 @@ def join_tables(path: Path, sources: list[Path], task_ids, models: list[str]) ->
     it wrote the file (fsynced, whole or not at all); False, and no file, when some rows are
     out of that order or a source's row groups cannot be told apart by model or joined
     exactly (the caller orders the rows in memory)."""
-    tmp = Path(path).with_suffix(".tmp")
-    joined = None
-    try:
-        with writing(path, tmp):
-            joined = table_joiner(tmp)
-            plan = _joined_groups(joined, sources, arrow_text(task_ids), models)
-            if plan is None:
-                joined.abort()
-                tmp.unlink()
-                return False
-            for checked, groups in plan:
-                joined.add_groups(*checked, groups)
-            joined.close()
-    except BaseException:
-        if joined is not None:
-            joined.abort()
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    return True
+    def fill(joiner: RowGroupJoiner) -> bool:
+        plan = _joined_groups(joiner, sources, arrow_text(task_ids), models)
+        if plan is None:
+            return False
+        for checked, groups in plan:
+            joiner.add_groups(*checked, groups)
+        return True
+
+    return _write_joined(path, fill)
 
 
 def _joined_groups(joiner: RowGroupJoiner, sources: list[Path], ids: pa.Array,
