@@ -321,8 +321,9 @@ def score_table(data: RunData, *, slice_kind: str, composite: bool = True) -> pd
     cluster, session = data.cluster_codes(rep.cluster), data.cluster_codes("session")
     by_session = rep.cluster == "session"
     column = {c: data.values(c) for c in ("brier", "winkler", "y", "correct", "tie",
-                                                    "log_loss", "covered", "width", "valid",
-                                                    "answered")}
+                                                    "log_loss", "covered", "width")}
+    # flags as they are, not as floats of 8 bytes a row (a mean of 0/1 is the same number)
+    column.update({c: data.values(c, bool) for c in ("valid", "answered")})
     paired = {}
     for m in data.models:
         if data.reference(m) is not None:
