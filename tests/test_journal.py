@@ -218,7 +218,7 @@ def _shard_tables(tmp_path, ids, asked, cuts, group, backwards=False):
     return paths, tables
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(1, 12).flatmap(lambda n: st.tuples(
            st.just(n),
            st.fixed_dictionaries({m: st.lists(st.booleans(), min_size=n, max_size=n)
