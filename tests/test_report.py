@@ -500,6 +500,36 @@ def test_reliability_of_models_whose_bins_coincide_shows_each_and_one_count_a_po
         plt.close("all")
 
 
+def test_models_answering_alike_each_show_in_every_figure_of_lines():
+    """A base rate and a climatology of the same history answer alike, so their lines lie
+    on each other in every figure of lines: each model's line is drawn narrower than the
+    one before (the style's ``line_width``), and every model named in a legend is seen."""
+    import matplotlib.pyplot as plt
+
+    from finbench.reports import style
+
+    models = ["coin", "base_rate", "climatology"]
+    assert [style.line_width(i, 3) for i in range(3)] == pytest.approx([2.6, 2.0, 1.4])
+    assert style.line_width(0, 20) == 1.4 + style.MOST_CASING  # many models: capped
+    same = np.array([0.2, 0.25, 0.22])
+    horizons = pd.DataFrame([{"model": m, "slice": h, "brier": b, "width": 0.01}
+                             for m in models for h, b in zip(["A", "B", "C"], same,
+                                                             strict=True)])
+    curves = pd.DataFrame([{"model": m, "threshold": t, "score": 0.1}
+                           for m in models for t in (0.1, 0.5, 0.9)])
+    days = pd.to_datetime(["2025-01-13", "2025-01-14", "2025-01-15"]).to_numpy()
+    wealth = {m: (days, np.array([0.01, -0.02, 0.03])) for m in models}
+    with plt.rc_context(style.RC):
+        for ax in (F.plot_murphy(curves), F.plot_across_horizons(horizons),
+                   F.plot_width_by_horizon(horizons), F.plot_wealth(wealth)):
+            handles, labels = ax.get_legend_handles_labels()  # an error bar's: its line
+            lines = [getattr(h, "lines", (h,))[0] for h in handles]
+            assert [label.split(" ")[0] for label in labels] == models
+            widths = [line.get_linewidth() for line in lines]
+            assert np.diff(widths) == pytest.approx([-style.CASING] * 2), widths
+            plt.close("all")
+
+
 def test_every_figure_is_drawn_in_the_one_style(pilot):
     """A figure the set draws is drawn under the style module's settings (no top or right
     spine, the palette's first colour for the first model)."""

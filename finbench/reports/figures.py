@@ -136,12 +136,13 @@ def plot_across_horizons(table: pd.DataFrame, *, ax=None, metric: str = "brier")
     """One line per model across horizons (Fig. 3)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
+    n = table["model"].nunique()
     for i, (model, part) in enumerate(table.groupby("model", sort=False)):
         part = part.set_index("slice").reindex(horizons)
         ax.errorbar(np.arange(len(horizons)), part[metric],
                     yerr=_err(part[metric], part[f"{metric}_lo"], part[f"{metric}_hi"])
                     if f"{metric}_lo" in part else None, marker="o", capsize=3, label=model,
-                    color=style.colour_of(model, i))
+                    color=style.colour_of(model, i), lw=style.line_width(i, n))
     ax.set_xticks(np.arange(len(horizons)), horizons)
     ax.set_ylabel(metric)
     _legend(ax)
@@ -174,9 +175,9 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     (the count written beside it where it fits, :func:`_count_labels`), the legend giving the
     model's n; below, its sharpness: the share of its forecasts in each bin, a stem at the
     bin's mean forecast (bins of equal mass span wide ranges: a constant forecaster's one bin
-    is a stem at its constant). Each model's line is drawn narrower than the one before (of
-    more than six models, the first ones alike: at most 3 points wider than the last), so
-    that models whose bins coincide (a base rate and a climatology) each still show.
+    is a stem at its constant). Each model's line is narrower than the one before
+    (:func:`~finbench.reports.style.line_width`), so that models whose bins coincide each
+    show.
     Returns the upper panel (``save`` writes the whole figure)."""
     fig, (top, low) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1.3]})
@@ -189,8 +190,7 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
         n = int(part["count"].sum())
         c = style.colour_of(model, i)
         top.plot(used["mean_prob"], used["obs_freq"], color=c,
-                 lw=1.0 + min(RELIABILITY_CASING * (len(models) - 1 - i), 3.0),
-                 label=f"{model} (n={n})")
+                 lw=style.line_width(i, len(models), 1.0), label=f"{model} (n={n})")
         top.scatter(used["mean_prob"], used["obs_freq"], color=c, alpha=0.85,
                     s=10 + 90 * used["count"] / max(int(bins["count"].max()), 1))
         counts += [(int(k), i, x, y, c) for x, y, k in zip(
@@ -210,8 +210,6 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     return top
 
 
-RELIABILITY_CASING = 0.6  # points of line width each model's line is wider than the next's
-# (3 points wider at most: the first of many models)
 LABEL_GAP = 2.0  # pixels kept between two count labels
 
 
@@ -261,11 +259,12 @@ def plot_murphy(curves: pd.DataFrame, *, event: str = "up"):
     maker's cost ratio), lower is better; twice the area under a curve is the model's
     Brier score (the legend gives it)."""
     ax = _ax(None)
+    n = curves["model"].nunique()
     for i, (model, part) in enumerate(curves.groupby("model", sort=False)):
         area = 2 * float(np.trapezoid(np.r_[0.0, part["score"], 0.0],
                                       np.r_[0.0, part["threshold"], 1.0]))
-        ax.plot(part["threshold"], part["score"], color=style.colour_of(model, i), lw=1.3,
-                label=f"{model} (2 x area {area:.3f})")
+        ax.plot(part["threshold"], part["score"], color=style.colour_of(model, i),
+                lw=style.line_width(i, n, 1.3), label=f"{model} (2 x area {area:.3f})")
     ax.set_xlim(0, 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"threshold theta (act on '{event}' when p > theta)")
@@ -366,10 +365,11 @@ def plot_width_by_horizon(table: pd.DataFrame, *, ax=None):
     """Mean interval width (log-return units) per horizon and model (those that give one)."""
     ax = _ax(ax)
     horizons = list(dict.fromkeys(table["slice"]))
-    for j, model in enumerate(_with(table, "width")):
+    shown = _with(table, "width")
+    for j, model in enumerate(shown):
         part = table[table["model"] == model].set_index("slice").reindex(horizons)
         ax.plot(np.arange(len(horizons)), part["width"], marker="o", label=model,
-                color=style.colour_of(model, j))
+                color=style.colour_of(model, j), lw=style.line_width(j, len(shown)))
     ax.set_xticks(np.arange(len(horizons)), horizons)
     ax.set_ylabel("mean width of the 80% interval")
     _legend(ax)
@@ -414,7 +414,8 @@ def plot_wealth(paths: dict[str, tuple[np.ndarray, np.ndarray]], *, ax=None):
         keep = wealth_points(y)
         gx, gy = _broken_at_gaps(x[keep], y[keep])
         line, = ax.plot(gx, gy, label=model, marker="o" if len(y) <= 60 else None,
-                        color=style.colour_of(model, i), markersize=3)
+                        color=style.colour_of(model, i), markersize=3,
+                        lw=style.line_width(i, len(paths)))
         if end < len(path):
             ax.plot([dates[end]], [y[-1]], marker="x", color=line.get_color())
         first = x[0] if first is None else min(first, x[0])

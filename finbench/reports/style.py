@@ -39,6 +39,18 @@ def colour_of(model: str, i: int) -> str:
     return colour(order.index(model) if model in order else i)
 
 
+CASING = 0.6  # points each model's line is wider than the next model's
+MOST_CASING = 3.0  # points the first of many models' lines is wider than the last's at most
+
+
+def line_width(i: int, n: int, base: float = 1.4) -> float:
+    """The width of the ``i``-th of ``n`` models' lines: each :data:`CASING` points wider
+    than the next (the last ``base``; the first of more than six alike, at most
+    :data:`MOST_CASING` wider), so that a model whose line lies on an earlier one's (a base
+    rate and a climatology of the same history answer alike) is seen inside it, not lost."""
+    return base + min(CASING * (n - 1 - i), MOST_CASING)
+
+
 @contextlib.contextmanager
 def models(names):
     """Figures drawn inside give each of ``names`` (the report's models, in order) its
