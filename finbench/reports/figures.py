@@ -121,9 +121,11 @@ def plot_skill_heatmap(cells: pd.DataFrame, *, horizons: list[str] | None = None
 
 
 def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
-    """Brier score against interval coverage, one point per model × horizon (Fig. 2)."""
+    """Brier score against interval coverage, one point per model × horizon (Fig. 2); a
+    model that gives no interval has no coverage, and is neither drawn nor named."""
     ax = _ax(ax)
-    for i, (model, part) in enumerate(table.groupby("model", sort=False)):
+    for i, model in enumerate(_with(table, "coverage")):
+        part = table[(table["model"] == model) & table["coverage"].notna()]
         ax.scatter(part["coverage"], part["brier"], label=model, color=style.colour_of(model, i))
     ax.axvline(nominal, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("coverage of the 80% interval")
