@@ -24,7 +24,7 @@ SMALL = {
                   "40, 8, 0.01, 1; b.IDEAL = b.CALLS * b.LATENCY / b.CONCURRENCY; b.main()",
                   [], ["engine: 40 calls, 40 requests, 40 valid",
                        "engine's CPU per call / the client's alone", "4. agents"]),
-    "bench_scale": ("import bench_scale as b; b.RUNS = 1; b.main()",
+    "bench_scale": ("import bench_scale as b; b.RUNS, b.SCORED_ROWS = 1, 100_000; b.main()",
                     ["--tickers", "3", "--sessions", "3"],
                     ["finbench audit of the run, CPU (median)",
                      "finbench report of the run, CPU (median)", "run vs floor: "]),
