@@ -396,12 +396,14 @@ def _ten_models() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _overlaps(ax) -> int:
-    """Pairs of the axes' x tick labels whose drawn boxes overlap."""
+def _overlaps(ax, texts=None) -> int:
+    """Pairs of ``texts`` (by default the axes' x tick labels) whose drawn boxes overlap,
+    laid out as the figure is saved."""
     fig = ax.figure
     fig.tight_layout()
     renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+    texts = ax.get_xticklabels() if texts is None else texts
+    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
     return sum(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
@@ -433,15 +435,6 @@ def test_ten_models_names_do_not_run_into_each_other():
     plt.close("all")
 
 
-def _text_overlaps(ax) -> int:
-    """Pairs of the axes' texts whose drawn boxes overlap, laid out as the figure is saved."""
-    fig = ax.figure
-    fig.tight_layout()
-    renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in ax.texts]
-    return sum(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
-
-
 def test_reliability_shows_bins_counts_and_the_sharpness_below(pilot):
     """The reliability figure: points labelled with their counts (each label its point's,
     in its model's colour, none over another), the legend naming each model with its n, and
@@ -459,7 +452,7 @@ def test_reliability_shows_bins_counts_and_the_sharpness_below(pilot):
     models = list(dict.fromkeys(bins["model"]))
     points = {(m, round(x, 9), round(y, 9)): int(k) for m, x, y, k in zip(
         used["model"], used["mean_prob"], used["obs_freq"], used["count"], strict=True)}
-    assert top.texts and _text_overlaps(top) == 0
+    assert top.texts and _overlaps(top, top.texts) == 0
     for text in top.texts:
         model = models[[style.colour_of(m, i) for i, m in enumerate(models)].index(
             to_hex(text.get_color()).upper())]
@@ -501,7 +494,7 @@ def test_reliability_of_models_whose_bins_coincide_shows_each_and_one_count_a_po
         # 0.1 and 0.9: one of the two equal counts; 0.3: momentum's; 0.5: the smallest of
         # the three there (1200), the others would lie over it
         assert written == [(0.1, "7"), (0.3, "5"), (0.5, "1200"), (0.9, "30")]
-        assert _text_overlaps(top) == 0
+        assert _overlaps(top, top.texts) == 0
         plt.close("all")
 
 
