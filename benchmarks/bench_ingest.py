@@ -30,8 +30,10 @@ WORDS = np.array("the market rate cut fed vote poll odds yes no will price march
                  "bitcoin etf approval deadline report".split())
 
 
-def write_dump(path: Path, posts: int, days: int, seed: int = 5) -> None:
-    """``posts`` lines over ``days`` days from 2024-01-01, in time order, zstd level 3."""
+def write_dump(path: Path, posts: int, days: int, seed: int = 5, words: np.ndarray = WORDS
+               ) -> None:
+    """``posts`` lines over ``days`` days from 2024-01-01, in time order, zstd level 3, each
+    text drawn from ``words``."""
     import zstandard
 
     rng = np.random.default_rng(seed)
@@ -42,7 +44,7 @@ def write_dump(path: Path, posts: int, days: int, seed: int = 5) -> None:
         for at in range(0, posts, block):
             lines = []
             for k in range(at, min(at + block, posts)):
-                text = " ".join(WORDS[rng.integers(0, len(WORDS), 12 + k % 40)])
+                text = " ".join(words[rng.integers(0, len(words), 12 + k % 40)])
                 common = {"id": f"x{k:09x}", "created_utc": int(times[k]),
                           "subreddit": ("politics", "wallstreetbets", "sports")[k % 3],
                           "author": f"user{k % 9973}", "score": int(k % 50) - 5,

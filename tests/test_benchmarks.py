@@ -44,6 +44,10 @@ SMALL = {
     "bench_live": ("import bench_live as b; b.main()", ["2", "3"],
                    ["verify passes; the season's run scores exactly as a backtest",
                     "seal latency after a horizon's last answer: "]),
+    "bench_event_tools": ("import bench_event_tools as b; b.main()",
+                          ["--posts", "3000", "--days", "60", "--tasks", "4"],
+                          ["the same posts, order and scores as the reference on those calls, "
+                           "and in both orders: True", "shuffled "]),
     "bench_tools": ("import bench_tools as b; b.main()", [str(ROOT / "data" / "sample"), "2", "5"],
                     ["bars (warm) against the naive pandas filter: "]),
     "bench_object_store": ("import bench_object_store as b; b.main()",

@@ -294,18 +294,22 @@ def test_bars_and_daily_are_the_naive_readings_of_the_store(tools, sample_store,
 
 
 # -- the event track's tools ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def event_tools():
+def event_config():
+    """The event pilot's config."""
     from pathlib import Path
 
     from finbench.core.config import ConfigText
     from finbench.tracks.configs import load_config_file
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "pilot_events.toml"
+    return load_config_file(ConfigText.read(path))[0]
+
+
+@pytest.fixture(scope="module")
+def event_tools():
     from finbench.tracks.events.track import EventsTrack
 
-    root = Path(__file__).resolve().parents[1]
-    path = root / "configs" / "pilot_events.toml"
-    config = load_config_file(ConfigText.read(path))[0]
-    track = EventsTrack(config)
+    track = EventsTrack(event_config())
     return track.tools(), track.plan.tasks, track.plan.markets.set_index("market_id")
 
 
@@ -351,3 +355,58 @@ def test_no_event_tool_answers_anything_known_only_from_its_cutoff_on(event_tool
             assert item["market_id"] != task["market_id"] or own < now  # past it: never asked)
     if name == "prices" and args["start"] is not None:
         assert pd.Timestamp(args["start"]) <= now
+
+
+@pytest.fixture(scope="module")
+def every_post(event_tools):
+    """Every post of the event pilot's store, sorted by time, as one table."""
+    return event_tools[0].store.read_posts(pd.Timestamp("2000-01-01", tz="UTC"),
+                                           pd.Timestamp("2100-01-01", tz="UTC"))
+
+
+def naive_posts(posts, now: pd.Timestamp, days: int, query: str, limit: int, max_chars: int
+                ) -> list[tuple]:
+    """The posts tool's answer the slow way: the posts of ``posts`` made in the window taken
+    out of them, and one index built over those alone."""
+    import pyarrow as pa
+
+    from finbench.core.bm25 import PostIndex, top_k
+
+    at = posts.column("created_utc").cast(pa.int64()).to_numpy()
+    posts = posts.filter((at >= (now - pd.Timedelta(days=days)).value) & (at < now.value))
+    created = posts.column("created_utc").cast(pa.int64()).to_numpy()
+    ids = np.asarray(posts.column("post_id").to_pylist(), dtype=object)
+    texts, subs = posts.column("text").to_pylist(), posts.column("subreddit").to_pylist()
+    scores = PostIndex(texts).scores(0, len(texts), query)
+    return [(ids[j], subs[j], texts[j][:max_chars], pd.Timestamp(created[j], tz="UTC"),
+             round(float(scores[j]), 6)) for j in top_k(scores, created, ids, limit)]
+
+
+@settings(max_examples=25)
+@given(calls=st.lists(st.tuples(st.integers(0, 10**6), st.integers(-24 * 200, 24 * 40),
+                                st.integers(1, 365), st.sampled_from(EVENT_QUERIES),
+                                st.integers(1, 20)), min_size=1, max_size=5),
+       months_held=st.sampled_from([1, 2, 14]))
+def test_event_posts_are_one_index_over_the_window_alone(event_tools, every_post, calls,
+                                                          months_held):
+    """The posts tool, holding an index a month (however few months it holds, and whatever it
+    was asked before), answers what one index built over the window's posts alone ranks: the
+    same posts in the same order, the same scores."""
+    from unittest import mock
+
+    import finbench.tracks.events.tools as module
+    from finbench.tracks.events.tools import EventTools
+
+    store, tasks = event_tools[0].store, event_tools[1]
+    with mock.patch.multiple(module, MONTHS_HELD=months_held, POSTS_HELD=-1):  # (by count)
+        tools = EventTools(store, event_config())
+        for pick, hours, days, query, limit in calls:
+            task = tasks.iloc[pick % len(tasks)].to_dict()
+            now = tools.now(task) + pd.Timedelta(hours=hours)
+            args = json.dumps({"query": query, "days": days, "limit": limit})
+            result = tools.call("posts", args, now, task)
+            got = [(i["post_id"], i["subreddit"], i["text"], pd.Timestamp(i["created_utc"]),
+                    i["score"]) for i in json.loads(result.content)["items"]]
+            assert got == naive_posts(every_post, now, days, query, limit, tools.max_chars)
+            assert len(tools._months) <= months_held
+

@@ -6,7 +6,9 @@ number of texts, their mean length and each term's document frequency are counte
 window, so a later text can neither be returned nor change a score. The scores are those of a
 ``bm25s`` index built from the window alone, bit for bit (the Lucene variant, k1 1.5, b 0.75,
 English stopwords; each text's term score rounded to float32 and summed in float32 in the
-query's term order, as ``bm25s`` does); ``tests/test_events.py`` holds the two equal. Ties rank
+query's term order, as ``bm25s`` does); ``tests/test_events.py`` holds the two equal. A window
+may also lie across several indexes (the agents' posts tool holds one a month,
+:func:`window_scores`): its statistics are summed over them, with the same scores. Ties rank
 by time, then id."""
 
 from __future__ import annotations
@@ -40,30 +42,46 @@ class PostIndex:
     def scores(self, lo: int, hi: int, query: str) -> np.ndarray:
         """The BM25 score of each post in ``[lo, hi)`` against ``query``, with the statistics
         of those posts alone (zero for a post sharing no term with it)."""
-        import bm25s
+        return window_scores([(self, lo, hi)], query)
 
-        n = hi - lo
-        out = np.zeros(n, np.float32)
-        if n == 0:
-            return out.astype(np.float64)
-        mean_length = (self.cum_length[hi] - self.cum_length[lo]) / n
-        terms = bm25s.tokenize([query], stopwords="en", show_progress=False,
-                               return_ids=False)[0]
-        for term in terms:
-            t = self.vocab.get(term)
+
+def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.ndarray:
+    """The BM25 score against ``query`` of each post of a window held by several indexes:
+    ``parts`` lists, in time order, each index and the range ``[lo, hi)`` of its posts in the
+    window. The statistics are the window's: its posts' number and mean length and each
+    term's document frequency summed over the parts, so the scores are those of one index over
+    the window's posts, bit for bit (each post's term scores added in the query's order)."""
+    import bm25s
+
+    sizes = [hi - lo for _, lo, hi in parts]
+    n = sum(sizes)
+    out = np.zeros(n, np.float32)
+    if n == 0:
+        return out.astype(np.float64)
+    mean_length = sum((ix.cum_length[hi] - ix.cum_length[lo] for ix, lo, hi in parts),
+                      np.int64(0)) / n
+    shifts = np.cumsum([0, *sizes[:-1]]).tolist()
+    terms = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    for term in terms:
+        hits = []  # (index, first and end of its postings in the window, shift of its posts)
+        for (ix, lo, hi), shift in zip(parts, shifts, strict=True):
+            t = ix.vocab.get(term)
             if t is None:
                 continue
-            s, e = self.start[t], self.start[t + 1]
-            a = s + int(np.searchsorted(self.post[s:e], lo))
-            z = s + int(np.searchsorted(self.post[s:e], hi))
-            if a == z:  # no post of the window holds it
-                continue
-            df = z - a
-            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-            posts, tf = self.post[a:z], self.tf[a:z]
-            tfc = tf / (K1 * ((1 - B) + B * self.lengths[posts] / mean_length) + tf)
-            out[posts - lo] += (idf * tfc).astype(np.float32)
-        return out.astype(np.float64)
+            s, e = ix.start[t], ix.start[t + 1]
+            a = s + int(np.searchsorted(ix.post[s:e], lo))
+            z = s + int(np.searchsorted(ix.post[s:e], hi))
+            if a < z:
+                hits.append((ix, a, z, shift - lo))
+        df = sum(z - a for _, a, z, _ in hits)
+        if df == 0:  # no post of the window holds it
+            continue
+        idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+        for ix, a, z, shift in hits:
+            posts, tf = ix.post[a:z], ix.tf[a:z]
+            tfc = tf / (K1 * ((1 - B) + B * ix.lengths[posts] / mean_length) + tf)
+            out[posts + shift] += (idf * tfc).astype(np.float32)
+    return out.astype(np.float64)
 
 
 def top_k(scores: np.ndarray, created: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
