@@ -8,7 +8,8 @@ months) and answers a window from the months it covers with the window's own sta
 Printed: the calls' CPU, the posts indexed and the day partitions read, with the tasks in
 time order and shuffled (agents run concurrently, so cutoffs interleave); the median call
 once its months are held; what the tools hold after the calls; the reference's time a call
-(timed on a few calls) and the tool's calls against the reference's year-long ones alone.
+(timed on a few calls) and the tool's calls against the reference's year-long ones alone;
+and the gate's retrieval of the event pilot's tasks over the same posts, a year's look back.
 Synthetic posts (``bench_ingest.write_dump``, words drawn from 5,000) added to the event sample's store in a
 temporary folder.
 Run: .venv/bin/python benchmarks/bench_event_tools.py [--posts 300000 --days 540 --tasks 200]
@@ -100,9 +101,30 @@ def sweep(store, calls) -> tuple[float, int, int, list[float], list, float]:
                 warm.append(time.perf_counter() - t)
             answers.append(json.loads(result.content)["items"])
         cpu = time.process_time() - cpu
-    held = (sum(len(m.created) for m in tools._months.values()), len(tools._months),
+    held = (sum(len(m.created) for m in tools.posts.held.values()), len(tools.posts.held),
             resident() - before)
     return cpu, counted.partitions, counted.posts, warm, answers, held
+
+
+def gate_retrieval(tmp: Path, store) -> tuple[int, float]:
+    """The event pilot's retrieval on ``store`` with a look back of 365 days, as a run makes
+    it: (tasks, CPU seconds)."""
+    from finbench.core.config import ConfigText
+    from finbench.tracks.configs import load_config_file
+    from finbench.tracks.events.track import EventsTrack
+
+    text = (ROOT / "configs" / "pilot_events.toml").read_text()
+    path = tmp / "events.toml"
+    mine = (text.replace('"../data/events_sample/store"', f'"{store.path}"')
+            .replace("lookback_days = 30", "lookback_days = 365"))
+    if mine.count(str(store.path)) != 1 or "lookback_days = 365" not in mine:
+        raise SystemExit(f"{path}: the pilot's store and look back were not found to change")
+    path.write_text(mine)
+    track = EventsTrack(load_config_file(ConfigText.read(path))[0])
+    cpu = time.process_time()
+    found = track._retrieve_all(lambda *_, **__: None)
+    cpu = time.process_time() - cpu
+    return len(found), cpu
 
 
 def main() -> None:
@@ -120,6 +142,7 @@ def main() -> None:
         rows = {"in time order": sweep(store, calls)}
         gc.collect()  # (the first tools' months freed before the second's are counted)
         rows["shuffled"] = sweep(store, shuffled)
+        retrieval = gate_retrieval(Path(tmp), store)
         reference, same = [], True
         for (now, back, query), got in zip(calls[-SAMPLE:], rows["in time order"][4][-SAMPLE:],
                                            strict=True):
@@ -148,6 +171,9 @@ def main() -> None:
           f"(median of {SAMPLE} year-long windows), {year_long:,.0f} s for the year-long "
           f"calls alone; the tool's {len(calls)} calls in time order against it: "
           f"{rows['in time order'][0] / year_long:.3f}x")
+    tasks, cpu = retrieval
+    print(f"the gate's retrieval of the sample's {tasks} tasks over the same posts, a look back "
+          f"of 365 days: {cpu:.2f} s CPU ({cpu / tasks * 1e3:.0f} ms a task)")
     print(f"the same posts, order and scores as the reference on those calls, and in both orders: {same}")
     if not same:
         raise SystemExit("the posts tool and the reference disagree")

@@ -47,7 +47,8 @@ SMALL = {
     "bench_event_tools": ("import bench_event_tools as b; b.main()",
                           ["--posts", "3000", "--days", "60", "--tasks", "4"],
                           ["the same posts, order and scores as the reference on those calls, "
-                           "and in both orders: True", "shuffled "]),
+                           "and in both orders: True", "shuffled ",
+                           "the gate's retrieval of the sample's 46 tasks"]),
     "bench_tools": ("import bench_tools as b; b.main()", [str(ROOT / "data" / "sample"), "2", "5"],
                     ["bars (warm) against the naive pandas filter: "]),
     "bench_object_store": ("import bench_object_store as b; b.main()",

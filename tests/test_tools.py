@@ -394,7 +394,7 @@ def test_event_posts_are_one_index_over_the_window_alone(event_tools, every_post
     same posts in the same order, the same scores."""
     from unittest import mock
 
-    import finbench.tracks.events.tools as module
+    import finbench.tracks.events.post_months as module
     from finbench.tracks.events.tools import EventTools
 
     store, tasks = event_tools[0].store, event_tools[1]
@@ -408,5 +408,5 @@ def test_event_posts_are_one_index_over_the_window_alone(event_tools, every_post
             got = [(i["post_id"], i["subreddit"], i["text"], pd.Timestamp(i["created_utc"]),
                     i["score"]) for i in json.loads(result.content)["items"]]
             assert got == naive_posts(every_post, now, days, query, limit, tools.max_chars)
-            assert len(tools._months) <= months_held
+            assert len(tools.posts.held) <= months_held
 

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.errors import LookaheadError
 from finbench.core.times import NO_TIME, to_ns
+from finbench.tracks.events.post_months import PostMonths
 
 
 @dataclass
@@ -31,29 +31,20 @@ class Retrieved:
     scores: list[float]
 
 
-def retrieve(posts: pa.Table, tasks: pd.DataFrame, *, lookback: pd.Timedelta, k: int
-             ) -> list[Retrieved]:
-    """For each task, the best ``k`` posts of ``posts`` (sorted by created_utc) made in
-    ``[t0 - lookback, t0)`` against its question, scored with that window's statistics alone
-    (one index of ``posts``, :class:`~finbench.core.bm25.PostIndex`)."""
-    created = posts.column("created_utc").cast(pa.int64()).to_numpy()
-    ids = np.asarray(posts.column("post_id").to_pylist(), dtype=object)
-    texts = posts.column("text").to_pylist()
-    subs = posts.column("subreddit").to_pylist()
-    index = PostIndex(texts)
+def retrieve(posts: pa.Table | PostMonths, tasks: pd.DataFrame, *, lookback: pd.Timedelta,
+             k: int) -> list[Retrieved]:
+    """For each task, the best ``k`` posts made in ``[t0 - lookback, t0)`` against its
+    question, scored with that window's statistics alone; ``posts``: a table (sorted by
+    created_utc then post_id) or the store's posts by month (:class:`PostMonths`, each
+    month's index built once while held)."""
+    months = PostMonths.of(posts) if isinstance(posts, pa.Table) else posts
     out = []
     for row in tasks.itertuples(index=False):
-        t0 = row.t0.value
-        lo = int(np.searchsorted(created, t0 - lookback.value, side="left"))
-        hi = int(np.searchsorted(created, t0, side="left"))  # strictly before t0
-        scores = index.scores(lo, hi, row.question)
-        best = top_k(scores, created[lo:hi], ids[lo:hi], k) + lo
-        if (created[best] >= t0).any():  # cannot happen: the window ends before t0
+        found = months.search(row.t0 - lookback, row.t0, row.question, k)
+        if (found.created >= row.t0.value).any():  # cannot happen: the window ends before t0
             raise LookaheadError(f"{row.task_id}: a post made at or after t0 was retrieved")
-        out.append(Retrieved(ids[best].tolist(),
-                             [pd.Timestamp(c, tz="UTC") for c in created[best]],
-                             [subs[j] for j in best], [texts[j] for j in best],
-                             scores[best - lo].tolist()))
+        out.append(Retrieved(found.ids, [pd.Timestamp(c, tz="UTC") for c in found.created],
+                             found.subreddits, found.texts, found.scores))
     return out
 
 

@@ -18,15 +18,14 @@ none after it for prices (at or before, as the gate's price); asking for later i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from finbench.core.bm25 import PostIndex, top_k, window_scores
+from finbench.core.bm25 import PostIndex, top_k
 from finbench.core.errors import LookaheadError
 from finbench.core.times import to_ns
+from finbench.tracks.events.post_months import PostMonths
 from finbench.tracks.tools import (
     SchemaTools,
     answered,
@@ -39,8 +38,6 @@ from finbench.tracks.tools import (
 MAX_ITEMS = 1000  # prices one call answers at most
 MAX_HITS = 20
 MAX_DAYS = 365
-MONTHS_HELD = 14  # always held: a look back of MAX_DAYS touches 13 months, calls across a
-POSTS_HELD = 1_000_000  # month's end 14; more while the months held hold fewer posts than this
 SCHEMAS = {
     "posts": function_tool(
         "posts", "Search the posts made before now, in the last `days` days (BM25), best "
@@ -61,27 +58,11 @@ SCHEMAS = {
 }
 
 
-@dataclass(frozen=True)
-class _Month:
-    """The posts made in one month, sorted by time, and their index."""
-
-    index: PostIndex
-    created: np.ndarray  # ns
-    ids: np.ndarray  # object
-    subreddits: list[str]
-    texts: list[str]
-
-
-def _starts(parts: list[tuple[_Month, int, int]]) -> list[int]:
-    """Where each part's posts start in the window they make together."""
-    return np.cumsum([0] + [hi - lo for _, lo, hi in parts[:-1]]).tolist()
-
-
 class EventTools(SchemaTools):
     """The tools over an event store snapshot (``store``: its markets, prices and posts)
     for the config ``config``; holds what the snapshot alone determines (the markets'
-    question index; the posts of the months last searched, a month's index built once while
-    held), nothing of any task: an answer is the same whatever was asked before."""
+    question index; the posts of the months last searched, :class:`PostMonths`), nothing of
+    any task: an answer is the same whatever was asked before."""
 
     SCHEMAS = SCHEMAS
 
@@ -97,69 +78,23 @@ class EventTools(SchemaTools):
         self.market_index = PostIndex(known["question"].astype(str).tolist())
         prices = store.prices().sort_values(["market_id", "time"], kind="stable")
         self.prices = {m: g.reset_index(drop=True) for m, g in prices.groupby("market_id")}
-        self._months: dict[pd.Period, _Month] = {}  # the months last searched, the last last
+        self.posts = PostMonths(store.read_posts)
 
     def now(self, task: Mapping) -> pd.Timestamp:
         return pd.Timestamp(task["t0"]).tz_convert("UTC")
 
     # -- the tools ---------------------------------------------------------------------------
-    def _month(self, month: pd.Period) -> _Month:
-        """The posts made in ``month`` (UTC), indexed; read once and held while they are among
-        the :data:`MONTHS_HELD` months last searched, or while the months held hold no more
-        than :data:`POSTS_HELD` posts (agents run in their cutoffs' order, a few at a time: a
-        month is searched again soon after, or not at all)."""
-        held = self._months.pop(month, None)
-        if held is None:
-            start = month.start_time.tz_localize("UTC")
-            posts = self.store.read_posts(start, (month + 1).start_time.tz_localize("UTC"))
-            texts = posts.column("text").to_pylist()
-            held = _Month(PostIndex(texts), posts.column("created_utc").cast(pa.int64())
-                          .to_numpy(), np.asarray(posts.column("post_id").to_pylist(),
-                                                  dtype=object),
-                          posts.column("subreddit").to_pylist(), texts)
-        self._months[month] = held  # (the last searched last)
-        while (len(self._months) > MONTHS_HELD
-               and sum(len(m.created) for m in self._months.values()) > POSTS_HELD):
-            self._months.pop(next(iter(self._months)))
-        return held
-
-    def _window(self, now: pd.Timestamp, days: int) -> list[tuple[_Month, int, int]]:
-        """The posts made in ``[now - days, now)``: each month they fall in, with the range of
-        its posts in the window."""
-        start = now - pd.Timedelta(days=days)
-        first = start.tz_localize(None).to_period("M")
-        last = (now - pd.Timedelta(1)).tz_localize(None).to_period("M")
-        parts = []
-        for month in pd.period_range(first, last, freq="M"):
-            held = self._month(month)
-            parts.append((held, int(np.searchsorted(held.created, start.value, side="left")),
-                          int(np.searchsorted(held.created, now.value, side="left"))))
-        return parts  # (strictly before now)
-
     def _posts(self, now, task, *, query: str, days: int, limit: int):
-        parts = self._window(now, days)
-        scores = window_scores([(m.index, lo, hi) for m, lo, hi in parts], query)
-        keep = np.flatnonzero(scores > 0)  # the posts top_k ranks (window positions)
-        starts = _starts(parts)
-        cuts = np.searchsorted(keep, [*starts, len(scores)]).tolist()
-        local = [keep[a:z] - at + lo  # each part's kept posts, as positions in its month
-                 for (_, lo, _), at, a, z in zip(parts, starts, cuts[:-1], cuts[1:], strict=True)]
-        created = np.concatenate([np.empty(0, np.int64)]
-                                 + [m.created[j] for (m, _, _), j in zip(parts, local, strict=True)])
-        ids = np.concatenate([np.empty(0, object)]
-                             + [m.ids[j] for (m, _, _), j in zip(parts, local, strict=True)])
-        best = top_k(scores[keep], created, ids, limit)  # positions among the kept
-        if (created[best] >= now.value).any():  # cannot happen: the window ends before now
+        found = self.posts.search(now - pd.Timedelta(days=days), now, query, limit)
+        if (found.created >= now.value).any():  # cannot happen: the window ends before now
             raise LookaheadError(f"tool posts: a post made at or after now ({now}) answered")
-        items = []
-        for b, at in zip(best.tolist(), instants_text(created[best]), strict=True):
-            k = int(np.searchsorted(cuts, b, side="right")) - 1  # its part
-            month, j = parts[k][0], int(local[k][b - cuts[k]])
-            items.append({"post_id": ids[b], "subreddit": month.subreddits[j],
-                          "text": month.texts[j][:self.max_chars], "created_utc": at,
-                          "available_at": at, "score": round(float(scores[keep[b]]), 6)})
-        return answered("posts", now, items, created[best], query=query, days=days,
-                        ids=tuple(i["post_id"] for i in items))
+        items = [{"post_id": i, "subreddit": sub, "text": text[:self.max_chars],
+                  "created_utc": at, "available_at": at, "score": round(score, 6)}
+                 for i, sub, text, at, score in zip(found.ids, found.subreddits, found.texts,
+                                                    instants_text(found.created),
+                                                    found.scores, strict=True)]
+        return answered("posts", now, items, found.created, query=query, days=days,
+                        ids=tuple(found.ids))
 
     def _prices(self, now, task, *, start: str | None):
         first = None

@@ -17,6 +17,7 @@ from finbench.tracks.base import ContextBatch, Inputs, Track
 from finbench.tracks.events.config import REFERENCE_KINDS, EventRunConfig
 from finbench.tracks.events.gate import EventContexts, Retrieved, retrieve
 from finbench.tracks.events.plan import EXCLUSIONS, OK, label_events, plan_events
+from finbench.tracks.events.post_months import PostMonths
 from finbench.tracks.events.prompt import EventPrompt
 from finbench.tracks.events.references import frozen_window
 
@@ -83,17 +84,17 @@ class EventsTrack(Track):
                 frozen_window(model, self.history(), asked)
 
     def _retrieve_all(self, echo) -> list[Retrieved]:
-        """Retrieval for every task, a calendar month of cutoffs at a time (posts read for
-        that month's windows only)."""
+        """Retrieval for every task, a calendar month of cutoffs at a time (each month of
+        posts read and indexed once, :class:`PostMonths`)."""
         ctx, tasks = self.config.context, self._task_frame()
         lookback = pd.Timedelta(days=ctx.lookback_days)
         month = tasks["t0"].dt.strftime("%Y-%m").to_numpy()
         out: list[Retrieved | None] = [None] * len(tasks)
         progress = Countdown("retrieval", len(tasks), echo, unit="tasks")
+        posts = PostMonths(self.plan.store.read_posts)
         for key in dict.fromkeys(month):
             rows = np.flatnonzero(month == key)
             part = tasks.iloc[rows]
-            posts = self.plan.store.read_posts(part["t0"].min() - lookback, part["t0"].max())
             for row, found in zip(rows, retrieve(posts, part, lookback=lookback, k=ctx.top_k),
                                   strict=True):
                 out[row] = found
