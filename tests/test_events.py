@@ -275,11 +275,13 @@ def test_posts_at_or_after_t0_are_never_retrieved_even_when_they_match_best():
 
 @settings(max_examples=60)
 @given(st.lists(st.integers(-5000, 5000), min_size=1, max_size=40),
-       st.integers(100, 4000))
-def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):
+       st.integers(100, 4000), st.sampled_from([1, 3600]))
+def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback, unit):
     """Whatever posts come at or after t0 (or before the lookback), the retrieved posts and
-    their scores are those of the window alone: filtered before ranking, statistics too."""
+    their scores are those of the window alone: filtered before ranking, statistics too (in
+    seconds, and in hours: posts and windows across months, each indexed apart)."""
     t0 = 1_710_000_000
+    offsets, lookback = [o * unit for o in offsets], lookback * unit
     texts = [f"river dam {'break' if i % 3 else 'flood'} note {i}" for i in range(len(offsets))]
     posts = _posts([t0 + o for o in offsets], texts)
     window = [i for i, o in enumerate(offsets) if -lookback <= o < 0]
@@ -289,6 +291,12 @@ def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback):
     b = retrieve(alone, _task(t0), lookback=pd.Timedelta(seconds=lookback), k=5)[0]
     assert a.created == b.created and a.texts == b.texts and a.scores == b.scores
     assert all(t0 - lookback <= c.timestamp() < t0 for c in a.created)
+    # and what a bm25s index of the window's posts alone ranks
+    ids = np.asarray(alone.column("post_id").to_pylist(), object)
+    created = alone.column("created_utc").cast(pa.int64()).to_numpy()
+    want = naive_bm25_scores(alone.column("text").to_pylist(), _task(t0)["question"].iat[0])
+    best = top_k(want, created, ids, 5)
+    assert a.post_ids == ids[best].tolist() and a.scores == want[best].tolist()
 
 
 WORDS = ("river dam break flood the a of will vote election senate bitcoin price rise fall "
