@@ -299,6 +299,34 @@ def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback, unit)
     assert a.post_ids == ids[best].tolist() and a.scores == want[best].tolist()
 
 
+def test_a_look_back_longer_than_the_months_held_reads_its_months_once_for_its_tasks():
+    """A window spanning more months than are held at least (a look back of years) keeps
+    them all for the next task of the same cutoffs: read once, not once a task; a later
+    window reads only the month it adds."""
+    from unittest import mock
+
+    import finbench.tracks.events.post_months as post_months
+
+    t0 = 1_710_000_000
+    table = _posts([t0 - d * 86_400 for d in range(0, 900, 5)],
+                   [f"river dam note {d}" for d in range(0, 900, 5)])
+    asked = []
+    months = post_months.PostMonths.of(table)
+    read = months.read
+    months.read = lambda start, end: asked.append(start) or read(start, end)
+    at = pd.Timestamp(t0, unit="s", tz="UTC")
+    with mock.patch.multiple(post_months, MONTHS_HELD=2, POSTS_HELD=-1):
+        first = months.search(at - pd.Timedelta(days=800), at, "river dam", 5)
+        spanned = len(asked)
+        again = months.search(at - pd.Timedelta(days=800), at, "river dam", 5)
+        assert len(asked) == spanned == 28  # (December 2021 to March 2024)
+        assert (again.ids, again.scores) == (first.ids, first.scores) and first.ids
+        months.search(at + pd.Timedelta(days=31) - pd.Timedelta(days=800),
+                      at + pd.Timedelta(days=31), "river dam", 5)
+        assert len(asked) == spanned + 1  # the month it adds
+        assert len(months.held) == 29  # (the window's 28 and one more)
+
+
 WORDS = ("river dam break flood the a of will vote election senate bitcoin price rise fall "
          "storm team win match final ok is").split()
 

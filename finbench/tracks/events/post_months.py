@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 
 from finbench.core.bm25 import PostIndex, top_k, window_scores
 
-MONTHS_HELD = 14  # always held: a look back of 365 days touches 13 months, searches across a
-POSTS_HELD = 1_000_000  # month's end 14; more while the months held hold fewer posts than this
+MONTHS_HELD = 14  # held at least: a look back of 365 days touches 13 months, searches across
+POSTS_HELD = 1_000_000  # a month's end 14; more while the months held hold fewer posts
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,10 @@ class Found:
 class PostMonths:
     """Posts by month from ``read(start, end)``: the posts made in ``[start, end)``, sorted
     by time then id (:meth:`~finbench.tracks.events.store.EventStore.read_posts`). A month is
-    held while it is among the :data:`MONTHS_HELD` last searched, or while the months held
-    hold no more than :data:`POSTS_HELD` posts (a run asks its tasks in their cutoffs'
-    order, a few at a time: a month is searched again soon after, or not at all)."""
+    held while it is among the :data:`MONTHS_HELD` last searched (or as many as the last
+    window spans, and one more), or while the months held hold no more than
+    :data:`POSTS_HELD` posts (a run asks its tasks in their cutoffs' order, a few at a time:
+    a month is searched again soon after, or not at all)."""
 
     def __init__(self, read: Callable[[pd.Timestamp, pd.Timestamp], pa.Table]) -> None:
         self.read = read
@@ -78,9 +79,6 @@ class PostMonths:
                                                  dtype=object),
                          posts.column("subreddit").to_pylist(), texts)
         self.held[month] = held  # (the last searched last)
-        while (len(self.held) > MONTHS_HELD
-               and sum(len(m.created) for m in self.held.values()) > POSTS_HELD):
-            self.held.pop(next(iter(self.held)))
         return held
 
     def window(self, start: pd.Timestamp, end: pd.Timestamp) -> list[tuple[Month, int, int]]:
@@ -95,6 +93,10 @@ class PostMonths:
             held = self.month(month)
             parts.append((held, int(np.searchsorted(held.created, start.value, side="left")),
                           int(np.searchsorted(held.created, end.value, side="left"))))
+        least = max(MONTHS_HELD, len(parts) + 1)  # (a longer window's months kept for the next)
+        while (len(self.held) > least
+               and sum(len(m.created) for m in self.held.values()) > POSTS_HELD):
+            self.held.pop(next(iter(self.held)))
         return parts
 
     def search(self, start: pd.Timestamp, end: pd.Timestamp, query: str, k: int) -> Found:
@@ -103,7 +105,7 @@ class PostMonths:
         parts = self.window(start, end)
         scores = window_scores([(m.index, lo, hi) for m, lo, hi in parts], query)
         keep = np.flatnonzero(scores > 0)  # the posts top_k ranks (positions in the window)
-        starts = np.cumsum([0] + [hi - lo for _, lo, hi in parts[:-1]]).tolist()
+        starts = np.cumsum([0] + [hi - lo for _, lo, hi in parts])[:-1].tolist()
         cuts = np.searchsorted(keep, [*starts, len(scores)]).tolist()
         local = [keep[a:z] - at + lo  # each month's kept posts, as positions in that month
                  for (_, lo, _), at, a, z in zip(parts, starts, cuts[:-1], cuts[1:],
