@@ -3,8 +3,8 @@ makes them (each task's cutoff ``now``, a look back of a year and one of a month
 the reference of an index built from each call's window alone, measured in this run on the
 same store, with the answers checked to be the same posts in the same order and scores.
 
-The tool holds an index a month (read and built once while held, up to ``MONTHS_HELD``
-months) and answers a window from the months it covers with the window's own statistics.
+The tool holds an index a month (``post_months.PostMonths``: read and built once while
+held) and answers a window from the months it covers with the window's own statistics.
 Printed: the calls' CPU, the posts indexed and the day partitions read, with the tasks in
 time order and shuffled (agents run concurrently, so cutoffs interleave); the median call
 once its months are held; what the tools hold after the calls; the reference's time a call

@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 
 from finbench.core.bm25 import PostIndex, top_k, window_scores
 
-MONTHS_HELD = 14  # held at least: a look back of 365 days touches 13 months, searches across
-POSTS_HELD = 1_000_000  # a month's end 14; more while the months held hold fewer posts
+POSTS_HELD = 500_000  # months held beyond the last window's (about 670 bytes a post)
 
 
 @dataclass(frozen=True)
@@ -46,10 +45,10 @@ class Found:
 class PostMonths:
     """Posts by month from ``read(start, end)``: the posts made in ``[start, end)``, sorted
     by time then id (:meth:`~finbench.tracks.events.store.EventStore.read_posts`). A month is
-    held while it is among the :data:`MONTHS_HELD` last searched (or as many as the last
-    window spans, and one more), or while the months held hold no more than
-    :data:`POSTS_HELD` posts (a run asks its tasks in their cutoffs' order, a few at a time:
-    a month is searched again soon after, or not at all)."""
+    held while it is one of the last window's or the one searched before them (a run asks
+    its tasks in their cutoffs' order, a few at a time, so the next window's months are
+    those or the month after), and the months searched earlier while the months held hold
+    no more than :data:`POSTS_HELD` posts, the longest unsearched let go first."""
 
     def __init__(self, read: Callable[[pd.Timestamp, pd.Timestamp], pa.Table]) -> None:
         self.read = read
@@ -93,8 +92,7 @@ class PostMonths:
             held = self.month(month)
             parts.append((held, int(np.searchsorted(held.created, start.value, side="left")),
                           int(np.searchsorted(held.created, end.value, side="left"))))
-        least = max(MONTHS_HELD, len(parts) + 1)  # (a longer window's months kept for the next)
-        while (len(self.held) > least
+        while (len(self.held) > len(parts) + 1
                and sum(len(m.created) for m in self.held.values()) > POSTS_HELD):
             self.held.pop(next(iter(self.held)))
         return parts
