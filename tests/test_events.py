@@ -2,6 +2,7 @@
 and retrieval (planted posts at and after t0 never seen), a run with language models on the
 loopback server, the audit, and a forecast that depends on its task alone."""
 
+import datetime as dt
 import json
 import shutil
 from pathlib import Path
@@ -297,6 +298,32 @@ def test_retrieval_is_blind_to_every_post_not_before_t0(offsets, lookback, unit)
     want = naive_bm25_scores(alone.column("text").to_pylist(), _task(t0)["question"].iat[0])
     best = top_k(want, created, ids, 5)
     assert a.post_ids == ids[best].tolist() and a.scores == want[best].tolist()
+
+
+@pytest.fixture(scope="module")
+def sample_posts():
+    """The event sample's store and every post of it."""
+    store = EventStore(SAMPLE / "store")
+    return store, store.read_posts(pd.Timestamp("2000-01-01", tz="UTC"),
+                                   pd.Timestamp("2100-01-01", tz="UTC"))
+
+
+@settings(max_examples=40)
+@given(st.integers(-20 * 24, 200 * 24), st.integers(0, 62 * 24))
+def test_read_posts_is_every_post_in_its_span_and_reads_no_later_day(sample_posts, first,
+                                                                      hours):
+    """``read_posts(start, end)`` holds the sample's posts made in ``[start, end)``, in
+    order, whatever the hours (midnights among them); an end at midnight reads no
+    partition of its own date (all its posts are later)."""
+    store, every = sample_posts
+    start = pd.Timestamp("2023-12-21", tz="UTC") + pd.Timedelta(hours=first)
+    end = start + pd.Timedelta(hours=hours)
+    at = every.column("created_utc").cast(pa.int64()).to_numpy()
+    want = every.filter((at >= start.value) & (at < end.value))
+    store.files_read.clear()
+    assert store.read_posts(start, end).equals(want)
+    read = {dt.date.fromisoformat(rel.split("=")[1].split("/")[0]) for rel in store.files_read}
+    assert all(start.date() <= d and pd.Timestamp(d, tz="UTC") < end for d in read)
 
 
 def test_a_look_back_of_years_reads_its_months_once_for_its_tasks():

@@ -165,7 +165,8 @@ class EventStore:
     def read_posts(self, start: pd.Timestamp, end: pd.Timestamp) -> pa.Table:
         """Posts with ``start <= created_utc < end`` (UTC), from the date partitions that can
         hold them, sorted by created_utc then post_id."""
-        days = [d for d in self.post_dates() if start.date() <= d <= end.date()]
+        last = end.date() if end > end.normalize() else end.date() - dt.timedelta(days=1)
+        days = [d for d in self.post_dates() if start.date() <= d <= last]  # (UTC dates)
         tables = []
         for day in days:
             self.files_read.add(_post_rel(day))
