@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from finbench.core.bm25 import PostIndex, top_k, window_scores
+from finbench.tracks.events.store import posts_between
 
 POSTS_HELD = 500_000  # months held beyond the last window's (about 670 bytes a post)
 
@@ -57,14 +57,7 @@ class PostMonths:
     @classmethod
     def of(cls, posts: pa.Table) -> PostMonths:
         """The posts of a table in memory (sorted by time then id)."""
-        created = posts.column("created_utc")
-
-        def read(start: pd.Timestamp, end: pd.Timestamp) -> pa.Table:
-            return posts.filter(pc.and_(
-                pc.greater_equal(created, pa.scalar(start.as_unit("ns"), created.type)),
-                pc.less(created, pa.scalar(end.as_unit("ns"), created.type))))
-
-        return cls(read)
+        return cls(lambda start, end: posts_between(posts, start, end))
 
     def month(self, month: pd.Period) -> Month:
         """The posts made in ``month``, indexed."""

@@ -174,12 +174,7 @@ class EventStore:
                 tables.append(pq.read_table(self.path / _post_rel(day)))
         if not tables:
             return POSTS_SCHEMA.empty_table()
-        table = pa.concat_tables(tables)
-        created = table.column("created_utc")
-        keep = pc.and_(pc.greater_equal(created, pa.scalar(start.as_unit("ns"),
-                                                             created.type)),
-                       pc.less(created, pa.scalar(end.as_unit("ns"), created.type)))
-        return table.filter(keep)
+        return posts_between(pa.concat_tables(tables), start, end)
 
     # -- ingest ----------------------------------------------------------------------------
     def ingest(self, *, markets=None, prices=None, posts=None, default_category: str | None = None,
@@ -327,6 +322,14 @@ class EventStore:
                 problems.append(f"{file}: SHA-256 differs from the manifest (changed after "
                                 "ingest)")
         return problems
+
+
+def posts_between(posts: pa.Table, start: pd.Timestamp, end: pd.Timestamp) -> pa.Table:
+    """The rows of ``posts`` made in ``[start, end)``, in their order."""
+    created = posts.column("created_utc")
+    return posts.filter(pc.and_(
+        pc.greater_equal(created, pa.scalar(start.as_unit("ns"), created.type)),
+        pc.less(created, pa.scalar(end.as_unit("ns"), created.type))))
 
 
 def _post_rel(day: dt.date) -> str:
