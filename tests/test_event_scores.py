@@ -133,7 +133,10 @@ def test_the_bootstrap_draws_whole_groups(tmp_path):
 def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     """Random score rows (models that skip markets, errors, invalid answers, markets of one
     group or many, a slice with no rows): each model's scores and each pair's skill per slice,
-    picked from rows paired once, equal the rows of the slice filtered and merged anew."""
+    picked from rows paired once, equal the rows of the slice filtered and merged anew; with
+    the bootstrap's draws kept across every call (as a run's tables keep them), bit for bit
+    what each call drawing afresh gives."""
+    from finbench.scoring.bootstrap import Draws
     from finbench.tracks.events.score_rows import slices
     from finbench.tracks.events.scores import slice_score_rows, slice_skill_rows
     from tests.reference import naive_event_score_row, naive_event_skill_row
@@ -172,10 +175,20 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
             close = key.endswith(("_lo", "_hi")) and value == pytest.approx(got[key], rel=1e-12)
             assert (got[key] == value) or close or (np.isnan(got[key]) and np.isnan(value)), (
                 key, got, want)
+
+    def identical(kept: list[dict], afresh: list[dict]) -> None:  # bit for bit, NaN too
+        assert [{k: (v if v == v else "nan") for k, v in r.items()} for r in kept] == [
+            {k: (v if v == v else "nan") for k, v in r.items()} for r in afresh]
+
+    draws = Draws()  # kept across every model, pair and slice, as a run's tables keep them
     for name in ("a", "b", "c"):
-        for got, cut in zip(slice_score_rows(rows, name, "k", cuts, s), cuts, strict=True):
+        got_rows = slice_score_rows(rows, name, "k", cuts, s, draws)
+        identical(got_rows, slice_score_rows(rows, name, "k", cuts, s))
+        for got, cut in zip(got_rows, cuts, strict=True):
             same(got, naive_event_score_row(rows, name, cut, s))
         for ref in ("a", "b", "c"):
             if ref != name:
-                for got, cut in zip(slice_skill_rows(rows, name, ref, cuts, s), cuts, strict=True):
+                got_rows = slice_skill_rows(rows, name, ref, cuts, s, draws)
+                identical(got_rows, slice_skill_rows(rows, name, ref, cuts, s))
+                for got, cut in zip(got_rows, cuts, strict=True):
                     same(got, naive_event_skill_row(rows, name, ref, cut, s))

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.runlog.rundir import SLICES, read_manifest
+from finbench.scoring.bootstrap import Draws
 from finbench.tracks.events.config import reference_names
 from finbench.tracks.events.scores import SKILL_COLUMNS, slice_score_rows, slice_skill_rows
 
@@ -36,7 +37,7 @@ def event_slice_tables(run_dir: Path, config) -> tuple[pd.DataFrame, pd.DataFram
     rows = pd.read_parquet(run_dir / "rows.parquet").rename(columns={"p_yes": "p_up"})
     stored = pd.read_parquet(run_dir / SLICES, columns=["task_id", "slice", "value"])
     scores, skill = [], []
-    s = config.scores
+    s, draws = config.scores, Draws()  # (as the run's tables: the same bits as drawn afresh)
     for declared in config.slices:
         mine = stored[stored["slice"] == declared.name]
         value_of = pd.Series(mine["value"].to_numpy(object), index=mine["task_id"].to_numpy(
@@ -48,8 +49,8 @@ def event_slice_tables(run_dir: Path, config) -> tuple[pd.DataFrame, pd.DataFram
         tasks = {v: int(counts.get(v, 0)) for _, v, _ in cuts}
         for name in names:
             scores += [{**r, "tasks": tasks[r["slice"]]}
-                       for r in slice_score_rows(rows, name, kinds[name], cuts, s)]
+                       for r in slice_score_rows(rows, name, kinds[name], cuts, s, draws)]
             skill += [{**r, "tasks": tasks[r["slice"]]} for ref in refs if ref != name
-                      for r in slice_skill_rows(rows, name, ref, cuts, s)]
+                      for r in slice_skill_rows(rows, name, ref, cuts, s, draws)]
     return (pd.DataFrame(scores),
             pd.DataFrame(skill, columns=[*SKILL_COLUMNS, "tasks"]).astype({"tasks": np.int64}))

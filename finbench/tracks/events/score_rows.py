@@ -53,21 +53,24 @@ def effective_events(groups: np.ndarray) -> float:
     return float(n.sum() ** 2 / np.sum(n.astype(float) ** 2)) if len(n) else 0.0
 
 
-def brier_interval(brier: np.ndarray, groups: np.ndarray, s) -> tuple[float, float]:
+def brier_interval(brier: np.ndarray, groups: np.ndarray, s,
+                   draws: bootstrap.Draws | None = None) -> tuple[float, float]:
     """The event-group bootstrap interval of a mean Brier score
     (:func:`finbench.scoring.bootstrap.mean_ci`: whole groups drawn, ``s``: the config's
-    ``[scores]``; NaN with fewer than two groups)."""
+    ``[scores]``; NaN with fewer than two groups). ``draws``: the draws kept for every
+    interval of a run's tables (the same bits as drawn afresh)."""
     ci = bootstrap.mean_ci(brier, groups, replicates=s.bootstrap_replicates, seed=s.seed,
-                           level=s.level)
+                           level=s.level, draws=draws)
     return ci.lower, ci.upper
 
 
-def skill_interval(brier: np.ndarray, reference: np.ndarray, groups: np.ndarray, s
-                   ) -> tuple[float, float]:
+def skill_interval(brier: np.ndarray, reference: np.ndarray, groups: np.ndarray, s,
+                   draws: bootstrap.Draws | None = None) -> tuple[float, float]:
     """The event-group bootstrap interval of the Brier skill ``1 - model / reference`` on
-    paired rows (:func:`finbench.scoring.bootstrap.skill_ci`)."""
+    paired rows (:func:`finbench.scoring.bootstrap.skill_ci`; ``draws`` as
+    :func:`brier_interval`'s)."""
     ci = bootstrap.skill_ci(brier, reference, groups, replicates=s.bootstrap_replicates,
-                            seed=s.seed, level=s.level)
+                            seed=s.seed, level=s.level, draws=draws)
     return ci.lower, ci.upper
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from finbench.core.outputs import write_atomic
 from finbench.runlog.costs import cost_frame
+from finbench.scoring.bootstrap import Draws
 from finbench.scoring.rules import skill
 from finbench.tracks.events.config import EventRunConfig, reference_names
 from finbench.tracks.events.score_rows import (
@@ -52,10 +53,12 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
     refs = [r for r in reference_names(config) if r in names]
     cuts = slices(rows, s.min_group_cases)
     truth = labels[labels["status"] == "ok"]
-    scores = [row for name in names for row in slice_score_rows(rows, name, kinds[name], cuts, s)]
+    draws = Draws()  # a draw of as many groups is the same for every slice, model and pair
+    scores = [row for name in names
+              for row in slice_score_rows(rows, name, kinds[name], cuts, s, draws)]
     scores += [_in_sample_row(truth, cut, s) for cut in slices(truth, s.min_group_cases)]
     paired = [row for name in names for ref in refs if ref != name
-              for row in slice_skill_rows(rows, name, ref, cuts, s)]
+              for row in slice_skill_rows(rows, name, ref, cuts, s, draws)]
     counts = labels["status"].value_counts()
     exclusions = pd.DataFrame({"reason": counts.index, "tasks": counts.to_numpy()}).sort_values(
         "reason", kind="stable").reset_index(drop=True)
@@ -69,8 +72,10 @@ def event_tables(run_dir: Path, config: EventRunConfig, skipped=()) -> dict[str,
                                                      "median_abs_gap", "max_abs_gap"])}
 
 
-def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s) -> list[dict]:
-    """A model's scores in each slice of ``cuts``: its rows picked once, then each slice's."""
+def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s,
+                     draws: Draws | None = None) -> list[dict]:
+    """A model's scores in each slice of ``cuts``: its rows picked once, then each slice's
+    (``draws``: the bootstrap's draws kept across calls; the same bits without)."""
     at = np.flatnonzero((rows["model"] == name).to_numpy(bool))
     mine = rows.iloc[at]
     status = mine["answer_status"].to_numpy()
@@ -79,16 +84,16 @@ def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s) -> list[
                "y": mine["y"].to_numpy(float), "brier": mine["brier"].to_numpy(float),
                "group": mine["event_group"].to_numpy()}
     return [_score_row({c: v[mask[at]] for c, v in columns.items()}, name, kind, slice_kind,
-                       value, s) for slice_kind, value, mask in cuts]
+                       value, s, draws) for slice_kind, value, mask in cuts]
 
 
 def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: str,
-               value: str, s) -> dict:
+               value: str, s, draws: Draws | None) -> dict:
     ok = mine["scored"]
     p, y, groups = mine["p"][ok], mine["y"][ok], mine["group"][ok]
     parts = brier_parts(p, y)
     answered = int(mine["answered"].sum())
-    lo, hi = brier_interval(mine["brier"][ok], groups, s)
+    lo, hi = brier_interval(mine["brier"][ok], groups, s, draws)
     return {"model": name, "kind": kind, "slice_kind": slice_kind, "slice": value,
             "tasks": len(ok), "n_error": int(mine["error"].sum()),
             "n_invalid": answered - parts["n"],
@@ -114,11 +119,12 @@ def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
             "effective_events": effective_events(truth.loc[mask, "event_group"].to_numpy())}
 
 
-def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[dict]:
+def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s,
+                     draws: Draws | None = None) -> list[dict]:
     """Skill of ``name`` against ``ref`` in each slice of ``cuts``, on the rows both scored
     (same markets), with N, positives, both raw scores and a group-bootstrap interval. The
     rows are paired once; a slice (a set of markets) keeps the pairs of its markets, in the
-    rows' order."""
+    rows' order (``draws`` as :func:`slice_score_rows`')."""
     scored = rows["scored"].to_numpy(bool)
     mine_at = np.flatnonzero(scored & (rows["model"] == name).to_numpy(bool))
     theirs = rows[scored & (rows["model"] == ref).to_numpy(bool)]
@@ -130,15 +136,15 @@ def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s) -> list[d
                                                     "brier_ref")}
     groups = both["event_group"].to_numpy()
     return [_skill_row({c: v[mask[at]] for c, v in columns.items()}, groups[mask[at]], name,
-                       ref, slice_kind, value, s) for slice_kind, value, mask in cuts]
+                       ref, slice_kind, value, s, draws) for slice_kind, value, mask in cuts]
 
 
 def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref: str,
-               slice_kind: str, value: str, s) -> dict:
+               slice_kind: str, value: str, s, draws: Draws | None) -> dict:
     y = pairs["y"]
     bm, br = brier_parts(pairs["p_up"], y), brier_parts(pairs["p_up_ref"], y)
     lm, lr = (log_loss(pairs[c], y, s.log_loss_clip) for c in ("p_up", "p_up_ref"))
-    lo, hi = skill_interval(pairs["brier"], pairs["brier_ref"], groups, s)
+    lo, hi = skill_interval(pairs["brier"], pairs["brier_ref"], groups, s, draws)
     return {"model": name, "reference": ref, "slice_kind": slice_kind, "slice": value,
             "n": bm["n"], "positives": bm["positives"],
             "no_positive_cases": bm["n"] > 0 and bm["positives"] == 0,
