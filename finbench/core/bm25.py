@@ -41,7 +41,7 @@ class PostIndex:
 
     def scores(self, lo: int, hi: int, query: str) -> np.ndarray:
         """The BM25 score of each post in ``[lo, hi)`` against ``query``, with the statistics
-        of those posts alone (zero for a post sharing no term with it)."""
+        of those posts alone (zero for a post sharing no term with it), as float32."""
         return window_scores([(self, lo, hi)], query)
 
 
@@ -50,14 +50,16 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.nda
     ``parts`` lists, in time order, each index and the range ``[lo, hi)`` of its posts in the
     window. The statistics are the window's: its posts' number and mean length and each
     term's document frequency summed over the parts, so the scores are those of one index over
-    the window's posts, bit for bit (each post's term scores added in the query's order)."""
+    the window's posts, bit for bit (each post's term scores added in the query's order).
+    Float32, as they are summed: the scores are a dense array over the window's posts, and a
+    float64 copy of a million of them took a third of a query."""
     import bm25s
 
     sizes = [hi - lo for _, lo, hi in parts]
     n = sum(sizes)
     out = np.zeros(n, np.float32)
     if n == 0:
-        return out.astype(np.float64)
+        return out
     mean_length = sum((ix.cum_length[hi] - ix.cum_length[lo] for ix, lo, hi in parts),
                       np.int64(0)) / n
     shifts = np.cumsum([0, *sizes[:-1]]).tolist()
@@ -79,9 +81,17 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.nda
         idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
         for ix, a, z, shift in hits:
             posts, tf = ix.post[a:z], ix.tf[a:z]
-            tfc = tf / (K1 * ((1 - B) + B * ix.lengths[posts] / mean_length) + tf)
-            out[posts + shift] += (idf * tfc).astype(np.float32)
-    return out.astype(np.float64)
+            # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
+            # bm25s computes it, step by step in one array: the same bits, fewer copies
+            x = np.multiply(ix.lengths[posts], B)
+            np.divide(x, mean_length, out=x)
+            np.add(x, 1 - B, out=x)
+            np.multiply(x, K1, out=x)
+            np.add(x, tf, out=x)
+            np.divide(tf, x, out=x)
+            np.multiply(x, idf, out=x)
+            out[posts + shift if shift else posts] += x.astype(np.float32)
+    return out
 
 
 def top_k(scores: np.ndarray, created: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
