@@ -84,7 +84,7 @@ sys.exit(rc)
 
 
 def timed(code: str, *args: str) -> tuple[float, float, str]:
-    """(seconds, peak RSS in GB, stderr) of ``python -c code args`` as a new process."""
+    """(seconds, peak RSS in GiB, stderr) of ``python -c code args`` as a new process."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -112,7 +112,7 @@ def main() -> None:
             rows.append((posts, reference, seconds, peak))
             dump.unlink()
     print(f"{'posts':>10}{'json.loads s':>14}{'ingest s':>10}{'posts/s':>10}"
-          f"{'vs json.loads':>15}{'peak GB':>9}")
+          f"{'vs json.loads':>15}{'peak GiB':>9}")
     for posts, reference, seconds, peak in rows:
         print(f"{posts:>10,}{reference:>14.1f}{seconds:>10.1f}{posts / seconds:>10,.0f}"
               f"{seconds / reference:>14.2f}x{peak:>9.2f}")
