@@ -5,7 +5,7 @@ parts each the fastest of three: on a shared machine one timing varies by 15% or
 run and the floor are timed in turn, so that both meet the same spells of load):
   - a bare pyarrow read of the columns a run needs (tickers as text, and dictionary-encoded
     as the run reads them: the stricter reference), and a baselines-only `finbench run`
-    (subprocess: wall time and peak RSS), as a ratio (target <= 2x; RSS <= 4 GB, 3.73 GiB);
+    (subprocess: wall time and peak RSS), as a ratio (RSS <= 4 GB, 3.73 GiB);
   - a floor under any such run: starting Python with the run's imports, the reference read,
     and writing the run's outputs (its forecast table, docs/spec.md §9's forecasts.parquet,
     encoded once; every other file the run writes, as bytes), computing nothing; timed as the
