@@ -18,7 +18,8 @@ venv: $(STAMP)
 # unequal length): many tests wait on servers, clusters and processes they start, and on two
 # cores three workers ran the suite in 723 s against 847 s for two (the same CPU time).
 WORKERS ?= $(shell $(PYTHON) -c "import os; print(min((os.cpu_count() or 1) + 1, 4))")
-PARALLEL := -n $(WORKERS) --dist worksteal
+# (recursive, so that the cores are counted in test recipes alone, not on every make)
+PARALLEL = -n $(WORKERS) --dist worksteal
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"

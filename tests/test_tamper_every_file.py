@@ -298,7 +298,8 @@ def test_every_kind_of_report_file(reported, tmp_path, rehashed):
         data = (target / rel).read_bytes()
         at = len(data) // 2
         (target / rel).write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
-        receipt["files"][rel] = sha(target / rel)
+        if rehashed:
+            receipt["files"][rel] = sha(target / rel)
     if rehashed:
         (target / "report.json").write_text(json.dumps(receipt, indent=2))
     problems = audit_run(target)
