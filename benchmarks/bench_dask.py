@@ -31,12 +31,13 @@ RUNS = 3
 EMPTY_CLUSTER = """\
 import resource, sys
 from distributed import Client, LocalCluster
-from finbench.cluster import _local_cluster
+from finbench.cluster import _forked_workers, _local_cluster
 if __name__ == "__main__":
-    cluster = _local_cluster(LocalCluster, int(sys.argv[1]))
-    with Client(cluster) as client:
-        client.submit(int, 1).result()
-    cluster.close()
+    with _forked_workers():  # as a run starts its workers
+        cluster = _local_cluster(LocalCluster, int(sys.argv[1]))
+        with Client(cluster) as client:
+            client.submit(int, 1).result()
+        cluster.close()
     own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     print(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, file=sys.stderr)
 """
@@ -111,7 +112,8 @@ def main() -> None:
         print(f"{name}: {statistics.median(ratios):.2f}x the single process's CPU (each pair: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)}; target <= 1.5x)")
     print("where a cluster run's CPU goes (each its own new process, CPU with its children):")
-    print(f"  an empty LocalCluster of {workers} workers, started and closed: {empty:.2f} s")
+    print(f"  an empty LocalCluster of {workers} workers (forked from a server that imported "
+          f"Dask and FinBench once), started and closed: {empty:.2f} s")
     print(f"  Python importing finbench's run (every process pays it): {startup:.2f} s")
     print(f"  one six-month shard alone, unscored ({start}..{end}): {alone:.2f} s")
     print(f"  the merge of the two six-month shards (reads, orders, writes, scores): "

@@ -425,18 +425,21 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
 
 
 def _workers_of(pid: int) -> dict[int, str]:
-    """The worker processes process ``pid`` has started (multiprocessing's spawn), each with
-    its /proc status text."""
-    found = {}
+    """The worker processes process ``pid`` has started, each with its /proc status text:
+    forked by the multiprocessing forkserver it started (a LocalCluster's, where the platform
+    has one), or started by multiprocessing's spawn."""
+    processes = {}
     for entry in Path("/proc").iterdir():
         try:
-            status = (entry / "status").read_text()
-            line = (entry / "cmdline").read_bytes()
+            processes[entry.name] = ((entry / "status").read_text(),
+                                     (entry / "cmdline").read_bytes())
         except OSError:  # not a process, or one that ended meanwhile
             continue
-        if f"\nPPid:\t{pid}\n" in status and b"spawn_main" in line:
-            found[int(entry.name)] = status
-    return found
+    servers = {name for name, (status, line) in processes.items()
+               if f"\nPPid:\t{pid}\n" in status and b"multiprocessing.forkserver" in line}
+    return {int(name): status for name, (status, line) in processes.items()
+            if (f"\nPPid:\t{pid}\n" in status and b"spawn_main" in line)
+            or any(f"\nPPid:\t{server}\n" in status for server in servers)}
 
 
 def _never_answers_sigint(status: str) -> bool:
@@ -663,3 +666,40 @@ def test_the_runs_own_workers_keep_freed_memory_as_its_commands_do():
             assert free >= BLOCK  # kept
     finally:
         cluster.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no forkserver on Windows")
+def test_the_runs_own_workers_are_forked_from_one_import_and_counted_in_its_cpu():
+    """Dask's default starts each worker as a new Python that imports Dask and FinBench
+    again. The run's own LocalCluster forks them from a forkserver that imported them once;
+    the server is stopped when the cluster is done, so no process outlives the run and the
+    workers' CPU is counted in the run's children, as a spawned worker's was."""
+    import resource
+    from multiprocessing import forkserver
+
+    from distributed import Client, LocalCluster
+
+    from finbench import cluster as cluster_module
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children_cpu()
+    with cluster_module._forked_workers():
+        cluster = cluster_module._local_cluster(LocalCluster, 2)
+        try:
+            with Client(cluster) as client:
+                server = forkserver._forkserver._forkserver_pid
+                # (builtins and text, so that unpickling the call imports nothing of ours)
+                facts = client.run(eval, "(__import__('os').getppid(), 'finbench.runner' in "
+                                   "__import__('sys').modules, sum(__import__('resource')"
+                                   ".getrusage(0)[:2]))")
+        finally:
+            cluster.close()
+    assert len(facts) == 2 and server is not None
+    assert {parent for parent, _, _ in facts.values()} == {server}
+    assert all(loaded for _, loaded, _ in facts.values())  # before any shard asked for it
+    assert forkserver._forkserver._forkserver_pid is None
+    assert not Path(f"/proc/{server}").exists()  # ended and reaped
+    assert children_cpu() - before >= sum(cpu for _, _, cpu in facts.values())
