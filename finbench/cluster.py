@@ -399,12 +399,13 @@ def _forked_workers(local: bool = True):
     Windows); Dask's default, ``spawn``, starts a new Python per worker, each importing
     Dask and FinBench again: on 2 cores, about 1.3 s of CPU of a year's run.
 
-    The forkserver is stopped on leaving the block when the block started it, so no process
-    outlives the run and every worker's CPU is counted in this process's children (the
-    forkserver reaps its workers; this process, the forkserver). The workers' environment is
-    this process's when the first worker starts (Dask's ``pre-spawn-environ`` set in it first),
-    as with ``spawn``; their signal mask is the starting thread's, as with ``spawn``
-    (:func:`_sigint_held`)."""
+    The block starts the forkserver and stops it on leaving, so no process outlives the run
+    and every worker's CPU is counted in this process's children (the forkserver reaps its
+    workers; this process, the forkserver). The workers' environment is this process's when
+    the first worker starts (Dask's ``pre-spawn-environ`` set in it first) and their signal
+    mask that of the thread starting it (:func:`_sigint_held`), as with ``spawn``. Where a
+    forkserver of the caller's already runs (its environment and mask its own), or this
+    Python's cannot be stopped, the workers are spawned."""
     import multiprocessing
 
     if not local or "forkserver" not in multiprocessing.get_all_start_methods():
@@ -415,7 +416,9 @@ def _forked_workers(local: bool = True):
     import dask
 
     server = getattr(forkserver, "_forkserver", None)
-    ours = getattr(server, "_forkserver_pid", 0) is None  # none running: the block starts it
+    if getattr(server, "_forkserver_pid", 0) is not None or not hasattr(server, "_stop"):
+        yield
+        return
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         from distributed.utils import get_mp_context
 
@@ -423,9 +426,7 @@ def _forked_workers(local: bool = True):
         try:
             yield
         finally:
-            stop = getattr(server, "_stop", None)
-            if ours and stop is not None:
-                stop()
+            server._stop()
 
 
 @contextlib.contextmanager

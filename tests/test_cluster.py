@@ -701,5 +701,45 @@ def test_the_runs_own_workers_are_forked_from_one_import_and_counted_in_its_cpu(
     assert {parent for parent, _, _ in facts.values()} == {server}
     assert all(loaded for _, loaded, _ in facts.values())  # before any shard asked for it
     assert forkserver._forkserver._forkserver_pid is None
-    assert not Path(f"/proc/{server}").exists()  # ended and reaped
+    assert not _running(server)  # ended and reaped
     assert children_cpu() - before >= sum(cpu for _, _, cpu in facts.values())
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no forkserver on Windows")
+def test_a_forkserver_of_the_callers_own_is_left_alone_and_the_workers_spawned():
+    """A process that runs a forkserver of its own (its environment and signal mask set when
+    it started) keeps it: the run's workers are spawned, as Dask starts them by default,
+    and the caller's server is still running after the run."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    from distributed import Client, LocalCluster
+
+    from finbench import cluster as cluster_module
+
+    theirs = multiprocessing.get_context("forkserver").Process(target=int)
+    theirs.start()
+    theirs.join()
+    server = forkserver._forkserver._forkserver_pid
+    try:
+        with cluster_module._forked_workers():
+            cluster = cluster_module._local_cluster(LocalCluster, 1)
+            try:
+                with Client(cluster) as client:
+                    [parent] = client.run(os.getppid).values()
+            finally:
+                cluster.close()
+        assert parent == os.getpid()  # spawned by this process, not forked by the server
+        assert forkserver._forkserver._forkserver_pid == server
+        assert _running(server)
+    finally:
+        forkserver._forkserver._stop()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (running, or ended and not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
