@@ -299,6 +299,34 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     assert problems == []
 
 
+def test_an_event_pages_retrieved_posts_are_each_tasks_best_first(tmp_path):
+    """The posts a sample's detail lists, grouped in one pass: for each task asked, the lines
+    a sort of that task's posts by rank gives (sub-second and whole-second times written as
+    each alone is), tasks not asked left out, a task without posts absent."""
+    import numpy as np
+    import pandas as pd
+
+    from finbench.tracks.events.page import _retrieved
+
+    rng = np.random.default_rng(7)
+    tasks = [f"m{i}@2024-01-0{1 + i % 5}T00:00:00Z" for i in range(40)]
+    rows = [(t, rank, f"p{t}-{rank}", pd.Timestamp("2024-01-01", tz="UTC")
+             + pd.Timedelta(milliseconds=int(rng.integers(0, 10**9)) // 1000 * (
+                 1000 if rank % 2 else 1)), float(rng.random()))
+            for t in tasks[:30] for rank in rng.permutation(np.arange(1, 1 + rng.integers(1, 6)))]
+    frame = pd.DataFrame(rows, columns=["task_id", "rank", "post_id", "created_utc", "score"])
+    frame.to_parquet(tmp_path / "retrieval.parquet")
+    asked = pd.Series(tasks[10:] + tasks[10:15])  # repeats: a task asked of several models
+    want = {t: [f"  {p.rank}. {p.post_id} at {p.created_utc} (score {p.score:.3f})"
+                for p in g.sort_values("rank").itertuples(index=False)]
+            for t, g in frame.groupby("task_id") if t in set(asked)}
+    got = _retrieved(tmp_path, asked)
+    assert got == want and set(got) == set(tasks[10:30])
+    assert any("." in line.split(" at ")[1].split("+")[0] for lines in got.values()
+               for line in lines)  # a sub-second time among them, as str() writes it
+    assert _retrieved(tmp_path / "none", asked) == {}
+
+
 def test_the_sample_browsers_columns_become_cells_as_a_value_at_a_time_would():
     """A whole column made into the page's cells at once gives what each value made alone
     gives (:func:`~finbench.reports.writers.json_number`, ``str``): a NaN or missing number

@@ -85,9 +85,7 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
                     on="task_id", how="left")
              .merge(scored, on=["task_id", "model"], how="left"))
     questions = _questions(config)
-    retrieved = {t: g.sort_values("rank") for t, g in pd.read_parquet(
-        run_dir / "retrieval.parquet").groupby("task_id")} if (
-        run_dir / "retrieval.parquet").is_file() else {}
+    retrieved = _retrieved(run_dir, frame["task_id"])
     prompted = frame.loc[frame["kind"].isin(PROMPTED_KINDS), ["model", "task_id"]].head(
         MAX_PROMPTS)
     exchanges = page.exchanges(run_dir, prompted.itertuples(index=False))
@@ -95,7 +93,7 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
     for r in frame.itertuples(index=False):
         answer = "error" if r.answer_status == "error" else "valid" if r.valid else "invalid"
         outcome = ("YES" if r.y == 1 else "NO") if r.status == "ok" else str(r.status)
-        posts = retrieved.get(r.task_id)
+        posts = retrieved.get(r.task_id, [])
         head = [f"market {r.market_id}: {questions.get(r.market_id, '(question not in the store)')}",
                 f"asked at t0 {r.t0}; category {r.category}",
                 f"market price at t0: {_said(r.price)}"
@@ -104,11 +102,8 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
                 f"answer: {answer}" + (f" ({_text(r.error)})" if _text(r.error) else "")
                 + f"; p_yes {_said(r.p_up)}",
                 f"scores: Brier {_said(r.brier)}, log loss {_said(r.log_loss)}",
-                f"retrieval found before t0: {0 if posts is None else len(posts)} post(s) (a "
-                "model with retrieval is shown them)"]
-        if posts is not None:
-            head += [f"  {p.rank}. {p.post_id} at {p.created_utc} (score {p.score:.3f})"
-                     for p in posts.itertuples(index=False)]
+                f"retrieval found before t0: {len(posts)} post(s) (a model with retrieval "
+                "is shown them)", *posts]
         out.append({"task": r.task_id, "model": r.model, "category": str(r.category),
                     "outcome": outcome, "answer": answer,
                     "cells": [str(r.market_id), str(r.t0), r.model, _fmt(r.p_up), outcome,
@@ -116,6 +111,22 @@ def _samples(run_dir: Path, config, tasks: pd.DataFrame, labels: pd.DataFrame
                     "head": head, "raw": _text(r.raw), "rationale": _text(r.rationale),
                     "messages": exchanges.get((r.model, r.task_id))})
     return out, total
+
+
+def _retrieved(run_dir: Path, task_ids: pd.Series) -> dict[str, list[str]]:
+    """Per task of ``task_ids`` that retrieval found posts for, a line for each post, best
+    first; sorted once and grouped in one pass (a sort per task took 8 s for 20,000)."""
+    path = run_dir / "retrieval.parquet"
+    if not path.is_file():
+        return {}
+    posts = pd.read_parquet(path)
+    posts = posts[posts["task_id"].isin(task_ids.unique())].sort_values(
+        ["task_id", "rank"], kind="stable")
+    lines: dict[str, list[str]] = {}
+    for task, rank, post, at, score in zip(posts["task_id"], posts["rank"], posts["post_id"],
+                                           posts["created_utc"], posts["score"], strict=True):
+        lines.setdefault(task, []).append(f"  {rank}. {post} at {at} (score {score:.3f})")
+    return lines
 
 
 def _questions(config) -> dict[str, str]:
