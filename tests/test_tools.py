@@ -357,6 +357,32 @@ def test_no_event_tool_answers_anything_known_only_from_its_cutoff_on(event_tool
         assert pd.Timestamp(args["start"]) <= now
 
 
+@settings(max_examples=100)
+@given(data=st.data())
+def test_the_prices_tool_answers_the_markets_prices_the_slow_way(event_tools, data):
+    """The ``prices`` tool's items are the task's market's stored prices made at or before
+    ``now`` and at or after ``start``, in time order, as filtering the store's prices table
+    gives them (a market without prices: none)."""
+    from finbench.tracks.tools import instant_text
+
+    tools, tasks, _ = event_tools
+    task = tasks.iloc[data.draw(st.integers(0, len(tasks) - 1))].to_dict()
+    if data.draw(st.booleans()):
+        task = {**task, "market_id": "no-such-market"}
+    now = tools.now(task) + pd.Timedelta(hours=data.draw(st.sampled_from([0, -100, 500])))
+    start = data.draw(st.one_of(st.none(), st.integers(-2000, 0).map(
+        lambda h: now + pd.Timedelta(hours=h))))
+    args = {"start": None if start is None else start.isoformat()}
+    body = json.loads(tools.call("prices", json.dumps(args), now, task).content)
+    prices = tools.store.prices()
+    mine = prices[(prices["market_id"] == task["market_id"]) & (prices["time"] <= now)
+                  & (True if start is None else prices["time"] >= start)
+                  ].sort_values("time", kind="stable")
+    assert body["items"] == [{"time": instant_text(t), "price": p, "available_at":
+                              instant_text(t)} for t, p in zip(mine["time"], mine["price"],
+                                                               strict=True)]
+
+
 @pytest.fixture(scope="module")
 def every_post(event_tools):
     """Every post of the event pilot's store, sorted by time, as one table."""

@@ -76,8 +76,17 @@ class EventTools(SchemaTools):
         self.resolved_ns = to_ns(known["resolved_at"])
         self.opened_ns = to_ns(known["opened_at"])
         self.market_index = PostIndex(known["question"].astype(str).tolist())
+        # each market's prices in time order, rows [lo, hi) of two arrays (a frame per
+        # market took 1.4 s to make for 20,000 markets of 100 prices)
         prices = store.prices().sort_values(["market_id", "time"], kind="stable")
-        self.prices = {m: g.reset_index(drop=True) for m, g in prices.groupby("market_id")}
+        self.price_ns = to_ns(prices["time"])
+        self.price_values = prices["price"].to_numpy(float)
+        ids = prices["market_id"].to_numpy(object)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.empty(
+            0, np.int64)
+        ends = np.r_[starts[1:], len(ids)] if len(ids) else starts
+        self.price_rows = {m: (lo, hi) for m, lo, hi in zip(
+            ids[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)}
         self.posts = PostMonths(store.read_posts)
 
     def now(self, task: Mapping) -> pd.Timestamp:
@@ -108,15 +117,15 @@ class EventTools(SchemaTools):
             if first > now:
                 return refused("future", now, f"prices: start {instant_text(first)} is after "
                                f"now ({instant_text(now)})")
-        history = self.prices.get(task["market_id"]) if task is not None else None
-        times = np.empty(0, np.int64) if history is None else to_ns(history["time"])
+        lo, hi = self.price_rows.get(task["market_id"], (0, 0)) if task is not None else (0, 0)
+        times = self.price_ns[lo:hi]
         lowest = np.iinfo(np.int64).min if first is None else first.value
         keep = (times <= now.value) & (times >= lowest)
         if int(keep.sum()) > MAX_ITEMS:
             return refused("too_many", now, f"prices: {int(keep.sum())} prices, more than "
                            f"{MAX_ITEMS}: give a later start")
         at = times[keep]
-        values = ([] if history is None else history["price"].to_numpy(float)[keep].tolist())
+        values = self.price_values[lo:hi][keep].tolist()
         items = [{"time": t, "price": p, "available_at": t}
                  for t, p in zip(instants_text(at), values, strict=True)]
         return answered("prices", now, items, at, start=start)
