@@ -358,6 +358,24 @@ WORDS = ("river dam break flood the a of will vote election senate bitcoin price
          "storm team win match final ok is").split()
 
 
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.25, 1.25, 2.0, 3.5]),
+                          st.integers(0, 4)), max_size=40),
+       st.integers(0, 45), st.randoms(use_true_random=False))
+def test_the_best_posts_are_those_an_order_of_every_scoring_post_gives(rows, k, random):
+    """``top_k`` orders only the posts that can be among the best (at least the k-th best
+    score) and returns what ordering every post that scored returns: by score, the later
+    post first, then id, ties in all three sides included."""
+    ids = [f"p{i:02d}" for i in range(len(rows))]
+    random.shuffle(ids)
+    scores = np.array([r[0] for r in rows], np.float32)
+    created = np.array([r[1] for r in rows], np.int64)
+    ids = np.array(ids, object)
+    keep = np.flatnonzero(scores > 0)
+    want = keep[np.lexsort((ids[keep], -created[keep], -scores[keep]))][:k]
+    assert top_k(scores, created, ids, k).tolist() == want.tolist()
+
+
 @settings(max_examples=60)
 @given(st.lists(st.lists(st.sampled_from(WORDS), max_size=25), min_size=1, max_size=60),
        st.data())

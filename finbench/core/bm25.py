@@ -96,7 +96,14 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.nda
 
 def top_k(scores: np.ndarray, created: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` best posts with a score above zero: by score, then the later
-    post first, then id."""
+    post first, then id. Only the posts scoring at least the ``k``-th best score can be among
+    them, so only those are ordered (ordering every post that scored, ids as text, took 0.66
+    ms a query of a few thousand)."""
     keep = np.flatnonzero(scores > 0)
+    if k <= 0:
+        return keep[:0]
+    if len(keep) > k:
+        kth = np.partition(scores[keep], len(keep) - k)[len(keep) - k]  # the k-th best score
+        keep = keep[scores[keep] >= kth]
     order = np.lexsort((ids[keep], -created[keep], -scores[keep]))
     return keep[order[:k]]
