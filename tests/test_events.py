@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.audit import audit_run
-from finbench.core.bm25 import PostIndex, top_k
+from finbench.core.bm25 import PostIndex, candidates, top_k, window_scores
 from finbench.core.errors import ConfigError, DataError, StoreError
 from finbench.runner import run
 from finbench.tracks.configs import load_config
@@ -809,3 +809,32 @@ def test_a_dump_is_stored_a_date_at_a_time_as_the_whole_table_would_be(tmp_path,
         assert stored.read_bytes() == reference.read_bytes(), d
         assert pq.read_table(stored).schema.equals(POSTS_SCHEMA)
     assert spilled and not any(f.exists() for f in spilled)  # spills and finished dates moved
+
+
+@settings(max_examples=200)
+@given(st.lists(st.lists(st.sampled_from(WORDS), max_size=12), min_size=1, max_size=80),
+       st.data())
+def test_the_candidates_of_a_search_hold_its_best_posts(docs, data):
+    """The posts a search orders (:func:`candidates`, from the postings of its terms, without
+    a pass over every score) hold its best: ranking them gives what ranking every post that
+    scored gives, for windows across two indexes, queries with repeated terms, any ``k``;
+    each candidate once, ascending, and above zero."""
+    texts = [" ".join(d) for d in docs]
+    cut = data.draw(st.integers(0, len(texts)))
+    first, second = PostIndex(texts[:cut]), PostIndex(texts[cut:])
+    lo = data.draw(st.integers(0, cut))
+    hi = data.draw(st.integers(0, len(texts) - cut))
+    query = " ".join(data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=10)))
+    k = data.draw(st.integers(0, 12))
+    touched: list = []
+    scores = window_scores([(first, lo, cut), (second, 0, hi)], query, touched=touched)
+    assert scores.tolist() == window_scores([(first, lo, cut), (second, 0, hi)],
+                                            query).tolist()
+    n = len(scores)
+    created = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                       np.int64)
+    ids = np.array([f"p{(7 * i) % max(n, 1):03d}" for i in range(n)], object)
+    keep = candidates(scores, touched, k)
+    assert (np.diff(keep) > 0).all() and (scores[keep] > 0).all()
+    assert keep[top_k(scores[keep], created[keep], ids[keep], k)].tolist() == top_k(
+        scores, created, ids, k).tolist()

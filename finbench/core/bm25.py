@@ -45,14 +45,17 @@ class PostIndex:
         return window_scores([(self, lo, hi)], query)
 
 
-def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.ndarray:
+def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
+                  touched: list | None = None) -> np.ndarray:
     """The BM25 score against ``query`` of each post of a window held by several indexes:
     ``parts`` lists, in time order, each index and the range ``[lo, hi)`` of its posts in the
     window. The statistics are the window's: its posts' number and mean length and each
     term's document frequency summed over the parts, so the scores are those of one index over
     the window's posts, bit for bit (each post's term scores added in the query's order).
     Float32, as they are summed: the scores are a dense array over the window's posts, and a
-    float64 copy of a million of them took a third of a query."""
+    float64 copy of a million of them took a third of a query. ``touched``: a list that gets,
+    for each of the query's terms in the window, the positions of the posts holding it (every
+    post scoring above zero is among them; :func:`candidates`)."""
     import bm25s
 
     sizes = [hi - lo for _, lo, hi in parts]
@@ -79,6 +82,8 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.nda
         if df == 0:  # no post of the window holds it
             continue
         idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+        if touched is not None:
+            touched.append(np.concatenate([ix.post[a:z] + shift for ix, a, z, shift in hits]))
         for ix, a, z, shift in hits:
             posts, tf = ix.post[a:z], ix.tf[a:z]
             # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
@@ -92,6 +97,26 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str) -> np.nda
             np.multiply(x, idf, out=x)
             out[posts + shift if shift else posts] += x.astype(np.float32)
     return out
+
+
+def candidates(scores: np.ndarray, touched: list[np.ndarray], k: int) -> np.ndarray:
+    """Positions (ascending, each once) holding the ``k`` best posts above zero of ``scores``,
+    whose posts above zero all lie in ``touched`` (arrays of positions, none repeated in one:
+    :func:`window_scores`' postings a term), found without a pass over every score (a window
+    of a million posts: about 1 ms). A post lies in at most ``len(touched)`` of the arrays, so
+    fewer than ``(k - 1) * len(touched)`` of their entries score above the ``k``-th best
+    post: every entry down to the ``k * len(touched)``-th best score is kept, and with them
+    every post that can be among the best."""
+    if not touched or k <= 0:
+        return np.empty(0, np.int64)
+    at = np.concatenate(touched)
+    value = scores[at]
+    above = value > 0
+    at, value = at[above], value[above]
+    enough = k * len(touched)
+    if len(at) > enough:
+        at = at[value >= np.partition(value, len(value) - enough)[len(value) - enough]]
+    return np.unique(at)
 
 
 def top_k(scores: np.ndarray, created: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:

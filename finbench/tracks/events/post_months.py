@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from finbench.core.bm25 import PostIndex, top_k, window_scores
+from finbench.core.bm25 import PostIndex, candidates, top_k, window_scores
 from finbench.tracks.events.store import posts_between
 
 POSTS_HELD = 500_000  # months held beyond the last window's (about 670 bytes a post)
@@ -94,8 +94,10 @@ class PostMonths:
         """The ``k`` best posts made in ``[start, end)`` against ``query`` (BM25 with the
         window's statistics; ties by time, the later first, then id)."""
         parts = self.window(start, end)
-        scores = window_scores([(m.index, lo, hi) for m, lo, hi in parts], query)
-        keep = np.flatnonzero(scores > 0)  # the posts top_k ranks (positions in the window)
+        touched: list[np.ndarray] = []
+        scores = window_scores([(m.index, lo, hi) for m, lo, hi in parts], query,
+                               touched=touched)
+        keep = candidates(scores, touched, k)  # the posts top_k ranks (positions in the window)
         starts = np.cumsum([0] + [hi - lo for _, lo, hi in parts])[:-1].tolist()
         cuts = np.searchsorted(keep, [*starts, len(scores)]).tolist()
         local = [keep[a:z] - at + lo  # each month's kept posts, as positions in that month
