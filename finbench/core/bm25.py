@@ -82,8 +82,7 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
         if df == 0:  # no post of the window holds it
             continue
         idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-        if touched is not None:
-            touched.append(np.concatenate([ix.post[a:z] + shift for ix, a, z, shift in hits]))
+        mine = []  # the term's posts in the window, as positions in it
         for ix, a, z, shift in hits:
             posts, tf = ix.post[a:z], ix.tf[a:z]
             # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
@@ -95,7 +94,11 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
             np.add(x, tf, out=x)
             np.divide(tf, x, out=x)
             np.multiply(x, idf, out=x)
-            out[posts + shift if shift else posts] += x.astype(np.float32)
+            at = posts + shift if shift else posts
+            out[at] += x.astype(np.float32)
+            mine.append(at)
+        if touched is not None:
+            touched.append(mine[0] if len(mine) == 1 else np.concatenate(mine))
     return out
 
 
