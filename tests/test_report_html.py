@@ -310,9 +310,13 @@ def test_an_event_pages_retrieved_posts_are_each_tasks_best_first(tmp_path):
 
     rng = np.random.default_rng(7)
     tasks = [f"m{i}@2024-01-0{1 + i % 5}T00:00:00Z" for i in range(40)]
-    rows = [(t, rank, f"p{t}-{rank}", pd.Timestamp("2024-01-01", tz="UTC")
-             + pd.Timedelta(milliseconds=int(rng.integers(0, 10**9)) // 1000 * (
-                 1000 if rank % 2 else 1)), float(rng.random()))
+
+    def made(rank: int) -> pd.Timestamp:  # whole seconds for odd ranks, milliseconds else
+        ms = int(rng.integers(0, 10**9))
+        return pd.Timestamp("2024-01-01", tz="UTC") + pd.Timedelta(
+            milliseconds=ms - ms % 1000 if rank % 2 else ms)
+
+    rows = [(t, rank, f"p{t}-{rank}", made(rank), float(rng.random()))
             for t in tasks[:30] for rank in rng.permutation(np.arange(1, 1 + rng.integers(1, 6)))]
     frame = pd.DataFrame(rows, columns=["task_id", "rank", "post_id", "created_utc", "score"])
     frame.to_parquet(tmp_path / "retrieval.parquet")
