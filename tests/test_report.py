@@ -498,6 +498,32 @@ def test_reliability_of_models_whose_bins_coincide_shows_each_and_one_count_a_po
         plt.close("all")
 
 
+def test_a_titled_reliability_figure_keeps_its_title_clear_of_the_counts_and_axes():
+    """The event report titles its figures on synthetic data. The reliability figure lays
+    out its counts when drawn (tight), so a title set after that sat over the upper panel and
+    its top counts; it is now set before, and the figure as saved keeps it above both."""
+    import matplotlib.pyplot as plt
+
+    from finbench.reports import style
+    from finbench.tracks.events.figures import plot_event_reliability
+
+    bins = pd.DataFrame({"model": "market", "n": 42, "bin": [0, 1, 2],
+                         "lower": [0.0, 0.4, 0.8], "upper": [0.4, 0.8, 1.0],
+                         "count": [20, 17, 5], "yes": [0, 8, 5],
+                         "mean_prob": [0.1, 0.6, 0.9], "obs_freq": [0.0, 8 / 17, 1.0]})
+    with plt.rc_context(style.RC):
+        top = plot_event_reliability(bins, title="SYNTHETIC data")
+        fig = top.figure
+        assert fig.get_suptitle() == "SYNTHETIC data"
+        renderer = fig.canvas.get_renderer()  # the layout it is saved with (F.save keeps it)
+        title = fig._suptitle.get_window_extent(renderer)
+        counts = [t.get_window_extent(renderer) for t in top.texts]
+        assert [t.get_text() for t in top.texts] == ["5", "17", "20"]
+        for box in [top.get_window_extent(renderer), *counts]:
+            assert not title.overlaps(box), (title, box)
+        plt.close("all")
+
+
 def test_models_answering_alike_each_show_in_every_figure_of_lines():
     """A base rate and a climatology of the same history answer alike, so their lines lie
     on each other in every figure of lines: each model's line is drawn narrower than the

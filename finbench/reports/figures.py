@@ -171,7 +171,7 @@ def plot_reliability(bins: pd.DataFrame, *, ax=None, xlabel: str = "mean forecas
 
 
 def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_up",
-                               event: str = "up"):
+                               event: str = "up", title: str = ""):
     """Reliability above, sharpness below: per model, the observed frequency of ``event``
     against the mean forecast of each bin, each point's area growing with its bin's count
     (the count written beside it where it fits, :func:`_count_labels`), the legend giving the
@@ -179,7 +179,8 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     bin's mean forecast (bins of equal mass span wide ranges: a constant forecaster's one bin
     is a stem at its constant). Each model's line is narrower than the one before
     (:func:`~finbench.reports.style.line_width`), so that models whose bins coincide each
-    show.
+    show. ``title``: above both panels (none when empty), set before the counts are laid
+    out, so that neither covers the other.
     Returns the upper panel (``save`` writes the whole figure)."""
     fig, (top, low) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1.3]})
@@ -208,6 +209,8 @@ def plot_reliability_sharpness(bins: pd.DataFrame, *, xlabel: str = "forecast p_
     low.set_ylim(0, 1.05)
     if models:
         _legend(top)
+    if title:
+        fig.suptitle(title, fontsize=9)
     _count_labels(top, counts)
     return top
 

@@ -36,12 +36,13 @@ def event_reliability(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
 
 
-def plot_event_reliability(bins: pd.DataFrame):
+def plot_event_reliability(bins: pd.DataFrame, *, title: str = ""):
     """Observed frequency of YES against mean forecast per equal-mass bin, a line per model,
     each point's area growing with its bin's count; below, the share of each model's
-    forecasts in each bin (:func:`~finbench.reports.figures.plot_reliability_sharpness`)."""
+    forecasts in each bin (:func:`~finbench.reports.figures.plot_reliability_sharpness`),
+    ``title`` above both."""
     return F.plot_reliability_sharpness(bins, xlabel="forecast p_yes (equal-mass bins)",
-                                        event="YES")
+                                        event="YES", title=title)
 
 
 def plot_event_skill(skill: pd.DataFrame):
@@ -74,7 +75,7 @@ def event_figures(run_dir: Path, bins: pd.DataFrame, *, synthetic: bool = False,
     figs = F.FigureSet(run_dir / "figures", models=list(dict.fromkeys(bins["model"])))
     title = "SYNTHETIC data" if synthetic else ""
     if len(bins):
-        figs.draw("event_reliability", _titled(plot_event_reliability, title), bins)
+        figs.draw("event_reliability", plot_event_reliability, bins, title=title)
     if murphy is not None and len(murphy):
         figs.draw("event_murphy", _titled(F.plot_murphy, title), murphy, event="YES")
     if corp is not None and len(corp[0]):
@@ -111,7 +112,8 @@ def event_corp(rows: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFram
 
 
 def _titled(plot, title: str):
-    """``plot`` whose figure gets ``title`` above it (none when empty)."""
+    """``plot`` whose figure gets ``title`` above it (none when empty), for figures laid out
+    when saved (a figure laid out while drawn takes its title itself)."""
     def draw(*args, **kwargs):
         ax = plot(*args, **kwargs)
         if title:
