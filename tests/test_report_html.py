@@ -264,7 +264,8 @@ def test_a_table_without_rows_is_no_section_and_numbers_are_told_from_text():
 def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     """The event pilot's report.html: its header, its tables, and a sample with the market's
     question, t0, price at t0, outcome and the posts retrieved before t0 (as the run's
-    retrieval receipts have them)."""
+    retrieval receipts have them). A table wider than the page scrolls in its own box: the
+    page itself never scrolls sideways (its widest tables' last columns were cut off)."""
     if BROWSER is None:  # (before the run: the browser would skip the test after it)
         pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
     import pandas as pd
@@ -284,6 +285,11 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
         assert "GPT-4o Mini with posts" in page.inner_text("#run-models")
         assert "market" in page.inner_text("#table-event_scores")
         assert page.locator("#table-event_skill tbody tr").count() > 0
+        widths = page.evaluate("""() => [document.documentElement.scrollWidth,
+            document.documentElement.clientWidth, ...[...document.querySelectorAll('.wide')]
+            .map(box => box.scrollWidth - box.clientWidth)]""")
+        assert widths[0] == widths[1] == 1280, widths
+        assert max(widths[2:]) > 0, widths  # one table is wider than the page: it scrolls
         page.select_option("select[name=model]", "market")
         assert page.inner_text("#count") == "42 of 210 samples"  # 42 markets x 5 models
         row = page.locator("#sample-list tbody tr").first
