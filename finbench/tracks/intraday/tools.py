@@ -100,6 +100,8 @@ class IntradayTools(SchemaTools):
         self.headlines = news.reset_index(drop=True)
         self.available_ns = to_ns(self.headlines["available_at"])
         self.index = PostIndex(self.headlines["headline"].astype(str).tolist())
+        self._tags = None  # every headline's tags, flattened once (:meth:`_tagged`)
+        self._rows_of: dict[str, np.ndarray] = {}  # ticker: the rows of headlines tagged it
 
     def now(self, task: Mapping) -> pd.Timestamp:
         return pd.Timestamp(task["t_forecast"]).tz_convert("UTC")
@@ -236,7 +238,9 @@ class IntradayTools(SchemaTools):
         scores = self.index.scores(0, hi, query)
         news = self.headlines.iloc[:hi]
         if ticker is not None:
-            tagged = np.fromiter((ticker in list(t) for t in news["tickers"]), bool, hi)
+            rows = self._tagged(ticker)
+            tagged = np.zeros(hi, bool)
+            tagged[rows[:np.searchsorted(rows, hi)]] = True
             scores = np.where(tagged, scores, 0.0)
         best = top_k(scores, self.available_ns[:hi], news["id"].to_numpy(dtype=object), limit)
         rows = news.iloc[best]
@@ -246,6 +250,20 @@ class IntradayTools(SchemaTools):
                  for r, s in zip(rows.itertuples(), scores[best], strict=True)]
         return answered("headlines", now, items, self.available_ns[best], query=query,
                         ticker=ticker, ids=tuple(i["id"] for i in items))
+
+    def _tagged(self, ticker: str) -> np.ndarray:
+        """The rows (ascending) of the headlines tagged ``ticker``: found once per ticker, from
+        every headline's tags flattened once (a loop over every headline before ``now`` on
+        each call made a call's cost grow with the store's headlines)."""
+        rows = self._rows_of.get(ticker)
+        if rows is None:
+            if self._tags is None:
+                tags = [np.asarray(t, object) for t in self.headlines["tickers"]]
+                self._tags = (np.concatenate([np.empty(0, object), *tags]),
+                              np.repeat(np.arange(len(tags)), [len(t) for t in tags]))
+            flat, row = self._tags
+            rows = self._rows_of[ticker] = np.unique(row[flat == ticker])
+        return rows
 
     def _calendar(self, now, _task, *, date: str):
         try:
