@@ -99,8 +99,20 @@ def test_figures_plot_the_table_values(pilot):
     assert 0 < len(given) < len(by_h)  # the pilot has models without an interval
     want = given[["coverage", "brier"]].to_numpy()
     np.testing.assert_allclose(points[np.lexsort(points.T)], want[np.lexsort(want.T)])
+    horizons = list(dict.fromkeys(given["slice"]))
+    assert len(horizons) > 1
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(
-        dict.fromkeys(given["model"]))  # the legend names what is drawn, and only that
+        dict.fromkeys(given["model"])) + horizons  # it names what is drawn, and only that
+    # each point is marked by its horizon, the marker the legend gives that horizon
+    from matplotlib.markers import MarkerStyle
+    legend = dict(zip([t.get_text() for t in ax.get_legend().get_texts()],
+                      ax.get_legend().legend_handles, strict=True))
+    for c in ax.collections:
+        (x, y), = c.get_offsets()
+        row = given[np.isclose(given["coverage"], x) & np.isclose(given["brier"], y)]
+        style_ = MarkerStyle(legend[row["slice"].iloc[0]].get_marker())
+        want_path = style_.get_path().transformed(style_.get_transform())
+        np.testing.assert_allclose(c.get_paths()[0].vertices, want_path.vertices)
     ax = F.plot_across_horizons(by_h)
     coin = by_h[by_h["model"] == "coin"]["brier"].to_numpy()
     assert any(np.allclose(line.get_ydata(), coin) for line in ax.get_lines())

@@ -120,17 +120,33 @@ def plot_skill_heatmap(cells: pd.DataFrame, *, horizons: list[str] | None = None
     return axes[0][0]
 
 
+HORIZON_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a horizon's marker, in order
+
+
 def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
-    """Brier score against interval coverage, one point per model × horizon (Fig. 2); a
-    model that gives no interval has no coverage, and is neither drawn nor named."""
+    """Brier score against interval coverage, one point per model × horizon (Fig. 2): the
+    model its colour, the horizon its marker (the legend names both). A model that gives
+    no interval has no coverage, and is neither drawn nor named."""
+    from matplotlib.lines import Line2D
+
     ax = _ax(ax)
+    horizons = list(dict.fromkeys(table.loc[table["coverage"].notna(), "slice"]))
+    marker = {h: HORIZON_MARKERS[j % len(HORIZON_MARKERS)] for j, h in enumerate(horizons)}
+    handles = []
     for i, model in enumerate(_with(table, "coverage")):
         part = table[(table["model"] == model) & table["coverage"].notna()]
-        ax.scatter(part["coverage"], part["brier"], label=model, color=style.colour_of(model, i))
+        colour = style.colour_of(model, i)
+        for horizon, point in part.groupby("slice", sort=False):
+            ax.scatter(point["coverage"], point["brier"], color=colour, marker=marker[horizon])
+        handles.append(Line2D([], [], ls="", marker="o", color=colour, label=model))
+    handles += [Line2D([], [], ls="", marker=marker[h], color="grey", label=h)
+                for h in (horizons if len(horizons) > 1 else [])]
     ax.axvline(nominal, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("coverage of the 80% interval")
     ax.set_ylabel("Brier score (lower is better)")
-    _legend(ax)
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0)
     return ax
 
 
