@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
 
 test-all: $(STAMP)
-	$(BIN)/ruff check finbench tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PARALLEL)
 
 pilot: $(STAMP)
@@ -62,7 +62,7 @@ sample: $(STAMP)
 	$(BIN)/finbench data synth --out data/sample
 
 lint: $(STAMP)
-	$(BIN)/ruff check finbench tests benchmarks
+	$(BIN)/ruff check .
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_spine.py

@@ -1,8 +1,8 @@
 """Writes the SYNTHETIC sealed season beside it: ``finbench live`` run on a fake clock over
 three sessions of the bundled sample (2025-01-13 to 2025-01-15, AAPL alone, a coin and a
 scripted forecaster), its bars fed into ``store/`` as the clock passed (three sessions of
-history before it), every horizon's answers sealed by the tests' own RFC 3161 authority (its root certificate is
-``tsa_root.pem``: a test CA, not a public one). A newcomer checks it with
+history before it), every horizon's answers sealed by the tests' own RFC 3161 authority (its
+root certificate is ``tsa_root.pem``: a test CA, not a public one). A newcomer checks it with
 
     .venv/bin/finbench verify data/live_sample
 
