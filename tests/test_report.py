@@ -107,6 +107,7 @@ def test_figures_plot_the_table_values(pilot):
     from matplotlib.markers import MarkerStyle
     legend = dict(zip([t.get_text() for t in ax.get_legend().get_texts()],
                       ax.get_legend().legend_handles, strict=True))
+    assert all(legend[m].get_marker() in ("None", "", None) for m in given["model"])
     for c in ax.collections:
         (x, y), = c.get_offsets()
         row = given[np.isclose(given["coverage"], x) & np.isclose(given["brier"], y)]

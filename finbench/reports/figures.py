@@ -125,8 +125,9 @@ HORIZON_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # a horizon's marker
 
 def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
     """Brier score against interval coverage, one point per model × horizon (Fig. 2): the
-    model its colour, the horizon its marker (the legend names both). A model that gives
-    no interval has no coverage, and is neither drawn nor named."""
+    model its colour, the horizon its marker (the legend names both: a model by a swatch of
+    its colour, a horizon by its marker in grey). A model that gives no interval has no
+    coverage, and is neither drawn nor named."""
     from matplotlib.lines import Line2D
 
     ax = _ax(ax)
@@ -138,7 +139,7 @@ def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8
         colour = style.colour_of(model, i)
         for horizon, point in part.groupby("slice", sort=False):
             ax.scatter(point["coverage"], point["brier"], color=colour, marker=marker[horizon])
-        handles.append(Line2D([], [], ls="", marker="o", color=colour, label=model))
+        handles.append(Line2D([], [], color=colour, lw=3, label=model))  # (no marker)
     handles += [Line2D([], [], ls="", marker=marker[h], color="grey", label=h)
                 for h in (horizons if len(horizons) > 1 else [])]
     ax.axvline(nominal, color="grey", ls="--", lw=0.8)
