@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from finbench.core.bm25 import PostIndex, top_k
+from finbench.core.bm25 import PostIndex, candidates, top_k, window_scores
 from finbench.core.calendar import local_instants, parse_clock, previous_sessions, session_grid
 from finbench.core.times import NS, local_midnights_ns, to_ns
 from finbench.tracks.tools import (
@@ -100,6 +100,7 @@ class IntradayTools(SchemaTools):
         self.headlines = news.reset_index(drop=True)
         self.available_ns = to_ns(self.headlines["available_at"])
         self.index = PostIndex(self.headlines["headline"].astype(str).tolist())
+        self._ids = self.headlines["id"].to_numpy(dtype=object)  # (a call's ties rank by id)
         self._tags = None  # every headline's tags, flattened once (:meth:`_tagged`)
         self._rows_of: dict[str, np.ndarray] = {}  # ticker: the rows of headlines tagged it
 
@@ -235,15 +236,15 @@ class IntradayTools(SchemaTools):
 
     def _headlines(self, now, _task, *, query: str, ticker: str | None, limit: int):
         hi = int(np.searchsorted(self.available_ns, now.value, side="right"))
-        scores = self.index.scores(0, hi, query)
-        news = self.headlines.iloc[:hi]
-        if ticker is not None:
-            rows = self._tagged(ticker)
-            tagged = np.zeros(hi, bool)
-            tagged[rows[:np.searchsorted(rows, hi)]] = True
-            scores = np.where(tagged, scores, 0.0)
-        best = top_k(scores, self.available_ns[:hi], news["id"].to_numpy(dtype=object), limit)
-        rows = news.iloc[best]
+        touched: list = []
+        scores = window_scores([(self.index, 0, hi)], query, touched=touched)
+        if ticker is None:  # the headlines that can be best, from the query's postings
+            keep = candidates(scores, touched, limit)
+        else:  # the ticker's headlines available by now
+            keep = self._tagged(ticker)
+            keep = keep[:np.searchsorted(keep, hi)]
+        best = keep[top_k(scores[keep], self.available_ns[keep], self._ids[keep], limit)]
+        rows = self.headlines.iloc[best]
         items = [{"id": r.id, "headline": r.headline, "source": r.source,
                   "tickers": list(r.tickers), "published_at": instant_text(r.published_at),
                   "available_at": instant_text(r.available_at), "score": round(float(s), 6)}
