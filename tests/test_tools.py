@@ -415,6 +415,31 @@ def test_the_prices_tool_answers_the_markets_prices_the_slow_way(event_tools, da
                                                                strict=True)]
 
 
+@settings(max_examples=100)
+@given(data=st.data())
+def test_the_markets_tool_ranks_the_markets_known_before_now_the_slow_way(event_tools, data):
+    """The ``markets`` tool ranks only the markets its query's postings say can be best; the
+    naive reference takes the markets resolved before ``now``, scores them with an index of
+    those alone, keeps those opened before ``now`` and orders every one that scored in Python
+    (score, the later resolved first, then id)."""
+    from finbench.core.bm25 import PostIndex
+
+    tools, tasks, _ = event_tools
+    task = tasks.iloc[data.draw(st.integers(0, len(tasks) - 1))].to_dict()
+    now = tools.now(task) + pd.Timedelta(hours=data.draw(st.sampled_from([0, -500, 500, 3000])))
+    query = data.draw(st.sampled_from([*EVENT_QUERIES, "Will the", "match final election"]))
+    limit = data.draw(st.integers(1, 20))
+    markets = tools.store.markets()
+    known = markets[markets["outcome"].notna() & (markets["resolved_at"] < now)]
+    scores = PostIndex(known["question"].astype(str).tolist()).scores(0, len(known), query)
+    want = sorted((-float(s), -r.resolved_at.value, r.market_id) for r, s in zip(
+        known.itertuples(), scores, strict=True) if s > 0 and r.opened_at < now)
+    body = json.loads(tools.call("markets", json.dumps({"query": query, "limit": limit}), now,
+                                 task).content)
+    assert [(i["market_id"], i["score"]) for i in body["items"]] == [
+        (m, round(-s, 6)) for s, _, m in want[:limit]]
+
+
 @pytest.fixture(scope="module")
 def every_post(event_tools):
     """Every post of the event pilot's store, sorted by time, as one table."""
