@@ -514,8 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "whose audit passes, models compared on the tasks they share")
     board.add_argument("runs", nargs="+", help="the run directories")
     board.add_argument("--out", required=True, help="the folder for leaderboard.html")
-    board.add_argument("--reference", default="coin", help="the model each skill is against "
-                       "(default coin)")
+    board.add_argument("--reference", default=None, help="the model each skill is against "
+                       "(default each track's own: the intraday track's coin, the event "
+                       "track's first reference)")
     board.set_defaults(func=_leaderboard)
     pap = sub.add_parser("paper", help="regenerate paper/tables and paper/figures from runs")
     pap.add_argument("runs", nargs="+", help="the run directories to pool")

@@ -112,6 +112,19 @@ def test_the_board_compares_models_on_their_shared_tasks_and_leaves_off_failed_r
     assert intraday.loc["pilot/coin", "reference"] == "pilot/coin"
     events = board[board["track"] == "events"]
     assert (events["model"].str.startswith("events/")).all() and (events["n_shared"] == 42).all()
+    # each track's own reference: the event board's skill is against its first reference,
+    # the market price (there is no coin there), and no board says it lacks one
+    assert (events["reference"] == "events/market").all()
+    event_rows = pd.read_parquet(out["events"] / "rows.parquet")
+    event_rows = event_rows[event_rows["scored"]]
+    market = event_rows[event_rows["model"] == "market"].set_index("task_id")["brier"]
+    for model, mine in event_rows.groupby("model"):
+        entry = events.set_index("model").loc[f"events/{model}"]
+        on = mine.set_index("task_id")["brier"]
+        assert entry["bss_shared"] == pytest.approx(1 - on.sum() / market[on.index].sum(),
+                                                    rel=1e-9, abs=1e-12)
+        assert entry["bss_lo"] <= entry["bss_shared"] <= entry["bss_hi"] or model == "market"
+    assert not any("no skill" in line for line in said)
     text = page.read_text()
     assert "Track: intraday" in text and "Track: events" in text and "<script>" in text
 
@@ -122,6 +135,14 @@ def test_the_command_writes_the_page(runs):
     assert done.returncode == 0, done.stderr
     assert (tmp / "cmd" / "leaderboard.html").is_file()
     assert len(pd.read_csv(tmp / "cmd" / "runs.csv")) == 2
+    # a reference named on the command line is every board's: the event runs have no coin
+    done = cli("leaderboard", out["pilot"], out["events"], "--out", tmp / "coin",
+               "--reference", "coin")
+    assert done.returncode == 0, done.stderr
+    assert "events: no model named 'coin' in the runs: no skill" in done.stderr
+    board = pd.read_csv(tmp / "coin" / "leaderboard.csv")
+    assert board.loc[board["track"] == "events", "bss_shared"].isna().all()
+    assert (board.loc[board["track"] == "intraday", "reference"] == "pilot/coin").all()
 
 
 def test_a_model_with_a_cutoff_is_scored_apart_on_each_side_and_agents_are_marked(

@@ -10,8 +10,10 @@ named after its run (``RUN/MODEL``, the labels ``finbench paper`` gives).
 Models are compared where their tasks are the same: a task of several runs whose labels
 disagree (runs of different snapshots) is left out of every comparison and counted. Per
 model: its own scored rows (N, mean Brier); on the tasks every model of the board scored
-(``n_shared``), its mean Brier and its Brier skill against the reference (``--reference``,
-by default the first run's ``coin``) with a bootstrap interval resampling whole clusters
+(``n_shared``), its mean Brier and its Brier skill against the reference (``--reference``;
+by default the track's own, from the board's first run: the intraday track's ``coin``, as its
+report's skill, and the event track's first reference, such as the market price) with a
+bootstrap interval resampling whole clusters
 (the track's: sessions, event groups); and, where the task sets differ, a difficulty-adjusted
 Brier: the model's effect in a two-way fixed-effects fit of each scored row's Brier on its
 model and its task (:func:`fixed_effects`), put on the scale of the mean task, beside the raw
@@ -63,13 +65,15 @@ def fixed_effects(values: np.ndarray, model: np.ndarray, task: np.ndarray, *,
     return a + b.mean()
 
 
-def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference: str = "coin",
-                echo=print) -> Path:
+def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit,
+                reference: str | None = None, echo=print) -> Path:
     """Audit the runs, build each track's board and write ``out``; returns its page.
     ``audit(run_dir)``: a run's violations (:func:`finbench.audit.audit_run`, which the
-    command gives: the audit is a layer above the reports)."""
+    command gives: the audit is a layer above the reports). ``reference``: the model every
+    board's skill is against; None: each track's own (its plugin's
+    :meth:`~finbench.tracks.base.TrackPlugin.board_reference` of the board's first run)."""
     labels = run_labels(run_dirs)
-    runs, boards = [], {}
+    runs, boards, references = [], {}, {}
     for label, run_dir in zip(labels, run_dirs, strict=True):
         run_dir = finished_run(run_dir)
         config, manifest = load_run_config(run_dir), read_manifest(run_dir)
@@ -97,11 +101,13 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference
                    if getattr(m, "prompt", None) is not None}
         boards.setdefault(track.name, []).append((label, rows, track.cluster_column, agents,
                                                   prompts))
+        references.setdefault(track.name, reference if reference is not None
+                              else track.board_reference(config))
     if not any(r["audit"] == "passed" for r in runs):
         raise RunError("no run passed its audit: no board to make")
     tables, notes = [], []
     for name, parts in boards.items():
-        table, note = _board(name, parts, reference)
+        table, note = _board(name, parts, references[name])
         tables.append(table)
         notes += note
     board = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
@@ -117,7 +123,7 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit, reference
     return _page(out / "leaderboard.html", board, run_table, notes)
 
 
-def _board(track: str, parts: list, reference: str) -> tuple[pd.DataFrame, list[str]]:
+def _board(track: str, parts: list, reference: str | None) -> tuple[pd.DataFrame, list[str]]:
     """One track's board from its runs' rows (label, rows.parquet, cluster column, its
     agents, each language model's prompt variant in words)."""
     frames, tools, prompts = [], {}, {}
@@ -143,8 +149,11 @@ def _board(track: str, parts: list, reference: str) -> tuple[pd.DataFrame, list[
     scored = rows[rows["scored"]]
     entries = list(dict.fromkeys(rows["entry"]))
     run_of = dict(zip(rows["entry"], rows["run"], strict=True))
-    ref_entry = next((e for e in entries if e.endswith("/" + reference)), None)
-    if ref_entry is None:
+    ref_entry = (None if reference is None
+                 else next((e for e in entries if e.endswith("/" + reference)), None))
+    if reference is None:
+        notes.append(f"{track}: its first run names no reference (give --reference): no skill")
+    elif ref_entry is None:
         notes.append(f"{track}: no model named {reference!r} in the runs: no skill")
     per_entry = {e: g for e, g in scored.groupby("entry", sort=False)}
     shared = set.intersection(*(set(g["task_id"]) for g in per_entry.values())) \

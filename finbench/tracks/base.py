@@ -281,6 +281,12 @@ class TrackPlugin(ABC):
         """Tables into ``run_dir/tables`` and figures into ``run_dir/figures`` (and a page),
         from the run's stored files alone: ``(tables written, FigureSet)``."""
 
+    def board_reference(self, config) -> str | None:
+        """The model a leaderboard's skill is against on this track's board when the command
+        names none (the board's first run's config): None by default, the board then giving
+        no skill."""
+        return None
+
     @abstractmethod
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         """Everything the run holds about one task, from its files alone (with ``model``:

@@ -59,6 +59,12 @@ class EventsPlugin(TrackPlugin):
 
         return event_report(run_dir)
 
+    def board_reference(self, config: EventRunConfig) -> str | None:
+        """The config's first reference (the event pilot's market price)."""
+        from finbench.tracks.events.config import reference_names
+
+        return next(iter(reference_names(config)), None)
+
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         from finbench.tracks.events.show import task_view
 

@@ -88,6 +88,13 @@ class IntradayPlugin(TrackPlugin):
         return intraday_paper(run_dirs, labels, out, allow_different_tasks=allow_different_tasks,
                               echo=echo)
 
+    def board_reference(self, config: RunConfig) -> str | None:
+        """As the report's skill: the model named ``coin``, else the first baseline."""
+        from finbench.tracks.intraday.config import BASELINE_KINDS
+
+        names = [m.name for m in config.models if m.kind in BASELINE_KINDS]
+        return "coin" if "coin" in names else (names[0] if names else None)
+
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         from finbench.tracks.intraday.show import task_view
 
