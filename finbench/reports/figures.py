@@ -145,9 +145,7 @@ def plot_brier_vs_coverage(table: pd.DataFrame, *, ax=None, nominal: float = 0.8
     ax.axvline(nominal, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("coverage of the 80% interval")
     ax.set_ylabel("Brier score (lower is better)")
-    if handles:
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  borderaxespad=0)
+    _legend(ax, handles)
     return ax
 
 
@@ -359,11 +357,14 @@ def _with(table: pd.DataFrame, column: str) -> list[str]:
     return list(dict.fromkeys(table["model"].to_numpy(object)[has]))
 
 
-def _legend(ax) -> None:
-    """The legend of what is drawn, outside the plotting area (never over a bar or a line);
-    none when nothing is."""
-    if ax.get_legend_handles_labels()[0]:
+def _legend(ax, handles: list | None = None) -> None:
+    """The legend of what is drawn (or of ``handles``), outside the plotting area (never over
+    a bar or a line); none when nothing is."""
+    if handles is None and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    elif handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0)
 
 
 def plot_coverage_by_horizon(table: pd.DataFrame, *, ax=None, nominal: float = 0.8):
