@@ -265,7 +265,8 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     """The event pilot's report.html: its header, its tables, and a sample with the market's
     question, t0, price at t0, outcome and the posts retrieved before t0 (as the run's
     retrieval receipts have them). A table wider than the page scrolls in its own box: the
-    page itself never scrolls sideways (its widest tables' last columns were cut off)."""
+    page itself never scrolls sideways (its widest tables' last columns were cut off); a
+    link of the bar of sections leaves the section's title in view, not under the bar."""
     if BROWSER is None:  # (before the run: the browser would skip the test after it)
         pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
     import pandas as pd
@@ -290,6 +291,13 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
             .map(box => box.scrollWidth - box.clientWidth)]""")
         assert widths[0] == widths[1] == 1280, widths
         assert max(widths[2:]) > 0, widths  # one table is wider than the page: it scrolls
+        # a link of the sticky bar (two lines here) leaves its section's title below it
+        page.click("nav a[href='#figures']")
+        page.wait_for_timeout(100)
+        bar, title = page.evaluate("""() => [document.querySelector('nav')
+            .getBoundingClientRect().bottom, document.querySelector('#figures h2')
+            .getBoundingClientRect().top]""")
+        assert bar <= title, (bar, title)
         page.select_option("select[name=model]", "market")
         assert page.inner_text("#count") == "42 of 210 samples"  # 42 markets x 5 models
         row = page.locator("#sample-list tbody tr").first
