@@ -55,8 +55,10 @@ SMALL = {
                           ["the same posts, order and scores as the reference on those calls, "
                            "and in both orders: True", "shuffled ",
                            "the gate's retrieval of the sample's 46 tasks"]),
-    "bench_tools": ("import bench_tools as b; b.main()", [str(ROOT / "data" / "sample"), "2", "5"],
-                    ["bars (warm) against the naive pandas filter: "]),
+    "bench_tools": ("import bench_tools as b; b.main()",
+                    [str(ROOT / "data" / "sample"), "2", "5", "2000"],
+                    ["bars (warm) against the naive pandas filter: ",
+                     "headlines (but the first with a ticker) median "]),
     "bench_object_store": ("import bench_object_store as b; b.main()",
                            ["--tickers", "3", "--sessions", "5"],
                            ["store and run directory in the bucket ",

@@ -28,6 +28,29 @@ def quickstart_store(tmp_path: Path) -> Path:
     return store
 
 
+def test_an_agents_headline_search_of_a_store_without_headlines_answers_none(tmp_path):
+    """The agents' ``headlines`` tool over the quickstart's store: no item, with a ticker or
+    without one, and the other tools unaffected."""
+    import json
+
+    from finbench.data.store import Store
+    from finbench.tracks.intraday.config import TasksConfig
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    tools = IntradayTools(Store(quickstart_store(tmp_path)),
+                          TasksConfig(tickers=["ACME"], start=SESSIONS[0], end=SESSIONS[-1]))
+    now = pd.Timestamp("2025-01-15 17:30", tz="UTC")
+    for ticker in (None, "ACME", "ACME"):
+        result = tools.call("headlines", json.dumps({"query": "ACME shares", "ticker": ticker,
+                                                     "limit": 5}), now)
+        assert (result.refusal, result.items, json.loads(result.content)["items"]) == (
+            None, 0, [])
+    bars = tools.call("bars", json.dumps({"ticker": "ACME", "start": "2025-01-15T09:30",
+                                          "end": None, "resolution": "1h"}), now)
+    # hours of the local clock by 12:30: from 09:30, 10:00, 11:00 and 12:00 (to 12:30)
+    assert bars.refusal is None and bars.items == 4
+
+
 def test_a_store_without_headlines_runs_a_replay_and_a_language_model(tmp_path, server,
                                                                        llm_env):
     store = quickstart_store(tmp_path)

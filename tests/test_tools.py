@@ -268,6 +268,28 @@ def test_headlines_are_the_naive_filter_of_the_available_ones(
     assert [i["score"] for i in body["items"]] == [round(float(-s), 6) for s, _, _ in
                                                    want[:limit]]
     assert ticker is None or all(ticker in i["tickers"] for i in body["items"])
+    # what each item shows: its stored row's, read from the frame a row at a time
+    rows = stored_headlines.set_index("id")
+    assert [{k: v for k, v in i.items() if k not in ("id", "score")} for i in body["items"]] == [
+        {"headline": r.headline, "source": r.source, "tickers": list(r.tickers),
+         "published_at": r.published_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+         "available_at": r.available_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for r in (rows.loc[i] for _, _, i in want[:limit])]
+
+
+def test_a_headline_seen_after_it_was_published_shows_both_instants(tools, stored_headlines):
+    """An item shows when its headline was published and when it became available (first
+    seen later): the sample's headlines of both instants, each found by its own text."""
+    late = stored_headlines[stored_headlines["published_at"] != stored_headlines["available_at"]]
+    assert len(late) >= 10
+    for r in late.itertuples():
+        result = tools.call("headlines", canonical({"query": r.headline, "ticker": None,
+                                                    "limit": 20}), r.available_at)
+        item = next(i for i in json.loads(result.content)["items"] if i["id"] == r.id)
+        assert (item["published_at"], item["available_at"], item["source"]) == (
+            r.published_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            r.available_at.strftime("%Y-%m-%dT%H:%M:%SZ"), r.source)
+        assert item["published_at"] < item["available_at"]
 
 
 def test_answers_do_not_depend_on_calls_made_before(tools):
@@ -438,6 +460,14 @@ def test_the_markets_tool_ranks_the_markets_known_before_now_the_slow_way(event_
                                  task).content)
     assert [(i["market_id"], i["score"]) for i in body["items"]] == [
         (m, round(-s, 6)) for s, _, m in want[:limit]]
+    rows = known.set_index("market_id")  # what each item shows: its market's row
+    assert [{k: v for k, v in i.items() if k not in ("market_id", "score")}
+            for i in body["items"]] == [
+        {"question": r.question, "category": r.category, "event_group": r.event_group,
+         "opened_at": r.opened_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+         "resolved_at": r.resolved_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+         "available_at": r.resolved_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "outcome": r.outcome}
+        for r in (rows.loc[m] for _, _, m in want[:limit])]
 
 
 @pytest.fixture(scope="module")
