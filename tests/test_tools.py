@@ -14,7 +14,7 @@ from finbench.data.store import Store
 from finbench.data.synth import CANARY_MARK
 from finbench.tracks.intraday.config import TasksConfig
 from finbench.tracks.intraday.tools import MAX_ITEMS, RESOLUTIONS, IntradayTools
-from finbench.tracks.tools import answered, arguments_of, canonical
+from finbench.tracks.tools import answered, arguments_of, canonical, items_text
 
 TICKERS = ["AAPL", "MSFT", "NVDA", "ZZZZ"]  # ZZZZ: in no store
 
@@ -292,6 +292,39 @@ def test_a_headline_seen_after_it_was_published_shows_both_instants(tools, store
         assert item["published_at"] < item["available_at"]
 
 
+COLUMN = st.one_of(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=3, max_size=3),
+    st.lists(st.integers(-2**70, 2**70), min_size=3, max_size=3),
+    st.lists(st.text(), min_size=3, max_size=3),
+    st.lists(st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False,
+                                                            allow_infinity=False), st.text(),
+                       st.lists(st.integers(), max_size=2)), min_size=3, max_size=3))
+
+
+@given(columns=st.dictionaries(st.text(min_size=1), COLUMN, max_size=6))
+def test_items_written_a_column_at_a_time_are_the_canonical_text(columns):
+    """:func:`items_text` writes objects a column at a time: the text :func:`canonical`
+    writes of them, byte for byte (keys and texts with quotes, escapes, ``%`` and any
+    character; floats of every magnitude, ``-0.0``; ints past 64 bits; mixed columns), and
+    an answer holding it is the canonical text of the whole."""
+    rows = [{k: v[i] for k, v in columns.items()} for i in range(3 if columns else 0)]
+    written = items_text(columns)
+    assert (written.text, len(written)) == (canonical(rows), len(rows))
+    now = pd.Timestamp("2025-01-15 15:00", tz="UTC")
+    result = answered("bars", now, written, [], ticker='"items":[]', resolution="1min")
+    assert result.content == canonical({"tool": "bars", "now": "2025-01-15T15:00:00Z",
+                                        "ticker": '"items":[]', "resolution": "1min",
+                                        "items": rows})
+
+
+def test_a_float_json_cannot_write_is_refused_as_json_refuses_it():
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            canonical([{"x": bad}])
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            items_text({"x": [1.0, bad]})
+
+
 def test_answers_do_not_depend_on_calls_made_before(tools):
     """A call's answer is a function of its arguments, ``now`` and the snapshot: asked
     after other calls (other tickers, later instants) it is the same bytes."""
@@ -328,6 +361,8 @@ def test_bars_and_daily_are_the_naive_readings_of_the_store(tools, sample_store,
         assert len(want) > MAX_ITEMS
     else:
         assert json.loads(result.content)["items"] == want
+        # its items written a column at a time: the canonical text, byte for byte
+        assert result.content == canonical(json.loads(result.content))
     result = tools.call("daily", canonical({"ticker": ticker, "sessions": sessions}), now)
     bars = store.read_bars(tickers=[ticker], start=(now - pd.Timedelta(days=40)).date(),
                            end=now.date())

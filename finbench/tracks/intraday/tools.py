@@ -36,11 +36,13 @@ from finbench.core.calendar import local_instants, parse_clock, previous_session
 from finbench.core.times import NS, local_midnights_ns, to_ns
 from finbench.data.schema import HEADLINES_SCHEMA
 from finbench.tracks.tools import (
+    ItemsText,
     SchemaTools,
     answered,
     function_tool,
     instant_text,
     instants_text,
+    items_text,
     refused,
 )
 
@@ -221,7 +223,7 @@ class IntradayTools(SchemaTools):
         return self._summaries[day]
 
     def _bar_items(self, ticker: str, first: pd.Timestamp, last: pd.Timestamp, width: int
-                   ) -> tuple[list[dict], np.ndarray]:
+                   ) -> tuple[ItemsText, np.ndarray]:
         """The ticker's bars that started at or after ``first`` and were complete by
         ``last``, in buckets of ``width`` seconds of the local clock from midnight (a day:
         the local date; the buckets of a date are those of its partition, the local date of
@@ -300,12 +302,13 @@ class IntradayTools(SchemaTools):
         return answered("calendar", now, [item], [])
 
 
-def _buckets(parts: list, bar_ns: int) -> tuple[list[dict], np.ndarray]:
+def _buckets(parts: list, bar_ns: int) -> tuple[ItemsText, np.ndarray]:
     """Bars in buckets (``parts``: per date, each bar's bucket start, its rows and the
     date's arrays, in time order): open of the first, high, low, close of the last, volume
-    summed in time order, bars counted; each bucket available when its last bar is."""
+    summed in time order, bars counted; each bucket available when its last bar is. The
+    items written as JSON already (:func:`items_text`)."""
     if not parts:
-        return [], np.empty(0, np.int64)
+        return items_text({}), np.empty(0, np.int64)
     bucket = np.concatenate([b for b, _, _ in parts])
     column = {c: np.concatenate([getattr(a, c)[rows] for _, rows, a in parts])
               for c in ("ts", "open", "high", "low", "close", "volume")}
@@ -313,15 +316,16 @@ def _buckets(parts: list, bar_ns: int) -> tuple[list[dict], np.ndarray]:
     ends = np.r_[starts[1:], len(bucket)] - 1
     volumes = column["volume"].tolist()
     available = column["ts"][ends] + bar_ns
-    fields = zip(instants_text(bucket[starts]), column["open"][starts].tolist(),
-                 np.maximum.reduceat(column["high"], starts).tolist(),
-                 np.minimum.reduceat(column["low"], starts).tolist(),
-                 column["close"][ends].tolist(), starts.tolist(), ends.tolist(),
-                 instants_text(available), strict=True)
-    items = [{"start": t, "open": o, "high": h, "low": lo, "close": c,
-              "volume": float(sum(volumes[a:e + 1])), "bars": e - a + 1, "available_at": at}
-             for t, o, h, lo, c, a, e, at in fields]
-    return items, available
+    return items_text({
+        "start": instants_text(bucket[starts]), "open": column["open"][starts].tolist(),
+        "high": np.maximum.reduceat(column["high"], starts).tolist(),
+        "low": np.minimum.reduceat(column["low"], starts).tolist(),
+        "close": column["close"][ends].tolist(),
+        # summed in time order, one bar after another (numpy's sum pairs them)
+        "volume": [float(sum(volumes[a:e + 1])) for a, e in zip(starts.tolist(), ends.tolist(),
+                                                                 strict=True)],
+        "bars": (ends - starts + 1).tolist(), "available_at": instants_text(available)}
+    ), available
 
 
 @functools.lru_cache(maxsize=4096)
