@@ -814,6 +814,30 @@ def test_a_dump_is_stored_a_date_at_a_time_as_the_whole_table_would_be(tmp_path,
 @settings(max_examples=200)
 @given(st.lists(st.lists(st.sampled_from(WORDS), max_size=12), min_size=1, max_size=80),
        st.data())
+def test_scoring_only_some_posts_gives_their_bits_of_the_whole_window(docs, data):
+    """``window_scores(at=...)`` scores only the posts at those positions (a ticker's
+    headlines), each found in the postings of each term: their scores are the window's, bit
+    for bit (the statistics are the window's whoever is scored), every other post's zero,
+    for windows across two indexes and queries with repeated terms."""
+    texts = [" ".join(d) for d in docs]
+    cut = data.draw(st.integers(0, len(texts)))
+    first, second = PostIndex(texts[:cut]), PostIndex(texts[cut:])
+    parts = [(first, data.draw(st.integers(0, cut)), cut),
+             (second, 0, data.draw(st.integers(0, len(texts) - cut)))]
+    query = " ".join(data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=10)))
+    whole = window_scores(parts, query)
+    at = np.array(sorted(data.draw(st.sets(st.integers(0, max(len(whole) - 1, 0)))
+                                   if len(whole) else st.just(set()))), np.int64)
+    touched: list = []
+    some = window_scores(parts, query, at=at, touched=touched)
+    assert some.view(np.uint32)[at].tolist() == whole.view(np.uint32)[at].tolist()
+    assert not np.delete(some, at).any()
+    assert all(np.isin(t, at).all() and (some[t] > 0).all() for t in touched)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.lists(st.sampled_from(WORDS), max_size=12), min_size=1, max_size=80),
+       st.data())
 def test_the_candidates_of_a_search_hold_its_best_posts(docs, data):
     """The posts a search orders (:func:`candidates`, from the postings of its terms, without
     a pass over every score) hold its best: ranking them gives what ranking every post that

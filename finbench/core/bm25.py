@@ -46,7 +46,7 @@ class PostIndex:
 
 
 def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
-                  touched: list | None = None) -> np.ndarray:
+                  touched: list | None = None, at: np.ndarray | None = None) -> np.ndarray:
     """The BM25 score against ``query`` of each post of a window held by several indexes:
     ``parts`` lists, in time order, each index and the range ``[lo, hi)`` of its posts in the
     window. The statistics are the window's: its posts' number and mean length and each
@@ -55,7 +55,11 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
     Float32, as they are summed: the scores are a dense array over the window's posts, and a
     float64 copy of a million of them took a third of a query. ``touched``: a list that gets,
     for each of the query's terms in the window, the positions of the posts holding it (every
-    post scoring above zero is among them; :func:`candidates`)."""
+    post scoring above zero is among them; :func:`candidates`). ``at``: positions in the
+    window (ascending, each once) of the only posts to score, the others left at zero (a
+    ticker's headlines): each found in the postings of each term, so a call costs what those
+    posts hold, not what the window does; their scores are the same bits, as the window's
+    statistics are."""
     import bm25s
 
     sizes = [hi - lo for _, lo, hi in parts]
@@ -84,7 +88,15 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
         idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
         mine = []  # the term's posts in the window, as positions in it
         for ix, a, z, shift in hits:
-            posts, tf = ix.post[a:z], ix.tf[a:z]
+            if at is None:
+                posts, tf = ix.post[a:z], ix.tf[a:z]
+            else:  # the wanted posts of this index holding the term, found in its postings
+                posts = at[(at >= ix.post[a] + shift) & (at <= ix.post[z - 1] + shift)] - shift
+                j = a + np.searchsorted(ix.post[a:z], posts)
+                held = ix.post[np.minimum(j, z - 1)] == posts
+                posts, tf = posts[held], ix.tf[j[held]]
+                if not len(posts):
+                    continue
             # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
             # bm25s computes it, step by step in one array: the same bits, fewer copies
             x = np.multiply(ix.lengths[posts], B)
@@ -94,10 +106,10 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
             np.add(x, tf, out=x)
             np.divide(tf, x, out=x)
             np.multiply(x, idf, out=x)
-            at = posts + shift if shift else posts
-            out[at] += x.astype(np.float32)
-            mine.append(at)
-        if touched is not None:
+            where = posts + shift if shift else posts
+            out[where] += x.astype(np.float32)
+            mine.append(where)
+        if touched is not None and mine:
             touched.append(mine[0] if len(mine) == 1 else np.concatenate(mine))
     return out
 

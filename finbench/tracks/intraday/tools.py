@@ -247,13 +247,15 @@ class IntradayTools(SchemaTools):
 
     def _headlines(self, now, _task, *, query: str, ticker: str | None, limit: int):
         hi = int(np.searchsorted(self.available_ns, now.value, side="right"))
-        touched: list = []
-        scores = window_scores([(self.index, 0, hi)], query, touched=touched)
         if ticker is None:  # the headlines that can be best, from the query's postings
+            touched: list = []
+            scores = window_scores([(self.index, 0, hi)], query, touched=touched)
             keep = candidates(scores, touched, limit)
-        else:  # the ticker's headlines available by now
+        else:  # the ticker's headlines available by now, alone scored (with the statistics
+            # of every headline available by now)
             keep = self._tagged(ticker)
             keep = keep[:np.searchsorted(keep, hi)]
+            scores = window_scores([(self.index, 0, hi)], query, at=keep)
         best = keep[top_k(scores[keep], self.available_ns[keep], self._ids[keep], limit)]
         shown = self._shown.take(best).to_pydict()
         items = [{"id": i, "headline": text, "source": source, "tickers": tags,
