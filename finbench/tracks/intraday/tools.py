@@ -229,9 +229,9 @@ class IntradayTools(SchemaTools):
         the local date; the buckets of a date are those of its partition, the local date of
         each bar's start), with each bucket's availability (UTC nanoseconds)."""
         zone, bar_ns = self.spec.timezone, self.store.bar_seconds * NS
-        days = pd.date_range(first.tz_convert(zone).date(), last.tz_convert(zone).date())
+        lo_day, hi_day = first.tz_convert(zone).date(), last.tz_convert(zone).date()
         parts = []
-        for day in (d.date() for d in days):
+        for day in (lo_day + dt.timedelta(days=k) for k in range((hi_day - lo_day).days + 1)):
             arrays = self._day(day)
             if arrays is None or ticker not in arrays.bounds:
                 continue
