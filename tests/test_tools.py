@@ -311,10 +311,10 @@ def test_items_written_a_column_at_a_time_are_the_canonical_text(columns):
     written = items_text(columns)
     assert (written.text, len(written)) == (canonical(rows), len(rows))
     now = pd.Timestamp("2025-01-15 15:00", tz="UTC")
-    result = answered("bars", now, written, [], ticker='"items":[]', resolution="1min")
+    extra = {"ticker": '"items":[]', "a": {"items": [], "é": [1.5, None]}}
+    result = answered("bars", now, written, [], **extra)
     assert result.content == canonical({"tool": "bars", "now": "2025-01-15T15:00:00Z",
-                                        "ticker": '"items":[]', "resolution": "1min",
-                                        "items": rows})
+                                        **extra, "items": rows})
 
 
 def test_a_float_json_cannot_write_is_refused_as_json_refuses_it():

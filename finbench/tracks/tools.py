@@ -123,12 +123,14 @@ def answered(tool: str, now: pd.Timestamp, items: list[dict] | ItemsText, availa
     if latest is not None and latest > now:
         raise LookaheadError(f"tool {tool}: an item available at {latest} is answered at "
                              f"now = {now}")
-    if isinstance(items, ItemsText):  # written already: put in place of an empty list (a
-        # quote inside a text is escaped, so only the key itself reads '"items":[]')
-        content = canonical({"tool": tool, "now": instant_text(now), **extra, "items": []}
-                            ).replace('"items":[]', f'"items":{items.text}', 1)
+    body = {"tool": tool, "now": instant_text(now), **extra, "items": items}
+    if isinstance(items, ItemsText):  # written already: the object's members written as
+        # canonical writes them (keys sorted, no spaces), the items' text as it is
+        content = "{" + ",".join(
+            f"{canonical(key)}:{items.text if key == 'items' else canonical(value)}"
+            for key, value in sorted(body.items())) + "}"
     else:
-        content = canonical({"tool": tool, "now": instant_text(now), **extra, "items": items})
+        content = canonical(body)
     return ToolResult(content, len(items), latest, None, tuple(ids))
 
 
