@@ -360,9 +360,8 @@ def _with(table: pd.DataFrame, column: str) -> list[str]:
 def _legend(ax, handles: list | None = None) -> None:
     """The legend of what is drawn (or of ``handles``), outside the plotting area (never over
     a bar or a line); none when nothing is."""
-    if handles is None and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    elif handles:
+    handles = ax.get_legend_handles_labels()[0] if handles is None else handles
+    if handles:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0)
 

@@ -91,9 +91,9 @@ class IntradayPlugin(TrackPlugin):
     def board_reference(self, config: RunConfig) -> str | None:
         """As the report's skill: the model named ``coin``, else the first baseline."""
         from finbench.tracks.intraday.config import BASELINE_KINDS
+        from finbench.tracks.intraday.report_data import default_reference
 
-        names = [m.name for m in config.models if m.kind in BASELINE_KINDS]
-        return "coin" if "coin" in names else (names[0] if names else None)
+        return default_reference([m.name for m in config.models if m.kind in BASELINE_KINDS])
 
     def show(self, run_dir: Path, task_id: str, model: str | None) -> dict:
         from finbench.tracks.intraday.show import task_view

@@ -40,6 +40,12 @@ from finbench.tracks.intraday.score_cells import NOT_APPLICABLE, SCORED_COLUMNS,
 from finbench.tracks.intraday.stance import stance
 
 
+def default_reference(baselines: list[str]) -> str | None:
+    """The model a run's Brier skill is relative to when none is named: its ``coin`` (or,
+    with no coin, its first baseline); the report's and the leaderboard's rule."""
+    return "coin" if "coin" in baselines else (baselines[0] if baselines else None)
+
+
 @dataclass
 class RunData:
     """What a report reads from one run directory."""
@@ -67,8 +73,7 @@ class RunData:
         no coin, the run's first baseline)."""
         if self.references is not None:
             return self.references.get(model)
-        return "coin" if "coin" in self.baselines else (
-            self.baselines[0] if self.baselines else None)
+        return default_reference(self.baselines)
 
     def cluster_codes(self, kind: str) -> np.ndarray:
         """Each row's bootstrap cluster (``"session"`` or ``"session_ticker"``) as an integer,
