@@ -193,3 +193,48 @@ def test_segments_reduced_in_place_equal_their_values_laid_end_to_end(data):
         got = segment_reduce(ufunc, values, first, last)
         assert got.tobytes() == ufunc.reduceat(laid, starts).tobytes()
     assert len(segment_reduce(np.add, values, first[:0], last[:0])) == 0
+
+
+DAYS0 = pd.Timestamp("2024-11-27", tz="UTC")  # Thanksgiving, an early close, a weekend
+_XNYS = library_calendar("XNYS", "2024-11-20", "2024-12-10")
+_EDGES = sorted({int((t - DAYS0) / pd.Timedelta(minutes=1)) + d
+                 for day in _XNYS.sessions_in_range("2024-11-27", "2024-12-03")
+                 for t in (_XNYS.session_open(day), _XNYS.session_close(day))
+                 for d in (-2, -1, 0, 1)})
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_property_daily_summaries_equal_the_loop_over_sessions(data):
+    """Each (ticker, session)'s regular-session summary, with bars before, between and after
+    sessions, at an open or a close to the minute, on an early close and around a holiday:
+    the bars of each session's local date starting in [open, close), as the naive loop finds
+    them (volumes whole, so any order of their sum gives the same bits)."""
+    from finbench.tracks.intraday.gate import daily_summaries
+
+    rows = []
+    for ticker in data.draw(st.sets(st.sampled_from(["AA", "BB", "CC"]), max_size=3)):
+        minutes = data.draw(st.sets(st.one_of(st.sampled_from(_EDGES),
+                                              st.integers(0, 7 * 24 * 60 - 1)), max_size=40))
+        for m in sorted(minutes):
+            price = data.draw(st.floats(1, 1000, allow_nan=False))
+            rows.append({"ticker": ticker, "ts": DAYS0 + pd.Timedelta(minutes=m),
+                         "open": price, "high": price + data.draw(st.floats(0, 5)),
+                         "low": price - data.draw(st.floats(0, 5)), "close": price,
+                         "volume": float(data.draw(st.integers(0, 10**6)))})
+    frame = pd.DataFrame(rows, columns=["ticker", "ts", "open", "high", "low", "close",
+                                        "volume"])
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    frame = frame.sort_values(["ticker", "ts"], kind="stable").reset_index(drop=True)
+    got, bounds = daily_summaries(BarArrays.from_frame(frame, bar_seconds=60),
+                                  calendar="XNYS", timezone="America/New_York")
+    want = naive_daily(frame, _XNYS)  # (in session order, then ticker)
+    assert len(got) == len(want)
+    if len(want):
+        want = want.sort_values(["ticker", "session"], kind="stable")
+        for column in ("ticker", "session", "open", "high", "low", "close", "volume",
+                       "available_ns"):
+            assert got[column].tolist() == want[column].tolist(), column
+    assert bounds == {t: (int(np.flatnonzero(got["ticker"] == t)[0]),
+                          int(np.flatnonzero(got["ticker"] == t)[-1]) + 1)
+                      for t in got["ticker"].unique()}

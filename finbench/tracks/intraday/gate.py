@@ -51,8 +51,11 @@ def daily_summaries(
 ) -> tuple[pd.DataFrame, dict[str, tuple[int, int]]]:
     """Regular-session OHLCV per (ticker, session), sorted by ticker then session.
 
-    Each bar is placed in a session by a ``searchsorted`` of its start on the session opens;
-    it is regular when it starts before that session's close.
+    A bar is in the session of the last open at or before its start, and regular when it
+    starts before that session's close: a session's regular bars of a ticker are the run of
+    its slice starting in ``[open, min(close, next open))``, found by two ``searchsorted`` of
+    the sessions' bounds in each ticker's sorted starts (a search of every bar among the
+    sessions cost a pass over each bar several times over).
     """
     if len(bars.ts) == 0:
         return empty_daily(), {}
@@ -62,31 +65,28 @@ def daily_summaries(
     sessions, opens, closes = cal.session_bounds_ns(first.normalize(), last.normalize())
     if len(sessions) == 0:
         return empty_daily(), {}
-    pos = np.searchsorted(opens, bars.ts, side="right") - 1
-    regular = (pos >= 0) & (bars.ts < closes[np.maximum(pos, 0)])
+    ends = np.minimum(closes, np.r_[opens[1:], np.iinfo(np.int64).max])
     names = sorted(bars.bounds, key=lambda t: bars.bounds[t][0])
-    code = np.empty(len(bars.ts), dtype=np.int64)
+    lo = np.empty((len(names), len(sessions)), np.int64)  # per ticker and session, its run
+    hi = np.empty_like(lo)
     for i, t in enumerate(names):
-        lo, hi = bars.bounds[t]
-        code[lo:hi] = i
-    idx = np.flatnonzero(regular)
-    if len(idx) == 0:
+        a, b = bars.bounds[t]
+        lo[i] = a + np.searchsorted(bars.ts[a:b], opens, side="left")
+        hi[i] = a + np.searchsorted(bars.ts[a:b], ends, side="left")
+    ticker, session = np.nonzero(hi > lo)  # (ticker, session) order: row-major
+    if len(ticker) == 0:
         return empty_daily(), {}
-    key = code[idx] * len(sessions) + pos[idx]  # non-decreasing: bars sorted by ticker, ts
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    first_i, last_i = idx[starts], idx[ends - 1]
-    group_key = key[starts]
+    first_i, last_i = lo[ticker, session], hi[ticker, session] - 1
     daily = pd.DataFrame(
         {
-            "ticker": np.asarray(names, dtype=object)[group_key // len(sessions)],
-            "session": sessions.strftime("%Y-%m-%d")[group_key % len(sessions)],
+            "ticker": np.asarray(names, dtype=object)[ticker],
+            "session": sessions.strftime("%Y-%m-%d")[session],
             "open": bars.open[first_i],
             "high": segment_reduce(np.maximum, bars.high, first_i, last_i),
             "low": segment_reduce(np.minimum, bars.low, first_i, last_i),
             "close": bars.close[last_i],
             "volume": segment_reduce(np.add, bars.volume, first_i, last_i),
-            "session_open_ns": opens[group_key % len(sessions)],
+            "session_open_ns": opens[session],
             "available_ns": bars.avail[last_i],
         }
     )
@@ -155,8 +155,9 @@ class ContextIndex:
         tick = self.tasks["ticker"].to_numpy(dtype=object)
         self.t_fc = to_ns(self.tasks["t_forecast"])
         day_start = local_midnights_ns(self.tasks["session"], timezone)
-        self.bar_lo = search_by_ticker(bars.bounds, bars.ts, tick, day_start, side="left")
-        self.bar_hi = search_by_ticker(bars.bounds, bars.avail, tick, self.t_fc, side="right")
+        slices = bars.slices_of(tick)  # (the bars' packed keys, built with them, searched)
+        self.bar_lo = bars.search(tick, day_start, on="ts", side="left", slices=slices)
+        self.bar_hi = bars.search(tick, self.t_fc, on="avail", side="right", slices=slices)
         self.bar_hi = np.maximum(self.bar_hi, self.bar_lo)
 
         if daily is None:
