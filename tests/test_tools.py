@@ -292,22 +292,36 @@ def test_a_headline_seen_after_it_was_published_shows_both_instants(tools, store
         assert item["published_at"] < item["available_at"]
 
 
-COLUMN = st.one_of(
-    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=3, max_size=3),
-    st.lists(st.integers(-2**70, 2**70), min_size=3, max_size=3),
-    st.lists(st.text(), min_size=3, max_size=3),
-    st.lists(st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False,
-                                                            allow_infinity=False), st.text(),
-                       st.lists(st.integers(), max_size=2)), min_size=3, max_size=3))
+FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+# a few values drawn again and again: a window's prices repeat (each written once)
+PRICES = st.sampled_from([0.0, -0.0, 0.1, 0.30000000000000004, 1e16, 1e-7, 187.23, -5e-324])
 
 
-@given(columns=st.dictionaries(st.text(min_size=1), COLUMN, max_size=6))
-def test_items_written_a_column_at_a_time_are_the_canonical_text(columns):
+def column_of(n: int):
+    """A column of ``n`` values: a list of floats, ints, texts or anything JSON holds, or a
+    numpy array of floats (often repeated) or ints."""
+    return st.one_of(
+        st.lists(FLOATS, min_size=n, max_size=n),
+        st.lists(st.integers(-2**70, 2**70), min_size=n, max_size=n),
+        st.lists(st.text(), min_size=n, max_size=n),
+        st.lists(st.one_of(st.none(), st.booleans(), FLOATS, st.text(),
+                           st.lists(st.integers(), max_size=2)), min_size=n, max_size=n),
+        st.lists(st.one_of(PRICES, FLOATS), min_size=n, max_size=n).map(np.array),
+        st.lists(st.integers(-2**63, 2**63 - 1), min_size=n, max_size=n).map(
+            lambda v: np.array(v, np.int64)))
+
+
+@given(data=st.data())
+def test_items_written_a_column_at_a_time_are_the_canonical_text(data):
     """:func:`items_text` writes objects a column at a time: the text :func:`canonical`
     writes of them, byte for byte (keys and texts with quotes, escapes, ``%`` and any
-    character; floats of every magnitude, ``-0.0``; ints past 64 bits; mixed columns), and
-    an answer holding it is the canonical text of the whole."""
-    rows = [{k: v[i] for k, v in columns.items()} for i in range(3 if columns else 0)]
+    character; floats of every magnitude, ``-0.0`` apart from ``0.0``, repeated within and
+    across numpy columns; ints past 64 bits; mixed columns), and an answer holding it is the
+    canonical text of the whole."""
+    n = data.draw(st.integers(0, 8))
+    columns = data.draw(st.dictionaries(st.text(min_size=1), column_of(n), max_size=6))
+    rows = [{k: v[i].item() if isinstance(v, np.ndarray) else v[i]
+             for k, v in columns.items()} for i in range(n if columns else 0)]
     written = items_text(columns)
     assert (written.text, len(written)) == (canonical(rows), len(rows))
     now = pd.Timestamp("2025-01-15 15:00", tz="UTC")
@@ -317,12 +331,35 @@ def test_items_written_a_column_at_a_time_are_the_canonical_text(columns):
                                         **extra, "items": rows})
 
 
+@given(data=st.data())
+def test_instants_written_a_column_at_a_time_are_numpys(data):
+    """:func:`instants_text` writes what numpy writes of each instant to the second, with a
+    ``Z``: few or many, any int64 (before 1970, numpy's NaT among them), a window's instants
+    a few days apart or years, in order or not."""
+    from finbench.tracks.tools import CLOCK_TABLES_FROM, instants_text
+
+    n = data.draw(st.one_of(st.integers(0, 5), st.integers(CLOCK_TABLES_FROM, 150)))
+    base = data.draw(st.integers(-2**61, 2**61))
+    spread = data.draw(st.sampled_from([10**9, 86_400 * 10**9 * 3, 10**15, 2**62]))
+    ns = np.array(data.draw(st.lists(st.one_of(
+        st.integers(-spread, spread).map(lambda d: base + d),
+        st.integers(-2**63 + 1, 2**63 - 1)), min_size=n, max_size=n)), np.int64)
+    if data.draw(st.booleans()):
+        ns.sort()
+    if n and data.draw(st.integers(0, 3)) == 0:  # numpy's NaT (int64's least) among them
+        ns[data.draw(st.integers(0, n - 1))] = np.iinfo(np.int64).min
+    numpy = np.datetime_as_string(ns.astype("datetime64[ns]"), unit="s")
+    assert instants_text(ns) == [f"{t}Z" for t in numpy.tolist()]
+
+
 def test_a_float_json_cannot_write_is_refused_as_json_refuses_it():
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match="not JSON compliant"):
             canonical([{"x": bad}])
         with pytest.raises(ValueError, match="not JSON compliant"):
             items_text({"x": [1.0, bad]})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            items_text({"x": np.array([1.0, bad]), "y": np.array([2.0, 3.0])})
 
 
 def test_answers_do_not_depend_on_calls_made_before(tools):

@@ -316,17 +316,21 @@ def _buckets(parts: list, bar_ns: int) -> tuple[ItemsText, np.ndarray]:
               for c in ("ts", "open", "high", "low", "close", "volume")}
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     ends = np.r_[starts[1:], len(bucket)] - 1
-    volumes = column["volume"].tolist()
+    # summed in time order, one bar after another from 0 (numpy's sum pairs them): a
+    # bucket of one bar, its volume plus 0 (-0.0 as 0.0, as ``sum`` gives it)
+    volume = column["volume"][starts] + 0.0
+    several = np.flatnonzero(ends > starts)
+    if len(several):
+        volumes = column["volume"].tolist()
+        volume[several] = [float(sum(volumes[a:e + 1])) for a, e in zip(
+            starts[several].tolist(), ends[several].tolist(), strict=True)]
     available = column["ts"][ends] + bar_ns
     return items_text({
-        "start": instants_text(bucket[starts]), "open": column["open"][starts].tolist(),
-        "high": np.maximum.reduceat(column["high"], starts).tolist(),
-        "low": np.minimum.reduceat(column["low"], starts).tolist(),
-        "close": column["close"][ends].tolist(),
-        # summed in time order, one bar after another (numpy's sum pairs them)
-        "volume": [float(sum(volumes[a:e + 1])) for a, e in zip(starts.tolist(), ends.tolist(),
-                                                                 strict=True)],
-        "bars": (ends - starts + 1).tolist(), "available_at": instants_text(available)}
+        "start": instants_text(bucket[starts]), "open": column["open"][starts],
+        "high": np.maximum.reduceat(column["high"], starts),
+        "low": np.minimum.reduceat(column["low"], starts),
+        "close": column["close"][ends], "volume": volume,
+        "bars": ends - starts + 1, "available_at": instants_text(available)}
     ), available
 
 
