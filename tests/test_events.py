@@ -394,6 +394,21 @@ def test_one_index_scores_every_window_as_an_index_of_that_window_alone(docs, da
     assert top_k(got, created, ids, 5).tolist() == top_k(want, created, ids, 5).tolist()
 
 
+@settings(max_examples=60)
+@given(st.lists(st.lists(st.sampled_from(WORDS[:5]), min_size=1, max_size=4), min_size=20,
+                max_size=80), st.data())
+def test_many_short_posts_score_as_an_index_of_their_window_alone(docs, data):
+    """The same, where a term's posts outnumber the longest post's terms (each post's length
+    part then read from a table of every length): many posts of few words."""
+    texts = [" ".join(d) for d in docs]
+    index = PostIndex(texts)
+    lo = data.draw(st.integers(0, len(texts) // 4))
+    hi = data.draw(st.integers(len(texts) // 2, len(texts)))
+    query = " ".join(data.draw(st.lists(st.sampled_from(WORDS[:6]), min_size=1, max_size=4)))
+    assert index.scores(lo, hi, query).tolist() == naive_bm25_scores(texts[lo:hi],
+                                                                     query).tolist()
+
+
 def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "configs" /
                 "pilot_events.toml") -> Path:
     text = source.read_text().replace(

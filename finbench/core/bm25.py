@@ -38,6 +38,7 @@ class PostIndex:
         pairs, tf = np.unique(term * max(n, 1) + doc, return_counts=True)  # by term, then post
         self.post, self.tf = pairs % max(n, 1), tf.astype(np.float32)
         self.start = np.searchsorted(pairs // max(n, 1), np.arange(len(self.vocab) + 1))
+        self.longest = int(self.lengths.max()) if n else 0
 
     def scores(self, lo: int, hi: int, query: str) -> np.ndarray:
         """The BM25 score of each post in ``[lo, hi)`` against ``query``, with the statistics
@@ -98,11 +99,16 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
                 if not len(posts):
                     continue
             # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
-            # bm25s computes it, step by step in one array: the same bits, fewer copies
-            x = np.multiply(ix.lengths[posts], B)
-            np.divide(x, mean_length, out=x)
-            np.add(x, 1 - B, out=x)
-            np.multiply(x, K1, out=x)
+            # bm25s computes it, step by step in one array: the same bits, fewer copies;
+            # the length's part from a table of every length when the postings outnumber
+            # the lengths (each entry the bits the step by step gives)
+            if len(posts) > ix.longest:
+                x = _length_part(ix.longest, mean_length)[ix.lengths[posts]]
+            else:
+                x = np.multiply(ix.lengths[posts], B)
+                np.divide(x, mean_length, out=x)
+                np.add(x, 1 - B, out=x)
+                np.multiply(x, K1, out=x)
             np.add(x, tf, out=x)
             np.divide(tf, x, out=x)
             np.multiply(x, idf, out=x)
@@ -112,6 +118,16 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
         if touched is not None and mine:
             touched.append(mine[0] if len(mine) == 1 else np.concatenate(mine))
     return out
+
+
+def _length_part(longest: int, mean_length: float) -> np.ndarray:
+    """``K1 * ((1 - B) + B * length / mean_length)`` of every length up to ``longest``, in
+    float64, step by step as a score computes it."""
+    x = np.multiply(np.arange(longest + 1, dtype=np.int64), B)
+    np.divide(x, mean_length, out=x)
+    np.add(x, 1 - B, out=x)
+    np.multiply(x, K1, out=x)
+    return x
 
 
 def candidates(scores: np.ndarray, touched: list[np.ndarray], k: int) -> np.ndarray:
