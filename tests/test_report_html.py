@@ -261,12 +261,36 @@ def test_a_table_without_rows_is_no_section_and_numbers_are_told_from_text():
     assert made[0]["title"] == "Scores aggregate" and made[0]["caption"] == "caption"
 
 
+# the words of the run header's values split across two lines though they fit on one
+BROKEN_WORDS = """() => {
+    const broken = [];
+    for (const dd of document.querySelectorAll('dl.facts dd')) {
+        const width = dd.getBoundingClientRect().width;
+        const texts = document.createTreeWalker(dd, NodeFilter.SHOW_TEXT);
+        for (let node; (node = texts.nextNode());) {
+            for (const word of node.data.matchAll(/\\S+/g)) {
+                const range = document.createRange();
+                range.setStart(node, word.index);
+                range.setEnd(node, word.index + word[0].length);
+                const boxes = [...range.getClientRects()];
+                const lines = new Set(boxes.map(b => Math.round(b.top))).size;
+                if (lines > 1 && boxes.reduce((s, b) => s + b.width, 0) <= width) {
+                    broken.push(word[0]);
+                }
+            }
+        }
+    }
+    return broken;
+}"""
+
+
 def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
     """The event pilot's report.html: its header, its tables, and a sample with the market's
     question, t0, price at t0, outcome and the posts retrieved before t0 (as the run's
     retrieval receipts have them). A table wider than the page scrolls in its own box: the
     page itself never scrolls sideways (its widest tables' last columns were cut off); a
-    link of the bar of sections leaves the section's title in view, not under the bar."""
+    link of the bar of sections leaves the section's title in view, not under the bar; the
+    header's long lines wrap between words (they broke inside them: "sa" / "mple")."""
     if BROWSER is None:  # (before the run: the browser would skip the test after it)
         pytest.skip("no chromium installed (Debian: apt-get install chromium; .ci/run does)")
     import pandas as pd
@@ -298,6 +322,8 @@ def test_an_event_runs_page_shows_its_markets_in_a_browser(tmp_path):
             .getBoundingClientRect().bottom, document.querySelector('#figures h2')
             .getBoundingClientRect().top]""")
         assert bar <= title, (bar, title)
+        # the header's long lines wrap between words: a word that fits a line is on one
+        assert page.evaluate(BROKEN_WORDS) == []
         page.select_option("select[name=model]", "market")
         assert page.inner_text("#count") == "42 of 210 samples"  # 42 markets x 5 models
         row = page.locator("#sample-list tbody tr").first
