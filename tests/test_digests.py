@@ -24,6 +24,23 @@ def test_digests_here_are_hashlibs():
     assert digests(pa.array(texts), None).result().to_pylist() == hashlib_hex(texts)
 
 
+@settings(max_examples=60)
+@given(st.lists(st.binary(max_size=200), max_size=60), st.integers(0, 3), st.booleans())
+def test_digests_in_this_process_are_hashlibs_for_any_texts(texts, cut, as_text):
+    """Any bytes (not UTF-8 among them, as a binary array), or any text, as a whole array or
+    a slice of a larger one (an offset into its buffers)."""
+    if as_text:
+        texts = [t.decode("utf-8", "replace") for t in texts]
+        array = pa.array(["x"] * cut + texts, pa.string()).slice(cut)
+        want = hashlib_hex(texts)
+    else:
+        array = pa.array([b"x"] * cut + texts, pa.binary()).slice(cut)
+        want = [hashlib.sha256(t).hexdigest() for t in texts]
+    got = sha256_hex(array)
+    assert got.type == pa.string()
+    assert got.to_pylist() == want
+
+
 @settings(max_examples=25)
 @given(st.lists(st.lists(st.text(max_size=300), max_size=40), min_size=1, max_size=6),
        st.integers(0, 3))
