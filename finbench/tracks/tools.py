@@ -67,12 +67,11 @@ def items_text(columns: Mapping[str, list | np.ndarray]) -> ItemsText:
     width = 2 * len(keys)
     pieces: list = [None] * (width * count)  # each object: a key's lead, its value, ...
     for j, k in enumerate(keys):
-        lead = ("{" if j == 0 else ",") + json.dumps(k, ensure_ascii=False) + ":"
+        lead = ("},{" if j == 0 else ",") + json.dumps(k, ensure_ascii=False) + ":"
         pieces[2 * j::width] = [lead] * count
         pieces[2 * j + 1::width] = written[k] if k in written else _column_text(columns[k])
-    pieces[0] = "[" + pieces[0]
-    return ItemsText("},".join("".join(pieces[i:i + width]) for i in range(0, len(pieces),
-                                                                         width)) + "}]", count)
+    pieces[0] = "[{" + pieces[0][3:]  # (the first object: no object before it)
+    return ItemsText("".join(pieces) + "}]", count)
 
 
 def _float_texts(columns: Mapping[str, np.ndarray]) -> dict[str, list[str]]:
@@ -85,8 +84,8 @@ def _float_texts(columns: Mapping[str, np.ndarray]) -> dict[str, list[str]]:
     if not np.isfinite(values).all():
         raise ValueError("Out of range float values are not JSON compliant")
     distinct, at = np.unique(values.view(np.int64), return_inverse=True)
-    texts = list(map(float.__repr__, distinct.view(np.float64).tolist()))
-    every = [texts[i] for i in at.tolist()]
+    texts = np.array(list(map(float.__repr__, distinct.view(np.float64).tolist())), object)
+    every = texts[at.ravel()].tolist()
     out, first = {}, 0
     for k, v in columns.items():
         out[k], first = every[first:first + len(v)], first + len(v)
