@@ -203,7 +203,7 @@ _EDGES = sorted({int((t - DAYS0) / pd.Timedelta(minutes=1)) + d
                  for d in (-2, -1, 0, 1)})
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(data=st.data())
 def test_property_daily_summaries_equal_the_loop_over_sessions(data):
     """Each (ticker, session)'s regular-session summary, with bars before, between and after
