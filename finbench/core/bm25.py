@@ -72,6 +72,7 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
                       np.int64(0)) / n
     shifts = np.cumsum([0, *sizes[:-1]]).tolist()
     terms = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    fresh = True  # every score still zero
     for term in terms:
         hits = []  # (index, first and end of its postings in the window, shift of its posts)
         for (ix, lo, hi), shift in zip(parts, shifts, strict=True):
@@ -98,26 +99,36 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
                 posts, tf = posts[held], ix.tf[j[held]]
                 if not len(posts):
                     continue
-            # idf * tf / (K1 * ((1 - B) + B * length / mean_length) + tf) in float64, as
-            # bm25s computes it, step by step in one array: the same bits, fewer copies;
-            # the length's part from a table of every length when the postings outnumber
-            # the lengths (each entry the bits the step by step gives)
-            if len(posts) > ix.longest:
-                x = _length_part(ix.longest, mean_length)[ix.lengths[posts]]
-            else:
-                x = np.multiply(ix.lengths[posts], B)
-                np.divide(x, mean_length, out=x)
-                np.add(x, 1 - B, out=x)
-                np.multiply(x, K1, out=x)
-            np.add(x, tf, out=x)
-            np.divide(tf, x, out=x)
-            np.multiply(x, idf, out=x)
+            x = _term_scores(ix, posts, tf, idf, mean_length)
             where = posts + shift if shift else posts
-            out[where] += x.astype(np.float32)
+            if fresh:  # no term has scored a post yet: each is 0 + its score (a score is
+                out[where] = x  # above zero), cast to float32 as the sum would
+            else:
+                out[where] += x.astype(np.float32)
             mine.append(where)
+        fresh = fresh and not mine
         if touched is not None and mine:
             touched.append(mine[0] if len(mine) == 1 else np.concatenate(mine))
     return out
+
+
+def _term_scores(ix: PostIndex, posts: np.ndarray, tf: np.ndarray, idf: np.float32,
+                 mean_length: float) -> np.ndarray:
+    """A term's score of each of ``posts`` (holding it ``tf`` times): ``idf * tf / (K1 *
+    ((1 - B) + B * length / mean_length) + tf)`` in float64, as bm25s computes it, step by
+    step in one array (the same bits, fewer copies); the length's part from a table of every
+    length when the posts outnumber the lengths (each entry the bits the steps give)."""
+    if len(posts) > ix.longest:
+        x = _length_part(ix.longest, mean_length)[ix.lengths[posts]]
+    else:
+        x = np.multiply(ix.lengths[posts], B)
+        np.divide(x, mean_length, out=x)
+        np.add(x, 1 - B, out=x)
+        np.multiply(x, K1, out=x)
+    np.add(x, tf, out=x)
+    np.divide(tf, x, out=x)
+    np.multiply(x, idf, out=x)
+    return x
 
 
 def _length_part(longest: int, mean_length: float) -> np.ndarray:
@@ -143,7 +154,8 @@ def candidates(scores: np.ndarray, touched: list[np.ndarray], k: int) -> np.ndar
     at = np.concatenate(touched)
     value = scores[at]
     above = value > 0
-    at, value = at[above], value[above]
+    if not above.all():  # (every posting scores above zero, unless float32 lost it)
+        at, value = at[above], value[above]
     enough = k * len(touched)
     if len(at) > enough:
         at = at[value >= np.partition(value, len(value) - enough)[len(value) - enough]]
