@@ -308,7 +308,9 @@ def column_of(n: int):
                            st.lists(st.integers(), max_size=2)), min_size=n, max_size=n),
         st.lists(st.one_of(PRICES, FLOATS), min_size=n, max_size=n).map(np.array),
         st.lists(st.integers(-2**63, 2**63 - 1), min_size=n, max_size=n).map(
-            lambda v: np.array(v, np.int64)))
+            lambda v: np.array(v, np.int64)),
+        st.lists(st.booleans(), min_size=n, max_size=n).map(np.array),
+        st.lists(st.text(), min_size=n, max_size=n).map(lambda v: np.array(v, object)))
 
 
 @given(data=st.data())
@@ -320,7 +322,7 @@ def test_items_written_a_column_at_a_time_are_the_canonical_text(data):
     canonical text of the whole."""
     n = data.draw(st.integers(0, 8))
     columns = data.draw(st.dictionaries(st.text(min_size=1), column_of(n), max_size=6))
-    rows = [{k: v[i].item() if isinstance(v, np.ndarray) else v[i]
+    rows = [{k: v.tolist()[i] if isinstance(v, np.ndarray) else v[i]
              for k, v in columns.items()} for i in range(n if columns else 0)]
     written = items_text(columns)
     assert (written.text, len(written)) == (canonical(rows), len(rows))

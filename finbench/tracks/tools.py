@@ -98,6 +98,8 @@ def _column_text(values: list | np.ndarray) -> list[str]:
         return list(map(int.__repr__, values.tolist()))
     if isinstance(values, np.ndarray) and values.dtype.kind == "f":
         return _float_texts({"": values})[""]
+    if isinstance(values, np.ndarray):  # (any other numpy column: its Python values)
+        values = values.tolist()
     kinds = set(map(type, values))
     if kinds == {float}:
         if not np.isfinite(np.asarray(values, dtype=float)).all():
