@@ -51,7 +51,7 @@ def search_by_ticker(
     if len(instants) == 0 or not bounds:
         return out
     if packed is False:  # not given: pack now (callers searching often pass it in)
-        packed = _packed_keys(bounds, np.asarray(keys, dtype=np.int64))
+        packed = packed_keys(bounds, np.asarray(keys, dtype=np.int64))
     if packed is None:
         return _search_per_ticker(bounds, keys, tickers, instants, side=side, out=out)
     names, _, _, _, prepared = packed
@@ -91,8 +91,10 @@ def name_index(names) -> tuple[np.ndarray, np.ndarray]:
     return names[order], order
 
 
-def _packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
-    """(names in slice order, shift, base, packed keys) or None when they do not fit."""
+def packed_keys(bounds: dict[str, tuple[int, int]], keys: np.ndarray):
+    """(names in slice order, shift, base, packed keys, their name index) or None when they
+    do not fit: :func:`search_by_ticker`'s ``packed``, for a caller searching the same keys
+    more than once."""
     items = sorted(bounds.items(), key=lambda kv: kv[1][0])
     lengths = np.array([hi - lo for _, (lo, hi) in items], dtype=np.int64)
     starts = np.array([lo for _, (lo, _) in items], dtype=np.int64)
@@ -250,7 +252,7 @@ class BarArrays:
         """
         keys = self.ts if on == "ts" else self.avail
         if on not in self._packed:
-            self._packed[on] = _packed_keys(self.bounds, keys)
+            self._packed[on] = packed_keys(self.bounds, keys)
         packed = self._packed[on]
         if packed is None or slices is None:
             return search_by_ticker(self.bounds, keys, tickers, instants, side=side,

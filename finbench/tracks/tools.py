@@ -167,6 +167,10 @@ def answered(tool: str, now: pd.Timestamp, items: list[dict] | ItemsText, availa
     return ToolResult(content, len(items), latest, None, tuple(ids))
 
 
+CLOCK_TABLES_FROM = 64  # instants written by the tables from this many (numpy below)
+NAT = np.iinfo(np.int64).min  # numpy's NaT among int64 nanoseconds
+
+
 def instants_text(ns: np.ndarray) -> list[str]:
     """UTC nanoseconds as tools write instants (:func:`instant_text`), a column at once;
     many instants (a window of bars) by the dates of their days as numpy writes them and the
@@ -189,10 +193,6 @@ def instants_text(ns: np.ndarray) -> list[str]:
     hhmm, ss = _clock_texts()
     return [f"{dates[d]}T{hhmm[m]}{ss[s]}Z" for d, m, s in zip(
         day.tolist(), minutes.tolist(), second.tolist(), strict=True)]
-
-
-CLOCK_TABLES_FROM = 64  # instants written by the tables from this many (numpy below)
-NAT = np.iinfo(np.int64).min  # numpy's NaT among int64 nanoseconds
 
 
 @functools.cache

@@ -25,7 +25,7 @@ import pandas as pd
 from finbench.core.calendar import get_calendar
 from finbench.core.errors import LookaheadError
 from finbench.core.times import NO_TIME, NS, from_ns, local_midnights_ns, to_ns
-from finbench.data.bars import BarArrays, lows_of, search_by_ticker, ticker_bounds
+from finbench.data.bars import BarArrays, lows_of, packed_keys, search_by_ticker, ticker_bounds
 
 DIGEST_VERSION = 1
 
@@ -174,8 +174,11 @@ class ContextIndex:
         self.news, hbounds = explode_headlines(headlines)
         h_avail = self.news["available_ns"].to_numpy(np.int64)
         span = int(round(headline_hours * 3600 * NS))
-        self.hl_hi = search_by_ticker(hbounds, h_avail, tick, self.t_fc, side="right")
-        self.hl_lo = search_by_ticker(hbounds, h_avail, tick, self.t_fc - span, side="right")
+        packed = packed_keys(hbounds, h_avail)  # (packed once for both searches)
+        self.hl_hi = search_by_ticker(hbounds, h_avail, tick, self.t_fc, side="right",
+                                      packed=packed)
+        self.hl_lo = search_by_ticker(hbounds, h_avail, tick, self.t_fc - span, side="right",
+                                      packed=packed)
         self.hl_lo = np.minimum(np.maximum(self.hl_lo, self.hl_hi - max_headlines), self.hl_hi)
 
         self._h_avail = h_avail
