@@ -451,6 +451,23 @@ def naive_bm25_scores(texts: list[str], query: str):
     return np.asarray(index.get_scores(known), dtype=np.float64)
 
 
+def naive_term_scores(lengths, tf, idf, mean_length: float):
+    """A term's BM25 score of each post, one post at a time, as ``bm25s`` computes a post's
+    (its Lucene variant: ``tf / (k1 * ((1 - b) + b * length / mean_length) + tf)`` with the
+    length a Python int and the mean a float64, times the term's float32 idf), in float64
+    before any rounding to float32: what :func:`finbench.core.bm25._term_scores` must give,
+    bit for bit."""
+    import numpy as np
+
+    k1, b = 1.5, 0.75
+    out = []
+    for length, count in zip(lengths, tf, strict=True):
+        count = np.float32(count)
+        out.append(np.float64(idf) * (count / (k1 * ((1 - b) + b * int(length)
+                                                      / np.float64(mean_length)) + count)))
+    return np.array(out, np.float64)
+
+
 def naive_parse_instants(values):
     """Times with a zone as UTC, one value at a time with ``pd.Timestamp`` (what the event
     track's readers did): what :func:`finbench.tracks.events.markets.parse_instants` must

@@ -409,6 +409,35 @@ def test_many_short_posts_score_as_an_index_of_their_window_alone(docs, data):
                                                                      query).tolist()
 
 
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 40)), min_size=1, max_size=80),
+       st.integers(1, 10_000), st.floats(0.5, 400.0), st.data())
+def test_a_terms_scores_are_bm25s_float64_steps_before_rounding(posts, df, mean_length, data):
+    """Each post's term score before it is rounded to float32, bit for bit the float64 a
+    post's score is in ``bm25s`` (tests/reference.py, a post at a time), on the direct path
+    and on the table of every length (taken when a term's posts outnumber the longest
+    post's terms): so a change of one ulp in float64, which the float32 scores compared
+    above would mostly round away, is found."""
+    from finbench.core.bm25 import _term_scores
+    from tests.reference import naive_term_scores
+
+    lengths = np.array([n for n, _ in posts], np.int64)
+    tf = np.array([c for _, c in posts], np.float32)
+    n = df + data.draw(st.integers(0, 10_000))
+    idf = np.float32(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+    want = naive_term_scores(lengths, tf, idf, mean_length)
+    index = PostIndex.__new__(PostIndex)  # the two fields a term's scores read
+    index.lengths, index.longest = lengths, int(lengths.max())
+    at = np.arange(len(posts))
+    shown = [] if len(at) > index.longest else [_term_scores(index, at, tf, idf, mean_length)]
+    times = index.longest // len(at) + 1  # the same posts often enough to take the table
+    table = _term_scores(index, np.tile(at, times), np.tile(tf, times), idf, mean_length)
+    for got in [*shown, table[:len(at)], table[-len(at):]]:  # the steps; the table
+        assert got.dtype == np.float64
+        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+
+
 def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "configs" /
                 "pilot_events.toml") -> Path:
     text = source.read_text().replace(
