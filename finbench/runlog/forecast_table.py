@@ -258,7 +258,7 @@ def _joined_groups(joiner: RowGroupJoiner, sources: list[Path], ids: pa.Array,
                 return None
             if not groups:
                 continue
-            with pq.ParquetFile(source) as file:
+            with pq.ParquetFile(source, metadata=meta) as file:  # (its footer read once)
                 got = file.read_row_groups(groups, columns=["task_id"]).column(0)
             if ids.slice(last + 1, len(got)).equals(got.combine_chunks()):
                 last += len(got)  # the next tasks, every one (the usual case): no look-up
