@@ -468,6 +468,21 @@ def naive_term_scores(lengths, tf, idf, mean_length: float):
     return np.array(out, np.float64)
 
 
+def naive_json_object(line: str):
+    """A JSON-lines file's line through ``json.loads`` whole: its object, or ``not JSON
+    (message)``, or ``a JSON object per line (got type)``: what
+    :func:`finbench.data.user_files.json_object` must give, value for value."""
+    import json
+
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg})"
+    if not isinstance(value, dict):
+        return f"a JSON object per line (got {type(value).__name__})"
+    return value
+
+
 def naive_parse_instants(values):
     """Times with a zone as UTC, one value at a time with ``pd.Timestamp`` (what the event
     track's readers did): what :func:`finbench.tracks.events.markets.parse_instants` must

@@ -1,5 +1,7 @@
 """One test per validation rule: the message names file, row and rule; the store is untouched."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from finbench.core.errors import DataError
 from finbench.data.ingest import ingest_bars, ingest_headlines
 from finbench.data.store import Store
 from tests.helpers import HEADER, store_files, write
+from tests.reference import naive_json_object
 
 GOOD = (
     "AAPL,2025-01-15T14:29:00Z,100,101,99,100.5,10\n"
@@ -375,3 +378,34 @@ def test_verify_stops_at_an_error_and_checks_no_further_partition(tmp_path, monk
     with pytest.raises(MemoryError):
         Store(tmp_path / "store").verify()
     assert checked[:2] == days[:2] and len(checked) <= 3  # the last two were never started
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3), max_leaves=8)
+EDGES = ["", "\n", "\r\n", " ", "\t", "\r", "\x0b", "\ufeff", "\u00a0", "x", "}", ",",
+         "\n\n", " \n", "{}"]
+OBJECTS = st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=5)
+
+
+@settings(max_examples=500)
+@given(st.one_of(OBJECTS, OBJECTS, JSON_VALUES),  # (mostly objects, mostly lines as read:
+       st.sampled_from([""] * len(EDGES) + EDGES),  # nothing before, a line feed after)
+       st.sampled_from(["\n"] * len(EDGES) + EDGES), st.integers(0, 40), st.booleans(),
+       st.booleans())
+def test_a_json_line_is_read_as_json_loads_reads_it(value, before, after, cut, truncate, dup):
+    """``json_object`` (its scanner called straight for a line that is an object up to its
+    line feed) gives what ``json.loads`` of the whole line gives (tests/reference.py), object
+    or message: any value, objects with repeated keys, lines cut short, with white space,
+    byte-order marks and other text before or after."""
+    from finbench.data.user_files import json_object
+
+    text = json.dumps(value, ensure_ascii=bool(cut % 2))
+    if dup and text.startswith("{") and len(text) > 2:
+        text = '{"k": 1, ' + text[1:-1] + ', "k": [2]}' if text != "{}" else '{"k": 1, "k": 2}'
+    if truncate:
+        text = text[:cut]
+    line = before + text + after
+    assert repr(json_object(line)) == repr(naive_json_object(line))
