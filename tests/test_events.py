@@ -409,7 +409,6 @@ def test_many_short_posts_score_as_an_index_of_their_window_alone(docs, data):
                                                                      query).tolist()
 
 
-
 @settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 40)), min_size=1, max_size=80),
        st.integers(1, 10_000), st.floats(0.5, 400.0), st.data())
