@@ -119,22 +119,20 @@ def _term_scores(ix: PostIndex, posts: np.ndarray, tf: np.ndarray, idf: np.float
     step in one array (the same bits, fewer copies); the length's part from a table of every
     length when the posts outnumber the lengths (each entry the bits the steps give)."""
     if len(posts) > ix.longest:
-        x = _length_part(ix.longest, mean_length)[ix.lengths[posts]]
+        x = _length_part(np.arange(ix.longest + 1, dtype=np.int64), mean_length)[
+            ix.lengths[posts]]
     else:
-        x = np.multiply(ix.lengths[posts], B)
-        np.divide(x, mean_length, out=x)
-        np.add(x, 1 - B, out=x)
-        np.multiply(x, K1, out=x)
+        x = _length_part(ix.lengths[posts], mean_length)
     np.add(x, tf, out=x)
     np.divide(tf, x, out=x)
     np.multiply(x, idf, out=x)
     return x
 
 
-def _length_part(longest: int, mean_length: float) -> np.ndarray:
-    """``K1 * ((1 - B) + B * length / mean_length)`` of every length up to ``longest``, in
-    float64, step by step as a score computes it."""
-    x = np.multiply(np.arange(longest + 1, dtype=np.int64), B)
+def _length_part(lengths: np.ndarray, mean_length: float) -> np.ndarray:
+    """``K1 * ((1 - B) + B * length / mean_length)`` of each of ``lengths`` (integers), in
+    float64, step by step as bm25s computes it."""
+    x = np.multiply(lengths, B)
     np.divide(x, mean_length, out=x)
     np.add(x, 1 - B, out=x)
     np.multiply(x, K1, out=x)

@@ -96,8 +96,6 @@ def _column_text(values: list | np.ndarray) -> list[str]:
     """Each value as :func:`canonical` writes it."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
         return list(map(int.__repr__, values.tolist()))
-    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
-        return _float_texts({"": values})[""]
     if isinstance(values, np.ndarray):  # (any other numpy column: its Python values)
         values = values.tolist()
     kinds = set(map(type, values))
