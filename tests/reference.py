@@ -587,3 +587,68 @@ def naive_tool_bars(store, ticker: str, first, last, width: int, zone: str) -> l
              "available_at": (r.last + pd.Timedelta(seconds=store.bar_seconds))
              .tz_convert("UTC").strftime(utc)}
             for b, r in zip(out.index, out.itertuples(), strict=True)]
+
+
+def naive_board(track: str, parts: list, reference: str | None, *, skill_ci, adjusted,
+                cutoff_sides, columns) -> tuple[pd.DataFrame, list[str]]:
+    """A leaderboard's board as sets of task ids and pandas filters: the tasks whose labels
+    differ between runs left out, each entry's scored rows, the tasks every entry scored,
+    the reference's Brier on them (its first row of a task), each entry's skill interval
+    (``skill_ci(errors, reference errors, cluster codes)``) on them in task-id order."""
+    frames, tools, prompts = [], {}, {}
+    for label, rows, cluster, agents, variants in parts:
+        prompts.update({f"{label}/{m}": v for m, v in variants.items()})
+        memorised = (rows["possibly_memorised"].astype("boolean") if "possibly_memorised" in rows
+                     else pd.array([pd.NA] * len(rows), "boolean"))
+        frames.append(pd.DataFrame({
+            "run": label, "entry": label + "/" + rows["model"].astype(str),
+            "task_id": rows["task_id"].astype(str), "y": rows["y"].astype(float),
+            "brier": rows["brier"].astype(float), "scored": rows["scored"].astype(bool),
+            "cluster": rows[cluster].astype(str), "memorised": memorised}))
+        for m in rows["model"].astype(str).unique():
+            tools[f"{label}/{m}"] = "yes" if m in agents else "no"
+    rows = pd.concat(frames, ignore_index=True)
+    notes = []
+    labels = rows.dropna(subset=["y"]).groupby("task_id")["y"].nunique()
+    conflict = set(labels.index[labels > 1])
+    if conflict:
+        notes.append(f"{track}: {len(conflict)} task(s) whose labels differ between runs (other "
+                     "snapshots) are left out of every comparison")
+    rows = rows[~rows["task_id"].isin(conflict)]
+    scored = rows[rows["scored"]]
+    entries = list(dict.fromkeys(rows["entry"]))
+    run_of = dict(zip(rows["entry"], rows["run"], strict=True))
+    ref_entry = (None if reference is None
+                 else next((e for e in entries if e.endswith("/" + reference)), None))
+    if reference is None:
+        notes.append(f"{track}: its first run names no reference (give --reference): no skill")
+    elif ref_entry is None:
+        notes.append(f"{track}: no model named {reference!r} in the runs: no skill")
+    per_entry = {e: g for e, g in scored.groupby("entry", sort=False)}
+    shared = set.intersection(*(set(g["task_id"]) for g in per_entry.values())) \
+        if per_entry else set()
+    ref_rows = per_entry.get(ref_entry)
+    ref_brier = (ref_rows.drop_duplicates("task_id").set_index("task_id")["brier"]
+                 if ref_rows is not None else None)
+    fitted = adjusted(scored, entries)
+    out = []
+    for e in entries:
+        mine = per_entry.get(e)
+        record = {"track": track, "model": e, "run": run_of[e], "tools": tools.get(e, "no"),
+                  "prompt": prompts.get(e, ""), **cutoff_sides(mine),
+                  "n": 0 if mine is None else len(mine),
+                  "brier": np.nan if mine is None else float(mine["brier"].mean()),
+                  "n_shared": 0, "brier_shared": np.nan, "bss_shared": np.nan,
+                  "bss_lo": np.nan, "bss_hi": np.nan, "clusters": 0,
+                  "brier_adjusted": fitted.get(e, np.nan), "reference": ref_entry or ""}
+        if mine is not None and shared:
+            on = mine[mine["task_id"].isin(shared)].sort_values("task_id", kind="stable")
+            record.update(n_shared=len(on), brier_shared=float(on["brier"].mean()))
+            if ref_brier is not None:
+                ci = skill_ci(on["brier"].to_numpy(),
+                              ref_brier.reindex(on["task_id"]).to_numpy(),
+                              pd.factorize(on["cluster"], sort=True)[0])
+                record.update(bss_shared=ci.estimate, bss_lo=ci.lower, bss_hi=ci.upper,
+                              clusters=ci.clusters)
+        out.append(record)
+    return pd.DataFrame(out, columns=columns), notes

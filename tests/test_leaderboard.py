@@ -8,12 +8,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from finbench.reports.leaderboard import fixed_effects, leaderboard
+from finbench.reports.leaderboard import (
+    COLUMNS,
+    LEVEL,
+    REPLICATES,
+    SEED,
+    _adjusted,
+    _board,
+    _cutoff_sides,
+    fixed_effects,
+    leaderboard,
+)
 from finbench.runner import run
+from finbench.scoring import bootstrap
 from tests.helpers import cli
+from tests.reference import naive_board
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,6 +66,76 @@ def test_on_a_complete_design_the_adjusted_brier_is_the_mean():
     values = rng.random(15)
     np.testing.assert_allclose(fixed_effects(values, model, task),
                                values.reshape(3, 5).mean(axis=1), atol=1e-12)
+
+
+TASKS = ["AAPL|2025-01-14|MORNING", "AAPL|2025-01-14|CLOSE", "MSFT|2025-01-14|MORNING",
+         "MSFT|2025-01-15|MIDDAY", "\u00c4|2025-01-15|CLOSE", "a|2025-01-15|CLOSE"]
+
+
+@st.composite
+def board_parts(draw):
+    """One to three runs' per-row scores: models of a small pool, tasks of :data:`TASKS` (a
+    run's label of a task drawn once, so that runs may disagree), rows left out, unscored,
+    of unknown label or declared memorised at random; clustered by session or by task. Some
+    Brier scores far apart in size, so that sums in another order differ in their bits."""
+    parts = []
+    for number in range(draw(st.integers(1, 3))):
+        models = draw(st.lists(st.sampled_from(["coin", "m1", "m2"]), min_size=1, max_size=3,
+                               unique=True))
+        tasks = draw(st.lists(st.sampled_from(TASKS), min_size=1, max_size=6, unique=True))
+        label = {t: draw(st.sampled_from([0.0, 1.0, np.nan])) for t in tasks}
+        rows = [{"model": m, "task_id": t, "y": label[t],
+                 "brier": draw(st.sampled_from([1e-16, 0.1, 1.0]) | st.floats(0, 1)),
+                 "scored": draw(st.integers(0, 4)) > 0,
+                 "session": t.split("|")[1],
+                 "possibly_memorised": draw(st.sampled_from([True, False, None]))}
+                for m in models for t in tasks if draw(st.integers(0, 5))]
+        frame = pd.DataFrame(rows, columns=["model", "task_id", "y", "brier", "scored",
+                                            "session", "possibly_memorised"])
+        if draw(st.booleans()):
+            frame = frame.drop(columns="possibly_memorised")
+        parts.append((f"r{number}", frame, draw(st.sampled_from(["session", "task_id"])),
+                      set(models[:1]), {}))
+    return parts
+
+
+def _unsorted_part():
+    """A run whose rows are not in task-id order, with Brier scores whose sum in that order
+    differs in its last bit from their sum in task-id order."""
+    tasks = [TASKS[3], TASKS[0], TASKS[1], TASKS[5]]
+    brier = [1e-16, 1e-16, 1.0, 0.1]
+    rows = pd.DataFrame({"model": ["coin"] * 4 + ["m1"] * 4, "task_id": tasks * 2,
+                         "y": [1.0] * 8, "brier": brier + brier[::-1], "scored": [True] * 8,
+                         "session": [t.split("|")[1] for t in tasks] * 2})
+    return [("r0", rows, "session", set(), {})]
+
+
+@settings(max_examples=80)
+@given(board_parts(), st.sampled_from([None, "coin", "m2", "absent"]))
+@example(_unsorted_part(), "coin")
+def test_the_board_is_the_naive_boards_bit_for_bit(parts, reference):
+    """The board made on integer codes is the one made of sets of task ids and pandas
+    filters (tests.reference), every number the same bits: labels that differ between runs,
+    tasks not every model scored, a reference absent or without a scored row."""
+    def skill_ci(errors, reference_errors, clusters):
+        return bootstrap.skill_ci(errors, reference_errors, clusters, replicates=REPLICATES,
+                                  seed=SEED, level=LEVEL)
+
+    outcomes = []
+    for make in (lambda: _board("t", parts, reference),
+                 lambda: naive_board("t", parts, reference, skill_ci=skill_ci,
+                                     adjusted=_adjusted, cutoff_sides=_cutoff_sides,
+                                     columns=COLUMNS)):
+        try:
+            outcomes.append(make())
+        except Exception as exc:  # the same failure, if any
+            outcomes.append((type(exc), str(exc)))
+    fast, naive = outcomes
+    if isinstance(naive[0], type):
+        assert fast == naive
+        return
+    assert fast[1] == naive[1]
+    pd.testing.assert_frame_equal(fast[0], naive[0], check_exact=True)
 
 
 @pytest.fixture(scope="module")

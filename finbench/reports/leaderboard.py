@@ -27,8 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
+from finbench.core.lookup import groups
 from finbench.core.outputs import write_atomic
 from finbench.reports.variants import describe as describe_variant
 from finbench.runlog.rundir import finished_run, load_run_config, read_manifest, run_labels
@@ -94,7 +96,7 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit,
         if violations:
             echo(f"{label}: audit failed ({len(violations)} violation(s)): left off the board")
             continue
-        rows = pd.read_parquet(run_dir / "rows.parquet")
+        rows = _board_columns(run_dir / "rows.parquet", track.cluster_column)
         agents = {m.name for m in config.models if getattr(m, "tools", None)
                   or m.kind == "mcp"}
         prompts = {m.name: describe_variant(m.prompt) for m in config.models
@@ -124,8 +126,10 @@ def leaderboard(run_dirs: list[str | Path], out: str | Path, *, audit,
 
 
 def _board(track: str, parts: list, reference: str | None) -> tuple[pd.DataFrame, list[str]]:
-    """One track's board from its runs' rows (label, rows.parquet, cluster column, its
-    agents, each language model's prompt variant in words)."""
+    """One track's board from its runs' rows (label, rows.parquet's columns, cluster column,
+    its agents, each language model's prompt variant in words). Tasks and entries are
+    compared as integer codes (a task's code in the ids' sorted order), never text by text:
+    two year-long runs' 3M rows took a minute as Python sets of ids."""
     frames, tools, prompts = [], {}, {}
     for label, rows, cluster, agents, variants in parts:
         prompts.update({f"{label}/{m}": v for m, v in variants.items()})
@@ -139,32 +143,51 @@ def _board(track: str, parts: list, reference: str | None) -> tuple[pd.DataFrame
         tools.update({f"{label}/{m}": "yes" if m in agents else "no"
                       for m in rows["model"].astype(str).unique()})
     rows = pd.concat(frames, ignore_index=True)
+    task, ids = pd.factorize(rows["task_id"], sort=True)  # codes in the ids' order
     notes = []
-    labels = rows.dropna(subset=["y"]).groupby("task_id")["y"].nunique()
-    conflict = set(labels.index[labels > 1])
-    if conflict:
-        notes.append(f"{track}: {len(conflict)} task(s) whose labels differ between runs (other "
-                     "snapshots) are left out of every comparison")
-    rows = rows[~rows["task_id"].isin(conflict)]
-    scored = rows[rows["scored"]]
-    entries = list(dict.fromkeys(rows["entry"]))
-    run_of = dict(zip(rows["entry"], rows["run"], strict=True))
+    y = rows["y"].to_numpy(float)
+    known = ~np.isnan(y)
+    labels = pd.Series(y[known]).groupby(task[known]).nunique()
+    conflict = np.zeros(len(ids), bool)
+    conflict[labels.index[labels.to_numpy() > 1]] = True
+    if conflict.any():
+        notes.append(f"{track}: {int(conflict.sum())} task(s) whose labels differ between "
+                     "runs (other snapshots) are left out of every comparison")
+    keep = ~conflict[task]
+    rows, task = rows[keep], task[keep]
+    entry, names = pd.factorize(rows["entry"])  # in the order entries first appear
+    entries = names.tolist()
+    last = np.full(len(entries), -1)  # each entry's last row names its run
+    np.maximum.at(last, entry, np.arange(len(entry)))
+    run_of = dict(zip(entries, rows["run"].to_numpy()[last].tolist(), strict=True))
     ref_entry = (None if reference is None
                  else next((e for e in entries if e.endswith("/" + reference)), None))
     if reference is None:
         notes.append(f"{track}: its first run names no reference (give --reference): no skill")
     elif ref_entry is None:
         notes.append(f"{track}: no model named {reference!r} in the runs: no skill")
-    per_entry = {e: g for e, g in scored.groupby("entry", sort=False)}
-    shared = set.intersection(*(set(g["task_id"]) for g in per_entry.values())) \
-        if per_entry else set()
-    ref_rows = per_entry.get(ref_entry)
-    ref_brier = (ref_rows.drop_duplicates("task_id").set_index("task_id")["brier"]
-                 if ref_rows is not None else None)
+    on_board = rows["scored"].to_numpy(bool)
+    scored, task, entry = rows[on_board], task[on_board], entry[on_board]
+    mine_rows = {code: at for code, at in enumerate(groups(entry, len(entries))) if len(at)}
+    # the tasks every entry with a scored row scored: as many distinct entries as there are
+    pairs = pd.unique(entry.astype(np.int64) * len(ids) + task)
+    count = np.bincount(pairs % len(ids), minlength=len(ids)) if len(pairs) else (
+        np.zeros(len(ids), np.int64))
+    shared = (count == len(mine_rows)) & (count > 0)
+    ref_code = entries.index(ref_entry) if ref_entry is not None else None
+    ref_brier = None
+    if ref_code in mine_rows:  # the reference's first scored row of each task, by task
+        at = mine_rows[ref_code]
+        tasks, first = np.unique(task[at], return_index=True)
+        ref_brier = np.full(len(ids), np.nan)
+        ref_brier[tasks] = scored["brier"].to_numpy()[at[first]]
     adjusted = _adjusted(scored, entries)
+    brier = scored["brier"].to_numpy()
+    cluster = pd.factorize(scored["cluster"], sort=True)[0]  # (sorted: as the texts are)
     out = []
-    for e in entries:
-        mine = per_entry.get(e)
+    for code, e in enumerate(entries):
+        at = mine_rows.get(code)
+        mine = None if at is None else scored.iloc[at]
         record = {"track": track, "model": e, "run": run_of[e], "tools": tools.get(e, "no"),
                   "prompt": prompts.get(e, ""),
                   **_cutoff_sides(mine),
@@ -173,18 +196,27 @@ def _board(track: str, parts: list, reference: str | None) -> tuple[pd.DataFrame
                   "n_shared": 0, "brier_shared": np.nan, "bss_shared": np.nan,
                   "bss_lo": np.nan, "bss_hi": np.nan, "clusters": 0,
                   "brier_adjusted": adjusted.get(e, np.nan), "reference": ref_entry or ""}
-        if mine is not None and shared:
-            on = mine[mine["task_id"].isin(shared)].sort_values("task_id", kind="stable")
-            record.update(n_shared=len(on), brier_shared=float(on["brier"].mean()))
+        if at is not None and shared.any():
+            on = at[shared[task[at]]]
+            on = on[np.argsort(task[on], kind="stable")]  # by task id, as the codes are
+            record.update(n_shared=len(on), brier_shared=float(pd.Series(brier[on]).mean()))
             if ref_brier is not None:
-                ci = bootstrap.skill_ci(on["brier"].to_numpy(),
-                                        ref_brier.reindex(on["task_id"]).to_numpy(),
-                                        pd.factorize(on["cluster"], sort=True)[0],
+                ci = bootstrap.skill_ci(brier[on], ref_brier[task[on]],
+                                        pd.factorize(cluster[on], sort=True)[0],
                                         replicates=REPLICATES, seed=SEED, level=LEVEL)
                 record.update(bss_shared=ci.estimate, bss_lo=ci.lower, bss_hi=ci.upper,
                               clusters=ci.clusters)
         out.append(record)
     return pd.DataFrame(out, columns=COLUMNS), notes
+
+
+def _board_columns(path: Path, cluster: str) -> pd.DataFrame:
+    """The columns of a run's per-row scores a board reads (of a year's 35: memory for what
+    is compared alone)."""
+    names = pq.read_schema(path).names
+    wanted = ["model", "task_id", "y", "brier", "scored", cluster, "possibly_memorised"]
+    return pd.read_parquet(path, columns=[c for c in dict.fromkeys(wanted)
+                                          if c in names or c != "possibly_memorised"])
 
 
 def _cutoff_sides(mine: pd.DataFrame | None) -> dict:
