@@ -5,11 +5,15 @@ import os
 import sqlite3
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.audit import audit_run
 from finbench.core.errors import RunError
-from finbench.reports.show import show
+from finbench.reports.show import show, task_rows
 from finbench.runlog.transcripts import TRANSCRIPTS, Transcripts, pack
 from finbench.runner import run
 from finbench.tracks.base import messages_sha256
@@ -161,3 +165,21 @@ def test_show_json_is_strict_json_with_an_infinite_kelly_growth_as_text(tmp_path
     found = {m["model"]: m for m in json.loads(result.stdout, parse_constant=refuse)["models"]}
     assert found["sure_down"]["scores"]["kelly"] == "-inf"
     assert found["mute"]["scores"]["kelly"] is None
+
+
+@settings(max_examples=40)
+@given(st.lists(st.sampled_from(["A|1", "B|2", "C|3", "\u00c4|4"]), max_size=30),
+       st.integers(1, 7), st.sampled_from(["A|1", "\u00c4|4", "Z|9"]))
+def test_a_tasks_rows_are_those_a_filter_of_the_whole_table_keeps(tmp_path_factory, ids,
+                                                                  group_rows, task_id):
+    """A task's rows read from the row groups holding it (spread over several, or none)
+    are the whole table's rows of that task, in its order, typed as the whole table's."""
+    path = tmp_path_factory.mktemp("rows") / "t.parquet"
+    table = pa.table({"task_id": pa.array(ids, pa.string()),
+                      "n": pa.array(range(len(ids)), pa.int64()),
+                      "note": pa.array([None if i % 3 else f"x{i}" for i in range(len(ids))],
+                                       pa.string())})
+    pq.write_table(table, path, row_group_size=group_rows)
+    whole = pd.read_parquet(path)
+    want = whole[whole["task_id"] == task_id].reset_index(drop=True)
+    pd.testing.assert_frame_equal(task_rows(path, task_id), want, check_exact=True)
