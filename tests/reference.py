@@ -652,3 +652,22 @@ def naive_board(track: str, parts: list, reference: str | None, *, skill_ci, adj
                               clusters=ci.clusters)
         out.append(record)
     return pd.DataFrame(out, columns=columns), notes
+
+
+def naive_canonical_tables(tables: dict) -> str:
+    """The canonical JSON of score tables (name: Arrow table) as ``json.dumps`` of every
+    value made plain one at a time: a float rounded to 12 places by Python (NaN as null),
+    None, bools, ints and texts as they are, anything else as ``str`` of it."""
+    import json
+
+    def plain(value):
+        if isinstance(value, float):
+            return None if math.isnan(value) else round(value, 12) + 0.0
+        if value is None or isinstance(value, bool | int | str):
+            return value
+        return str(value)
+
+    out = {name: {"columns": table.column_names,
+                  "rows": [[plain(v) for v in row.values()] for row in table.to_pylist()]}
+           for name, table in tables.items()}
+    return json.dumps(out, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from finbench.runlog.rundir import INPUTS, check_recorded, finished_run, load_run_config, read_manifest
 from finbench.runlog.runlock import RunLock
+from finbench.runner.canonical import canonical_pieces
 from finbench.tracks import plugin_of
 
 
@@ -32,42 +33,30 @@ def rescore(run_dir: Path, inputs=None) -> pd.DataFrame:
     return plugin_of(config).score(Path(run_dir), config, skipped=skipped, inputs=inputs)
 
 
-DIGITS = 12  # decimal places a float keeps in the digest (a few ULP apart: the same digest)
-
-
 def canonical_tables(run_dir: str | Path) -> str:
     """The canonical JSON of a run's score tables (its track's
     :attr:`~finbench.tracks.base.TrackPlugin.score_files` held as Parquet), sorted by name:
-    each table's columns and rows in file order, floats rounded to :data:`DIGITS` decimal
-    places, NaN and missing as null, times as ISO text."""
-    import json
-    import math
-
-    import pyarrow.parquet as pq
-
-    run_dir = Path(run_dir)
-    track = plugin_of(load_run_config(run_dir))
-
-    def plain(value):
-        if isinstance(value, float):
-            return None if math.isnan(value) else round(value, DIGITS) + 0.0
-        if value is None or isinstance(value, bool | int | str):
-            return value
-        return str(value)
-
-    tables = {}
-    for name in sorted(n for n in track.score_files if n.endswith(".parquet")):
-        if (run_dir / name).is_file():
-            table = pq.read_table(run_dir / name)
-            tables[name] = {"columns": table.column_names,
-                            "rows": [[plain(v) for v in row.values()]
-                                     for row in table.to_pylist()]}
-    return json.dumps(tables, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    each table's columns and rows in file order, floats rounded to
+    :data:`~finbench.runner.canonical.DIGITS` decimal places, NaN and missing as null, other
+    values as text (:mod:`finbench.runner.canonical`)."""
+    return "".join(canonical_pieces(_score_tables(run_dir)))
 
 
 def score_digest(run_dir: str | Path) -> str:
-    """SHA-256 of :func:`canonical_tables`: two runs whose score tables agree to
-    :data:`DIGITS` places have the same digest (docs/spec.md, "Versions and digests")."""
+    """SHA-256 of :func:`canonical_tables`, hashed piece by piece: two runs whose score
+    tables agree to :data:`~finbench.runner.canonical.DIGITS` places have the same digest
+    (docs/spec.md, "Versions and digests")."""
     import hashlib
 
-    return hashlib.sha256(canonical_tables(run_dir).encode()).hexdigest()
+    digest = hashlib.sha256()
+    for piece in canonical_pieces(_score_tables(run_dir)):
+        digest.update(piece.encode())
+    return digest.hexdigest()
+
+
+def _score_tables(run_dir: str | Path) -> dict[str, Path]:
+    """The run's score tables held as Parquet: name, file."""
+    run_dir = Path(run_dir)
+    track = plugin_of(load_run_config(run_dir))
+    return {name: run_dir / name for name in track.score_files
+            if name.endswith(".parquet") and (run_dir / name).is_file()}
