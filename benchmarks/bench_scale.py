@@ -18,7 +18,9 @@ run and the floor are timed in turn, so that both meet the same spells of load):
   - `finbench audit` of the run, then `finbench report` (every table with its 2,000-replicate
     session bootstraps, 500 tickers' rows among them, and the figures), each the median CPU of
     three (with the processes they start) against the median CPU of the three runs (target
-    <= 1x), with wall time and peak RSS;
+    <= 1x), with wall time and peak RSS; then, measured the same way, `finbench score` (every
+    score again and the scores digest) and `finbench show` of one task, and a leaderboard of
+    the run and its copy (the board alone: each run taken as audited);
   - where the run's time goes: each step's wall time and CPU (all threads and the helper
     process hashing receipts, and the main thread's), and the two lower bounds they set on
     any run doing that work: start-up plus the CPU spread over every core, and start-up plus
@@ -156,6 +158,24 @@ def command_cost(*args: str) -> tuple[float, float, float]:
     return seconds, int(rss) / 1024**2, float(cpu)
 
 
+def board_cpu(runs: list[Path], out: Path) -> tuple[float, float]:
+    """(CPU seconds, peak RSS in GiB) of a leaderboard of ``runs`` in a subprocess of its own,
+    each run taken as audited (the audits are timed apart: ``finbench leaderboard`` runs
+    one per run), the median of :data:`RUNS`."""
+    code = ("import resource, sys; from finbench.reports.leaderboard import leaderboard; "
+            "leaderboard(sys.argv[2:], sys.argv[1], audit=lambda d: [], echo=lambda *_: None); "
+            "own = resource.getrusage(resource.RUSAGE_SELF); "
+            "print(own.ru_maxrss, own.ru_utime + own.ru_stime, file=sys.stderr)")
+    costs = []
+    for _ in range(RUNS):
+        done = subprocess.run([sys.executable, "-c", code, str(out), *map(str, runs)],
+                              check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        rss, cpu = done.stderr.split()[-2:]
+        costs.append((float(cpu), int(rss) / 1024**2))
+    return float(np.median([c for c, _ in costs])), max(g for _, g in costs)
+
+
 def floor_parts(run_dir: Path) -> tuple[float, float]:
     """(seconds to start Python and import what `finbench run` imports, in a subprocess;
     seconds to write the run's forecast table once, as the run writes it, from memory)."""
@@ -266,8 +286,14 @@ def main() -> None:
         # report again), then the report
         audits = [command_cost("audit", str(tmp / "run")) for _ in range(RUNS)]
         reports = [command_cost("report", str(tmp / "run")) for _ in range(RUNS)]
+        # then: the scores computed again and their digest, one task shown, and (below,
+        # once the run has been made again) a leaderboard of the two runs' boards
+        scores = [command_cost("score", str(tmp / "run")) for _ in range(RUNS)]
+        task_id = str(tasks["task_id"].iloc[len(tasks) // 2])
+        shows = [command_cost("show", str(tmp / "run"), task_id) for _ in range(RUNS)]
         run_cpu_median = float(np.median(run_cpu))
         phases = phase_times(cfg, tmp / "run_again")
+        boards = board_cpu([tmp / "run", tmp / "run_again"], tmp / "board")
         startup, table_write = floor_parts(tmp / "run_again")
         parts_floor = startup + bare + table_write
 
@@ -315,12 +341,17 @@ def main() -> None:
     print(f"{'  their sum, each part timed on its own':<52}{parts_floor:>10.2f}")
     print(f"{'floor: one new process doing the three (as the run)':<52}{floor:>10.2f}"
           f"   (fastest of {', '.join(f'{t:.2f}' for t in floors)}, each after a run)")
-    for name, costs in (("audit", audits), ("report", reports)):
+    for name, costs in (("audit", audits), ("report", reports), ("score", scores),
+                        ("show", shows)):
         cpu = float(np.median([c for *_, c in costs]))
+        target = ", target <= 1x" if name in ("audit", "report") else ""
         print(f"{'finbench ' + name + ' of the run, CPU (median)':<52}{cpu:>10.2f}   "
-              f"({cpu / run_cpu_median:.2f}x the run's {run_cpu_median:.2f} s of CPU, "
-              f"target <= 1x; wall {min(t for t, *_ in costs):.2f} s, peak RSS "
+              f"({cpu / run_cpu_median:.2f}x the run's {run_cpu_median:.2f} s of CPU{target}; "
+              f"wall {min(t for t, *_ in costs):.2f} s, peak RSS "
               f"{max(g for _, g, _ in costs):.2f} GiB)")
+    cpu, peak = boards
+    print(f"{'a leaderboard of two such runs, audits aside':<52}{cpu:>10.2f}   "
+          f"({cpu / run_cpu_median:.2f}x the run's CPU; peak RSS {peak:.2f} GiB)")
     print("where a run's time goes (steps timed in this process, fastest of "
           f"{RUNS}; CPU seconds of all threads and the receipts' hashing helper process, and "
           "of the main thread):")
