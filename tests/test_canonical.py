@@ -40,6 +40,8 @@ COLUMNS = {
     "double": (pa.float64(), st.one_of(FLOATS, st.none(), st.just(math.nan))),
     "single": (pa.float32(), st.one_of(st.floats(-1e6, 1e6, width=32), st.none())),
     "count": (pa.int64(), st.one_of(st.integers(-2**63, 2**63 - 1), st.none())),
+    "big": (pa.uint64(), st.one_of(st.integers(0, 2**64 - 1), st.none())),
+    "small": (pa.int8(), st.one_of(st.integers(-128, 127), st.none())),
     "flag": (pa.bool_(), st.one_of(st.booleans(), st.none())),
     "text": (pa.string(), st.one_of(TEXTS, st.none())),
     "long_text": (pa.large_string(), st.one_of(TEXTS, st.none())),

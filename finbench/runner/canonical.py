@@ -67,8 +67,8 @@ def column_texts(column: pa.Array) -> list[str]:
         values = np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False), bool)
         texts = np.where(values, "true", "false").astype(object)
     elif pa.types.is_integer(kind):
-        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        texts = _each_distinct(values, int.__repr__)
+        texts = _each_distinct(column.fill_null(0).to_numpy(zero_copy_only=False),
+                               int.__repr__)  # (in its own type: a uint64 kept whole)
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         encoded = column.dictionary_encode()
         words = np.array(list(map(encode_basestring_ascii, encoded.dictionary.to_pylist())),
