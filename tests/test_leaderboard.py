@@ -209,6 +209,12 @@ def test_the_board_compares_models_on_their_shared_tasks_and_leaves_off_failed_r
     assert not any("no skill" in line for line in said)
     text = page.read_text()
     assert "Track: intraday" in text and "Track: events" in text and "<script>" in text
+    # each run's receipts are text that may wrap anywhere, never numbers (whatever digits a
+    # hash begins with)
+    receipt = listed.loc["pilot", "manifest_sha256"]
+    assert f'<td class="hash">{receipt}</td>' in text
+    snapshot = listed.loc["pilot", "snapshot_sha256"]
+    assert f'<td class="hash">{snapshot}</td>' in text
 
 
 def test_the_command_writes_the_page(runs):

@@ -255,6 +255,13 @@ def test_a_table_without_rows_is_no_section_and_numbers_are_told_from_text():
     assert [r[1].key for r in rows] == [0.25, None, -0.18]
     assert [r[2].key for r in rows] == [9.0, 0.0, 12.0]
     assert rows[1][3].key is None and not rows[1][3].numeric  # text that begins with a digit
+    # hashes that happen to begin with digits are text, whatever their letters; a number may
+    # end at a sign, a space or another symbol, never run into a letter or digit
+    hashes = pd.DataFrame({"sha": ["07bad0ba34e3", "1623a7e7fc40"], "x": ["1.5e3x", "12ms"],
+                           "y": ["2025-01-15", "+3.0e+2 (4)"]})
+    columns, rows = cells(hashes)
+    assert [c["numeric"] for c in columns] == [False, False, True]
+    assert [r[2].key for r in rows] == [2025.0, 300.0]
     shown = {"scores_aggregate": (frame, "caption"), "paired_winkler": (frame.iloc[:0], "no")}
     made = sections(shown, ("scores_aggregate", "paired_winkler", "absent"), {})
     assert [s["id"] for s in made] == ["scores_aggregate"]

@@ -25,7 +25,9 @@ from finbench.core.version import describe_version
 
 PAGE_ROWS = 100  # samples listed a page at a time
 # a cell that begins with a number (an estimate, "0.296 (9)", "-0.01 [-0.02, 0.00]")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# a number at a text's start, not running into a letter or digit (a hash such as "07bad0..."
+# begins with no number)
+_NUMBER = re.compile(r"^(?>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![0-9A-Za-z_])")
 _NOT_A_NUMBER = {"", "n/a", "undef", "nan", "none", "-", "—"}  # numeric columns' blanks
 
 
@@ -38,8 +40,9 @@ class Cell:
 
 def cells(frame: pd.DataFrame) -> tuple[list[dict], list[list[Cell]]]:
     """A table's columns (``name``, ``numeric``) and cells: a column is numeric when every
-    cell begins with a number or is a blank (``n/a``, ``undef``, empty), some of them a
-    number; its cells sort by that leading number."""
+    cell begins with a number (not followed by a letter or digit: a hash is text) or is a
+    blank (``n/a``, ``undef``, empty), some of them a number; its cells sort by that leading
+    number."""
     texts = [["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
               for v in frame[c]] for c in frame.columns]
     columns, grid = [], []
