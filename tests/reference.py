@@ -656,11 +656,14 @@ def naive_board(track: str, parts: list, reference: str | None, *, skill_ci, adj
 
 def naive_canonical_tables(tables: dict) -> str:
     """The canonical JSON of score tables (name: Arrow table) as ``json.dumps`` of every
-    value made plain one at a time: a float rounded to 12 places by Python (NaN as null),
-    None, bools, ints and texts as they are, anything else as ``str`` of it."""
+    value made plain one at a time: a float rounded to 12 places by Python (NaN as null, an
+    infinity as the text "inf" or "-inf"), None, bools, ints and texts as they are, anything
+    else as ``str`` of it."""
     import json
 
     def plain(value):
+        if isinstance(value, float) and math.isinf(value):
+            return "inf" if value > 0 else "-inf"
         if isinstance(value, float):
             return None if math.isnan(value) else round(value, 12) + 0.0
         if value is None or isinstance(value, bool | int | str):

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +36,8 @@ def test_numpys_rounding_is_pythons_bit_for_bit(values):
 
 TEXTS = st.text(st.characters(codec="utf-8"), max_size=8)
 COLUMNS = {
-    "double": (pa.float64(), st.one_of(FLOATS, st.none(), st.just(math.nan))),
+    "double": (pa.float64(), st.one_of(FLOATS, st.none(), st.sampled_from([math.nan, math.inf,
+                                                                           -math.inf]))),
     "single": (pa.float32(), st.one_of(st.floats(-1e6, 1e6, width=32), st.none())),
     "count": (pa.int64(), st.one_of(st.integers(-2**63, 2**63 - 1), st.none())),
     "big": (pa.uint64(), st.one_of(st.integers(0, 2**64 - 1), st.none())),
@@ -88,9 +88,30 @@ def test_many_rows_are_written_batch_after_batch(tmp_path):
     assert got == naive_canonical_tables({"rows.parquet": table})
 
 
-def test_an_infinite_score_is_jsons_error(tmp_path):
-    pq.write_table(pa.table({"kelly": [0.1, -math.inf]}), tmp_path / "rows.parquet")
-    with pytest.raises(ValueError, match="not JSON compliant"):
-        naive_canonical_tables({"rows.parquet": pq.read_table(tmp_path / "rows.parquet")})
-    with pytest.raises(ValueError, match="not JSON compliant"):
-        "".join(canonical_pieces({"rows.parquet": tmp_path / "rows.parquet"}))
+def test_an_infinite_score_is_written_as_text(tmp_path):
+    """A Kelly growth of -inf (a probability of 0 on the side that came) is the text "-inf",
+    as ``finbench show --json`` writes it: JSON has no such number."""
+    pq.write_table(pa.table({"kelly": [0.1, -math.inf, math.inf, math.nan]}),
+                   tmp_path / "rows.parquet")
+    got = "".join(canonical_pieces({"rows.parquet": tmp_path / "rows.parquet"}))
+    assert got == '{"rows.parquet":{"columns":["kelly"],"rows":[[0.1],["-inf"],["inf"],[null]]}}'
+    assert got == naive_canonical_tables({"rows.parquet": pq.read_table(tmp_path /
+                                                                        "rows.parquet")})
+
+
+def test_a_run_with_an_infinite_kelly_growth_is_scored_and_its_digest_printed(tmp_path,
+                                                                              sample_store):
+    """`finbench score` of a run where a model said 0 on a move that came (its Kelly growth
+    -inf) writes its scores and prints their digest, where it stopped with a traceback."""
+    from finbench.runner import run
+    from finbench.runner.scores import score_digest
+    from tests.helpers import aapl_config, cli, scripted_toml
+
+    cfg = aapl_config(tmp_path / "cfg.toml", sample_store, scripted_toml(
+        sure_down='{"p_up": 0.0, "lower": -0.01, "upper": 0.01}'))
+    out = run(cfg, tmp_path / "run", echo=lambda *_: None)
+    kelly = pq.read_table(out / "rows.parquet", columns=["kelly"]).column("kelly").to_numpy()
+    assert np.isneginf(kelly).any()
+    done = cli("score", out)
+    assert done.returncode == 0, done.stderr
+    assert f"scores digest sha256 {score_digest(out)}" in done.stdout

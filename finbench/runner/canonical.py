@@ -2,8 +2,9 @@
 (docs/spec.md, "Versions and digests"): ``{"NAME":{"columns":[...],"rows":[[...],...]},...}``
 with the tables sorted by name, each table's columns and rows in file order, floats rounded
 to :data:`DIGITS` decimal places as Python's ``round`` gives them (then written by ``repr``),
-NaN and missing as null, texts as ``json`` escapes them (ASCII), any other value as the text
-``str`` makes of it: the text ``json.dumps`` makes of those values, byte for byte.
+NaN and missing as null, an infinity as the text ``"inf"`` or ``"-inf"``, texts as ``json``
+escapes them (ASCII), any other value as the text ``str`` makes of it: the text
+``json.dumps`` makes of those values, byte for byte.
 
 Written a column at a time, in pieces (:func:`canonical_pieces`), so that a digest never
 holds the whole text: a year's per-row scores (1.49M rows of 35 columns) as Python values,
@@ -83,16 +84,18 @@ def column_texts(column: pa.Array) -> list[str]:
 
 
 def _float_texts(values: np.ndarray) -> list[str]:
-    """``repr(round(v, DIGITS) + 0.0)`` of each value, "null" for a NaN; an infinity is the
-    ValueError ``json`` raises."""
-    missing = np.isnan(values)
-    if np.isinf(values).any():
-        raise ValueError("Out of range float values are not JSON compliant")
-    rounded = np.where(missing, 0.0, rounded_like_python(np.where(missing, 0.0, values)))
+    """``repr(round(v, DIGITS) + 0.0)`` of each value, null for a NaN, the text ``"inf"``
+    or ``"-inf"`` for an infinity (JSON has no such numbers: a Kelly growth of a probability
+    of 0 on the side that came is -inf)."""
+    finite = np.isfinite(values)
+    rounded = np.where(finite, rounded_like_python(np.where(finite, values, 0.0)), 0.0)
     distinct, at = np.unique(rounded.view(np.int64), return_inverse=True)  # bit for bit
     texts = np.array(list(map(float.__repr__, distinct.view(np.float64).tolist())), object)
     texts = texts[at.ravel()]
-    texts[missing] = "null"
+    if not finite.all():
+        texts[np.isnan(values)] = "null"
+        texts[values == np.inf] = '"inf"'
+        texts[values == -np.inf] = '"-inf"'
     return texts.tolist()
 
 
@@ -126,10 +129,13 @@ def _each_distinct(values: np.ndarray, write) -> np.ndarray:
 
 
 def _plain(value):
-    """A value of another type as the canonical text holds it (float, None, bool, int and
-    text as they are, anything else as ``str`` of it)."""
+    """A value of another type as the canonical text holds it (float as
+    :func:`_float_texts` writes it; None, bool, int and text as they are; anything else as
+    ``str`` of it)."""
     if isinstance(value, float):
-        return None if math.isnan(value) else round(value, DIGITS) + 0.0
+        if not math.isfinite(value):
+            return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return round(value, DIGITS) + 0.0
     if value is None or isinstance(value, bool | int | str):
         return value
     return str(value)
