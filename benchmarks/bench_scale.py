@@ -144,9 +144,15 @@ def phase_times(cfg: Path, run_dir: Path) -> list[tuple[str, float, float, float
 def command_cost(*args: str) -> tuple[float, float, float]:
     """(seconds, peak RSS in GiB, CPU seconds: user and system, with the processes it started)
     of the command ``finbench ARGS`` in a subprocess of its own (its output discarded)."""
-    code = ("import resource, sys; from finbench.cli import main; rc = main(sys.argv[1:]); "
-            "own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, "
-            "resource.RUSAGE_CHILDREN)); "
+    return process_cost("from finbench.cli import main; rc = main(sys.argv[1:])", *args)
+
+
+def process_cost(code: str, *args: str) -> tuple[float, float, float]:
+    """(seconds, peak RSS in GiB, CPU seconds with the processes it started) of Python
+    running ``code`` (which sets ``rc``, the exit status) with ``args`` in a subprocess of
+    its own, its output discarded."""
+    code = ("import resource, sys; " + code + "; own, kids = (resource.getrusage(w) for w in "
+            "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)); "
             "print(own.ru_maxrss, own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, "
             "file=sys.stderr); sys.exit(rc)")
     t0 = time.perf_counter()
@@ -162,18 +168,11 @@ def board_cpu(runs: list[Path], out: Path) -> tuple[float, float]:
     """(CPU seconds, peak RSS in GiB) of a leaderboard of ``runs`` in a subprocess of its own,
     each run taken as audited (the audits are timed apart: ``finbench leaderboard`` runs
     one per run), the median of :data:`RUNS`."""
-    code = ("import resource, sys; from finbench.reports.leaderboard import leaderboard; "
+    code = ("from finbench.reports.leaderboard import leaderboard; "
             "leaderboard(sys.argv[2:], sys.argv[1], audit=lambda d: [], echo=lambda *_: None); "
-            "own = resource.getrusage(resource.RUSAGE_SELF); "
-            "print(own.ru_maxrss, own.ru_utime + own.ru_stime, file=sys.stderr)")
-    costs = []
-    for _ in range(RUNS):
-        done = subprocess.run([sys.executable, "-c", code, str(out), *map(str, runs)],
-                              check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        rss, cpu = done.stderr.split()[-2:]
-        costs.append((float(cpu), int(rss) / 1024**2))
-    return float(np.median([c for c, _ in costs])), max(g for _, g in costs)
+            "rc = 0")
+    costs = [process_cost(code, str(out), *map(str, runs)) for _ in range(RUNS)]
+    return float(np.median([c for *_, c in costs])), max(g for _, g, _ in costs)
 
 
 def floor_parts(run_dir: Path) -> tuple[float, float]:

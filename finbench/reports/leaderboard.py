@@ -213,10 +213,10 @@ def _board(track: str, parts: list, reference: str | None) -> tuple[pd.DataFrame
 def _board_columns(path: Path, cluster: str) -> pd.DataFrame:
     """The columns of a run's per-row scores a board reads (of a year's 35: memory for what
     is compared alone)."""
-    names = pq.read_schema(path).names
-    wanted = ["model", "task_id", "y", "brier", "scored", cluster, "possibly_memorised"]
-    return pd.read_parquet(path, columns=[c for c in dict.fromkeys(wanted)
-                                          if c in names or c != "possibly_memorised"])
+    wanted = dict.fromkeys(["model", "task_id", "y", "brier", "scored", cluster])
+    if "possibly_memorised" in pq.read_schema(path).names:  # (declared cutoffs only)
+        wanted["possibly_memorised"] = None
+    return pd.read_parquet(path, columns=list(wanted))
 
 
 def _cutoff_sides(mine: pd.DataFrame | None) -> dict:
