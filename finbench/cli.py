@@ -103,6 +103,14 @@ def _data_copy(args: argparse.Namespace) -> int:
     problem = unfinished(args.source)
     if problem:
         raise StoreError(problem)
+    if args.layout == "ticker":
+        from finbench.data.by_ticker import copy_by_ticker
+
+        copy = copy_by_ticker(args.source, args.target, echo=_progress)
+        print(f"copied {args.source} to {args.target}, laid out by ticker: "
+              f"{len(copy.ticker_files)} tickers, {len(copy.manifest['partitions'])} files; "
+              f"store snapshot {copy.snapshot_sha256}")
+        return 0
     names = copy_tree(args.source, args.target, skip=lambda rel: not copied(rel), others=False)
     said = f"copied {len(names)} files from {args.source} to {args.target}"
     try:
@@ -409,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "folder and object storage (s3://bucket/prefix)")
     copy.add_argument("source", help="the store or run directory to copy (a folder or a URI)")
     copy.add_argument("target", help="where to copy it (a folder or a URI)")
+    copy.add_argument("--layout", choices=["ticker"], default=None,
+                      help="write a read-only copy of a store of bars with a file per ticker "
+                      "and quarter, for runs over a few of its tickers (a new local folder)")
     copy.set_defaults(func=_data_copy)
     synth = data.add_parser("synth", help="write the synthetic sample store")
     synth.add_argument("--out", required=True, help="the new store's folder")

@@ -22,6 +22,18 @@ def config(store):
     })
 
 
+def test_quarter_ranges_cover_the_span_without_gaps():
+    import datetime as dt
+
+    from finbench.tracks.intraday.plan import quarter_ranges
+
+    d = dt.date
+    assert quarter_ranges(d(2024, 11, 20), d(2025, 4, 2)) == [
+        (d(2024, 11, 20), d(2024, 12, 31)), (d(2025, 1, 1), d(2025, 3, 31)),
+        (d(2025, 4, 1), d(2025, 4, 2))]
+    assert quarter_ranges(d(2025, 2, 3), d(2025, 2, 3)) == [(d(2025, 2, 3), d(2025, 2, 3))]
+
+
 def test_month_ranges_cover_the_span_without_gaps():
     import datetime as dt
 

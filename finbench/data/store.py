@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,7 @@ def check_fields(manifest: dict, where: str, fields: dict[str, type], files: str
                          "manifest was changed or damaged")
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _KINDS = {str: "a text", int: "a whole number", bool: "true or false", list: "a list",
           dict: "an object"}
 STORE_FIELDS = {"format": str, "version": int, "synthetic": bool, "description": str,
@@ -182,6 +184,15 @@ class Store:
             raise StoreError(f"{manifest_path}: timezone {manifest.get('timezone')!r} is "
                              "not a time zone name (e.g. America/New_York)")
         check_fields(manifest, manifest_path, STORE_FIELDS, "partitions")
+        layout = manifest.get("layout", "date")
+        if layout not in ("date", "ticker"):
+            raise StoreError(f"{manifest_path}: layout {layout!r} is not 'date' or 'ticker'")
+        if layout == "ticker":
+            dates = manifest.get("bar_dates")
+            if not isinstance(dates, list) or not all(
+                    isinstance(d, str) and _ISO_DATE.fullmatch(d) for d in dates):
+                raise StoreError(f"{manifest_path}: bar_dates is not a list of dates "
+                                 "(YYYY-MM-DD): the manifest was changed or damaged")
         return manifest
 
     @contextmanager
@@ -253,6 +264,26 @@ class Store:
         return str(self.manifest["timezone"])
 
     @property
+    def layout(self) -> str:
+        """How the bars lie: ``"date"`` (a partition per local date, the store ingest and
+        fetch write) or ``"ticker"`` (a file per ticker and quarter: a read-only copy,
+        :mod:`finbench.data.by_ticker`)."""
+        return str(self.manifest.get("layout", "date"))
+
+    def partitioned_by_date_in(self, timezone: str) -> bool:
+        """Whether each local date of ``timezone`` has its bars in one partition of their
+        own, read as it lies (:meth:`read_day_table`): a store laid out by date in that zone."""
+        return self.layout == "date" and self.timezone == timezone
+
+    @cached_property
+    def ticker_files(self) -> dict[str, list[tuple[dt.date, dt.date, str]]]:
+        """A store laid out by ticker: each ticker's files, as (first date, last date, path)
+        in date order (:func:`finbench.data.by_ticker.ticker_files`)."""
+        from finbench.data.by_ticker import ticker_files
+
+        return ticker_files(self.manifest["partitions"])
+
+    @property
     def synthetic(self) -> bool:
         return bool(self.manifest.get("synthetic", False))
 
@@ -263,7 +294,10 @@ class Store:
         return snapshot_hash(self.manifest["partitions"], self.manifest)
 
     def dates(self, table: str) -> list[dt.date]:
-        """Local dates that have a partition of ``table``."""
+        """Local dates that have a partition of ``table`` (a store laid out by ticker: its
+        bars' dates, as its manifest lists them)."""
+        if table == "bars" and self.layout != "date":
+            return sorted(dt.date.fromisoformat(d) for d in self.manifest["bar_dates"])
         prefix = f"{table}/date="
         return sorted(
             dt.date.fromisoformat(p[len(prefix):].split("/")[0])
@@ -384,6 +418,10 @@ class Store:
         self.manifest = manifest
 
     def _writable(self) -> None:
+        if self.layout != "date":
+            raise StoreError(f"{self.path}: a store laid out by ticker is a read-only copy "
+                             "(`finbench data copy --layout ticker`), never changed: change "
+                             "the store it was copied from, and copy it again")
         if self.remote:
             raise StoreError(f"{self.path}: a store on object storage is read in place, never "
                              "changed there; change a local copy and upload it again")
@@ -430,7 +468,19 @@ class Store:
 
     # -- reading --------------------------------------------------------------------------------
     def _bar_tables(self, tickers, start, end, *, columns) -> list[pa.Table]:
-        """One Arrow table per date partition in ``[start, end]``, filtered to ``tickers``."""
+        """One Arrow table per date partition in ``[start, end]``, filtered to ``tickers`` (a
+        store laid out by ticker: one per ticker, each in (date, ts) order)."""
+        if self.layout != "date":
+            from finbench.data.by_ticker import read_tickers
+
+            rest = [c for c in columns if c not in ("ticker", "ts")]
+            tables = [table.append_column("ticker", pa.array([name] * table.num_rows,
+                                                             pa.string())).select(columns)
+                      for name, table in read_tickers(self, tickers, start, end, rest)]
+            if not tables and any((start is None or day >= start) and (end is None or day <= end)
+                                  for day in self.dates("bars")):  # as date partitions read
+                tables = [pa.schema([BARS_SCHEMA.field(c) for c in columns]).empty_table()]
+            return tables
         wanted = None if tickers is None else sorted(set(tickers))
         filters = None if wanted is None else [("ticker", "in", wanted)]
         parts = []
@@ -488,6 +538,7 @@ class Store:
         tickers: Iterable[str] | None = None,
         start: dt.date | None = None,
         end: dt.date | None = None,
+        columns: Iterable[str] = ("open", "high", "low", "close", "volume"),
     ):
         """Like :meth:`read_bars` but straight into :class:`~finbench.data.bars.BarArrays` (the fast
         path of runs).
@@ -495,10 +546,15 @@ class Store:
         Each partition is sorted by (ticker, ts), so ticker-major order is the partitions'
         per-ticker runs laid end to end: the columns are assembled by concatenating those
         contiguous slices (no general sort, no per-row gather). ``ticker`` is read as a
-        Parquet dictionary and filtered on its integer codes.
+        Parquet dictionary and filtered on its integer codes. Only ``columns`` of the bars
+        are read (besides ticker and ts); the others are NaN. A store laid out by ticker:
+        the tickers' files alone (:meth:`_ticker_bar_arrays`).
         """
         from finbench.data.bars import BarArrays
 
+        columns = tuple(columns)
+        if self.layout != "date":
+            return self._ticker_bar_arrays(tickers, start, end, columns)
         wanted = None if tickers is None else set(tickers)
         parts = []
         for day in self.dates("bars"):
@@ -510,7 +566,7 @@ class Store:
                 # one file: no dataset machinery (``pq.read_table`` with a filesystem took a
                 # third longer over 60 partitions)
                 with pq.ParquetFile(source, read_dictionary=["ticker"], filesystem=fs) as file:
-                    parts.append(file.read().combine_chunks())
+                    parts.append(file.read(columns=["ticker", "ts", *columns]).combine_chunks())
         names = sorted({name for t in parts for name in t.column("ticker").chunk(0)
                         .dictionary.to_pylist()} if parts else set())
         if wanted is not None:
@@ -530,12 +586,14 @@ class Store:
                      if codes[a] >= 0]
         runs.sort()
         raw = {c: [t.column(c).chunk(0).to_numpy() if t.num_rows else np.empty(0)
-                   for t in parts] for c in ("open", "high", "low", "close", "volume")}
+                   for t in parts] for c in columns}
         raw["ts"] = [t.column("ts").chunk(0).cast(NS_UTC).cast(pa.int64()).to_numpy()
                      if t.num_rows
                      else np.empty(0, np.int64) for t in parts]
 
         def gather(column: str, dtype) -> np.ndarray:
+            if column not in raw:
+                return np.full(int(sum(b - a for *_, a, b in runs)), np.nan)
             pieces = [raw[column][j][a:b] for _, j, a, b in runs]
             return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(
                 0, dtype)
@@ -546,6 +604,32 @@ class Store:
             codes=codes, names=np.array(names, dtype=object), ts=gather("ts", np.int64),
             bar_seconds=self.bar_seconds,
             **{c: gather(c, np.float64) for c in ("open", "high", "low", "close", "volume")})
+
+    def _ticker_bar_arrays(self, tickers, start, end, columns):
+        """:meth:`read_bar_arrays` of a store laid out by ticker: each file holds one
+        ticker's bars in the order the date partitions would give them, so the columns are
+        the files' laid end to end."""
+        from finbench.data.bars import BarArrays
+        from finbench.data.by_ticker import read_tickers
+
+        parts = read_tickers(self, tickers, start, end, columns)
+        lengths = np.array([t.num_rows for _, t in parts], np.int64)
+        nan = np.broadcast_to(np.float64(np.nan), (int(lengths.sum()),))  # a column not read
+
+        def joined(column: str) -> np.ndarray:
+            if column not in ("ts", *columns):
+                return nan
+            if not parts:
+                return np.empty(0, np.int64 if column == "ts" else np.float64)
+            values = pa.chunked_array([c for _, t in parts for c in t.column(column).chunks])
+            if column == "ts":
+                values = values.cast(NS_UTC).cast(pa.int64())
+            return values.to_numpy()
+
+        return BarArrays.from_runs(
+            starts=np.cumsum(lengths) - lengths, names=[name for name, _ in parts],
+            ts=joined("ts"), bar_seconds=self.bar_seconds,
+            **{c: joined(c) for c in ("open", "high", "low", "close", "volume")})
 
     def read_day_arrays(self, day: dt.date, *, tickers: Iterable[str] | None = None,
                         columns: Iterable[str] = ("high", "low")):
@@ -581,6 +665,10 @@ class Store:
         return self._read_day(day, tuple(columns))
 
     def _read_day(self, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
+        if self.layout != "date":  # every ticker's file of that quarter
+            from finbench.data.by_ticker import day_table
+
+            return day_table(self, day, columns)
         rel = f"bars/date={day.isoformat()}/part.parquet"
         if rel not in self.manifest["partitions"]:  # the snapshot holds no bars that day (a
             return None  # file there it does not list is no part of it: validate names it)
@@ -654,7 +742,12 @@ class Store:
         read once (its bytes hashed, and a bar partition checked from the same bytes: on
         object storage, one download), by :data:`CHECKERS` threads, each taking up to
         :data:`CHECK_CHUNK` partitions in a row (hashing, Parquet decoding and most array work
-        release the GIL). ``echo``: where progress goes."""
+        release the GIL). ``echo``: where progress goes. A store laid out by ticker:
+        :func:`~finbench.data.by_ticker.verify_by_ticker`."""
+        if self.layout != "date":
+            from finbench.data.by_ticker import verify_by_ticker
+
+            return verify_by_ticker(self, echo=echo)
         problems: list[str] = []
         found = files_under(self.fs, self.root)
         on_disk = {rel for rel in found

@@ -26,7 +26,7 @@ from finbench.tracks.intraday.gate import daily_summaries, empty_daily
 from finbench.tracks.intraday.history import History
 from finbench.tracks.intraday.labels import LABEL_COLUMNS, label_bars, label_frame
 from finbench.tracks.intraday.momentum import momentum_arrays
-from finbench.tracks.intraday.plan import DAILY_COLUMNS, MID_COLUMNS, Plan, month_ranges
+from finbench.tracks.intraday.plan import DAILY_COLUMNS, MID_COLUMNS, Plan, month_ranges, quarter_ranges
 from finbench.tracks.intraday.tasks import build_tasks
 
 READERS = 2  # partitions read ahead at once, each in its own thread
@@ -240,25 +240,28 @@ def _read_units(plan: Plan, days: list[str], by_day: dict, columns, tickers) -> 
 
     When the store's dates are the tasks' local dates, a unit is one date partition, read as
     it lies (a reader that holds no Python lock). Otherwise (a store kept in another zone) a
-    session's bars may sit in two partitions, so a unit is a calendar month, read and laid
-    out per ticker."""
+    session's bars may sit in two partitions, so a unit is a calendar month and a day either
+    side, read and laid out per ticker. A store laid out by ticker is read a calendar quarter
+    at a time (each ticker's file of it, whole: fewer, larger reads), with no day either side
+    when its zone is the tasks'."""
     spec = plan.config.tasks
     none = np.empty(0, np.int64)
     store = plan.store
-    if store.timezone == spec.timezone:
+    if store.partitioned_by_date_in(spec.timezone):
         arrays = partial(store.day_arrays, tickers=tickers)
         return [(partial(store.read_day_table, dt.date.fromisoformat(day), columns=columns),
                  arrays, by_day.get(day, none), None) for day in days]
     if not days:
         return []
     units = []
-    for first, last in month_ranges(dt.date.fromisoformat(days[0]),
-                                    dt.date.fromisoformat(days[-1])):
+    pad = dt.timedelta(days=0 if store.timezone == spec.timezone else 1)
+    # by ticker, a unit per quarter: each ticker's file of it read whole
+    ranges = quarter_ranges if store.layout == "ticker" else month_ranges
+    for first, last in ranges(dt.date.fromisoformat(days[0]), dt.date.fromisoformat(days[-1])):
         rows = [by_day[d] for d in days if first.isoformat() <= d <= last.isoformat()
                 and d in by_day]
-        units.append((partial(plan.store.read_bar_arrays, tickers=tickers,
-                              start=first - dt.timedelta(days=1),
-                              end=last + dt.timedelta(days=1)), _as_read,
+        units.append((partial(plan.store.read_bar_arrays, tickers=tickers, start=first - pad,
+                              end=last + pad, columns=columns), _as_read,
                       np.concatenate(rows) if rows else none,
                       (first.isoformat(), last.isoformat())))
     return units

@@ -61,7 +61,8 @@ def plan_run(config: RunConfig, *, read_ahead: bool = False) -> Plan:
     here; the label pass stops them."""
     spec = config.tasks
     store = Store(config.data.store)
-    if read_ahead and store.timezone == spec.timezone:  # the label pass reads date partitions
+    if read_ahead and store.partitioned_by_date_in(spec.timezone):  # the label pass reads
+        # date partitions
         store.read_ahead([d for d in store.dates("bars") if spec.start <= d <= spec.end],
                          DAILY_COLUMNS if reads_contexts(config) else MID_COLUMNS)
     try:
@@ -101,6 +102,15 @@ def month_ranges(first: dt.date, last: dt.date, months: int = 1) -> list[tuple[d
         out.append((start, stop))
         start = stop + dt.timedelta(days=1)
     return out
+
+
+def quarter_ranges(first: dt.date, last: dt.date) -> list[tuple[dt.date, dt.date]]:
+    """Consecutive calendar-quarter ranges covering ``[first, last]`` (the first and last
+    cut to them)."""
+    spans: dict[tuple[int, int], list[dt.date]] = {}
+    for start, stop in month_ranges(first, last):
+        spans.setdefault((start.year, (start.month - 1) // 3), [start, stop])[1] = stop
+    return [(start, stop) for start, stop in spans.values()]
 
 
 def in_range(tasks: pd.DataFrame, start: dt.date, stop: dt.date) -> pd.DataFrame:
