@@ -353,12 +353,17 @@ def _check_file(store, rel: str) -> tuple[list[str], list[str], set[str]]:
 def file_problems(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
                   first: dt.date, last: dt.date, *, timezone: str, bar_seconds: int
                   ) -> list[str]:
-    """The rules a ticker file keeps (of ``ticker``'s quarter ``[first, last]``)."""
+    """The rules a ticker file keeps (of ``ticker``'s quarter ``[first, last]``): decided on
+    its Arrow columns when it keeps them all (:func:`_keeps_rules`), else found and worded
+    by the full check below."""
     from finbench.data.partition_checks import _layout_problems, _off_date, _rule_problems
 
     if not table.schema.remove_metadata().equals(FILE_SCHEMA):
         return [f"{rel}: columns are not those of a ticker file ({FILE_SCHEMA.names}, "
                 f"typed as the store's bars and date a date; found {table.schema.names})"]
+    if _keeps_rules(table, meta, rel, ticker, first, last, timezone=timezone,
+                    bar_seconds=bar_seconds):
+        return []
     frame = table.drop_columns(["date"]).to_pandas()
     problems = _rule_problems(frame, rel, bar_seconds) + _layout_problems(frame, rel)
     date = table.column("date")
@@ -398,6 +403,43 @@ def file_problems(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
                             f"least and greatest ({held.min()}, {held.max()}): a read of a "
                             "range of dates would skip or take it wrongly")
     return problems
+
+
+def _keeps_rules(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
+                 first: dt.date, last: dt.date, *, timezone: str, bar_seconds: int) -> bool:
+    """Whether a ticker file (of :data:`FILE_SCHEMA`) keeps every rule of
+    :func:`file_problems`, decided with no frame made: its bars, cut at each change of date,
+    are checked as the date partitions they came from would be
+    (:func:`~finbench.data.partition_checks._clean`: the ingest's rules, each piece in strict
+    ts order, each bar on its piece's date), and the rest here: one ticker, dates in the
+    quarter and non-decreasing, each row group's date statistics. False sends the file to
+    the full check, which words what it breaks."""
+    from finbench.data.partition_checks import _clean
+
+    date = table.column("date")
+    if not table.num_rows or date.null_count or pc.count_distinct(table.column("ticker")).as_py() != 1:
+        return False
+    if table.column("ticker")[0].as_py() != ticker:
+        return False
+    days = date.to_numpy().astype("datetime64[D]")
+    if days[0] < np.datetime64(first) or days[-1] > np.datetime64(last) or (
+            np.diff(days.astype(np.int64)) < 0).any():
+        return False
+    offset = 0
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        stats = group.column(meta.schema.names.index("date")).statistics
+        held = days[offset:offset + group.num_rows]
+        offset += group.num_rows
+        if len(held) and (stats is None or not stats.has_min_max
+                          or np.datetime64(stats.min) != held[0]
+                          or np.datetime64(stats.max) != held[-1]):
+            return False
+    cuts = np.flatnonzero(np.r_[True, days[1:] != days[:-1], True])
+    bars = table.drop_columns(["date"])
+    return _clean([(days[a].astype(dt.date), rel, bars.slice(a, b - a))
+                   for a, b in zip(cuts[:-1], cuts[1:], strict=True)],
+                  timezone=timezone, bar_seconds=bar_seconds)
 
 
 def _first(mask: pa.ChunkedArray | pa.Array) -> int:

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+SMALL_PIECE = 1 << 14  # rows: pieces smaller on average are joined before their prices' check
 BATCH_ROWS = 1 << 16  # partitions with fewer rows are checked together, this many rows at once
 
 
@@ -88,7 +89,7 @@ def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
     names it). False sends the partitions to the full check, which finds and words what
     they break; so the problems found are the full check's, always."""
     from finbench.core.names import ticker_problem
-    from finbench.data.schema import BARS_SCHEMA, PRICE_COLUMNS, PRICE_RANGE
+    from finbench.data.schema import BARS_SCHEMA
     from finbench.data.timestamps import END, FIRST
 
     tables = [t for *_, t in group]
@@ -103,23 +104,8 @@ def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
              else pc.unique(ticker))
     if any(ticker_problem(name) is not None for name in names.to_pylist()):
         return False  # (a dictionary's every text: none unused in a file the store wrote)
-    low, high = PRICE_RANGE
-    # a record batch at a time: each column's numbers as they lie in Arrow's buffers (no null
-    # among them), where the whole column would be copied into one array first
-    for batch in table.select([*PRICE_COLUMNS, "volume"]).to_batches():
-        v = {name: batch.column(name).to_numpy() for name in batch.schema.names}
-        with np.errstate(invalid="ignore"):
-            # (a NaN is the least and the greatest of its column here, and fails every
-            # comparison; an infinite price lies outside the range, an infinite volume is not
-            # finite)
-            if not all(low <= v[c].min() and v[c].max() <= high for c in PRICE_COLUMNS):
-                return False
-            prices = v["low"] <= v["high"]
-            for col in ("open", "close"):
-                prices &= (v["low"] <= v[col]) & (v[col] <= v["high"])
-            if not (prices.all() and v["volume"].min() >= 0
-                    and np.isfinite(v["volume"].max())):
-                return False
+    if not _prices_keep_rules(table, len(tables)):
+        return False
     ts = table.column("ts").to_numpy().view(np.int64)
     first, end = FIRST.tz_localize("UTC").value, END.tz_localize("UTC").value
     if not (ts.min() >= first and ts.max() < end) or (ts % (bar_seconds * 1_000_000_000)).any():
@@ -136,6 +122,36 @@ def _clean(group: list[tuple[dt.date, str, pa.Table]], *, timezone: str,
     if len(tables) == 1:  # one partition: its bounds
         return bool(ts.min() >= lo[0] and ts.max() < hi[0])
     return bool(((ts >= np.repeat(lo, lengths)) & (ts < np.repeat(hi, lengths))).all())
+
+
+def _prices_keep_rules(table: pa.Table, pieces: int) -> bool:
+    """Whether the bars of ``table`` (no null among them; ``pieces`` partitions or days
+    joined) keep the price and volume rules."""
+    from finbench.data.schema import PRICE_COLUMNS, PRICE_RANGE
+
+    low, high = PRICE_RANGE
+    # a record batch at a time: each column's numbers as they lie in Arrow's buffers (no null
+    # among them), where the whole column would be copied into one array first; pieces of
+    # fewer than SMALL_PIECE rows on average (a ticker file's days) are joined first, as
+    # each batch's checks cost more than its copy
+    prices = table.select([*PRICE_COLUMNS, "volume"])
+    if prices.num_rows < SMALL_PIECE * pieces:
+        prices = prices.combine_chunks()
+    for batch in prices.to_batches():
+        v = {name: batch.column(name).to_numpy() for name in batch.schema.names}
+        with np.errstate(invalid="ignore"):
+            # (a NaN is the least and the greatest of its column here, and fails every
+            # comparison; an infinite price lies outside the range, an infinite volume is not
+            # finite)
+            if not all(low <= v[c].min() and v[c].max() <= high for c in PRICE_COLUMNS):
+                return False
+            prices_ok = v["low"] <= v["high"]
+            for col in ("open", "close"):
+                prices_ok &= (v["low"] <= v[col]) & (v[col] <= v["high"])
+            if not (prices_ok.all() and v["volume"].min() >= 0
+                    and np.isfinite(v["volume"].max())):
+                return False
+    return True
 
 
 def bar_problems(frame: pd.DataFrame, day: dt.date, rel: str, *, timezone: str,
