@@ -16,6 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from finbench.audit import audit_run
 from finbench.core.errors import StoreError
 from finbench.data.by_ticker import copy_by_ticker, file_of, parse_file
 from finbench.data.store import Store, sha256_file, snapshot_hash
@@ -156,6 +157,7 @@ def test_a_run_on_a_copy_gives_the_runs_forecasts_and_scores(copied, tmp_path):
     assert a.drop_columns(["latency"]).equals(b.drop_columns(["latency"]))
     manifest = json.loads((runs[1] / "manifest.json").read_text())
     assert manifest["data"]["snapshot_sha256"] == copy.snapshot_sha256
+    assert audit_run(runs[1]) == []  # labels derived again from the copy, its files checked
 
 
 def test_the_label_pass_reads_a_copy_by_quarter_and_finds_the_same(copied):
@@ -193,8 +195,12 @@ def test_the_command_copies_and_the_copy_is_valid(sample_store, tmp_path):
 def test_a_copy_is_never_changed(copied, tmp_path):
     _, copy = copied
     bars = copy.read_bars(start=copy.dates("bars")[0], end=copy.dates("bars")[0])
-    with pytest.raises(StoreError, match="read-only copy .* change the store it was copied"):
-        Store(copy.path).add_bars(bars, sources=[])
+    for dry_run in (False, True):
+        with pytest.raises(StoreError, match="read-only copy .* change the store it was cop"):
+            Store(copy.path).add_bars(bars, sources=[], dry_run=dry_run)
+    headlines = Store(copy.path).read_headlines()
+    with pytest.raises(StoreError, match="read-only copy"):
+        Store(copy.path).add_headlines(headlines.head(1), sources=[], dry_run=True)
     with pytest.raises(StoreError, match="laid out by ticker already"):
         copy_by_ticker(copy.path, tmp_path / "again")
     assert not (tmp_path / "again").exists()

@@ -5,13 +5,13 @@ and pyarrow skips no less than a row group, which most slices touch).
 
 A file ``bars/ticker=<T>/quarter=YYYYQn/part.parquet`` (``T`` percent-encoded) holds the
 ticker's bars of the quarter's local dates, with their ``date`` (the local date of the bar
-start in the store's zone, the date partition it came from), in (date, ts) order: the order
-in which a read of the date partitions lays one ticker's bars end to end, in any zone: one
-row group, whose ``date`` statistics a read of a range of dates skips by. Headline partitions
-are copied as they are. The manifest
-says ``layout: "ticker"`` and lists ``bar_dates``, the local dates holding bars (what the date
-partitions' names said); the copy is never changed (ingest, fetch and live refuse it): change
-the store it was copied from, and copy it again.
+start in the store's zone, the date partition it came from), in (date, ts) order, which is
+the order a read of the date partitions lays one ticker's bars end to end in, in any zone.
+It is one row group, whose ``date`` statistics a read of a range of dates skips by.
+Headline partitions are copied as they are. The manifest says ``layout: "ticker"`` and
+lists ``bar_dates``, the local dates holding bars (what the date partitions' names said);
+the copy is never changed (ingest, fetch and live refuse it): change the store it was
+copied from, and copy it again.
 """
 
 from __future__ import annotations

@@ -315,6 +315,7 @@ class Store:
         nothing."""
         if bars.empty:
             return [], []
+        self._refuse_copy()
         if dry_run:  # nothing written: no lock taken
             return self._add_bars(bars, sources=sources, dry_run=True)
         with self.changing("finbench data ingest (bars)"):
@@ -348,6 +349,7 @@ class Store:
         it out, write nothing."""
         if headlines.empty:
             return [], 0
+        self._refuse_copy()
         if dry_run:  # nothing written: no lock taken
             return self._add_headlines(headlines, sources=sources, dry_run=True)
         with self.changing("finbench data ingest (headlines)"):
@@ -417,11 +419,16 @@ class Store:
                removals=[self.path / rel for rel in emptied])
         self.manifest = manifest
 
-    def _writable(self) -> None:
+    def _refuse_copy(self) -> None:
+        """A StoreError for a store laid out by ticker, which nothing changes (not even in a
+        dry run, which would say what it would write into date partitions it has not)."""
         if self.layout != "date":
             raise StoreError(f"{self.path}: a store laid out by ticker is a read-only copy "
                              "(`finbench data copy --layout ticker`), never changed: change "
                              "the store it was copied from, and copy it again")
+
+    def _writable(self) -> None:
+        self._refuse_copy()
         if self.remote:
             raise StoreError(f"{self.path}: a store on object storage is read in place, never "
                              "changed there; change a local copy and upload it again")
