@@ -599,8 +599,8 @@ class Store:
                      else np.empty(0, np.int64) for t in parts]
 
         def gather(column: str, dtype) -> np.ndarray:
-            if column not in raw:
-                return np.full(int(sum(b - a for *_, a, b in runs)), np.nan)
+            if column not in raw:  # not read
+                return np.broadcast_to(np.float64(np.nan), (int(sum(b - a for *_, a, b in runs)),))
             pieces = [raw[column][j][a:b] for _, j, a, b in runs]
             return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(
                 0, dtype)

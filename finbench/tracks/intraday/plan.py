@@ -61,8 +61,8 @@ def plan_run(config: RunConfig, *, read_ahead: bool = False) -> Plan:
     here; the label pass stops them."""
     spec = config.tasks
     store = Store(config.data.store)
-    if read_ahead and store.partitioned_by_date_in(spec.timezone):  # the label pass reads
-        # date partitions
+    # (the label pass reads date partitions only of a store laid out by date in the tasks' zone)
+    if read_ahead and store.partitioned_by_date_in(spec.timezone):
         store.read_ahead([d for d in store.dates("bars") if spec.start <= d <= spec.end],
                          DAILY_COLUMNS if reads_contexts(config) else MID_COLUMNS)
     try:
