@@ -102,6 +102,32 @@ def test_a_store_on_object_storage_reads_as_its_local_copy(s3_store, sample_stor
         Store.open_or_create(f"{s3_store}-new")
 
 
+def test_a_copy_laid_out_by_ticker_is_read_and_checked_in_a_bucket(tmp_path, s3,
+                                                                    sample_store, capsys):
+    # written locally, uploaded, then run over in place: the same rows as on the store
+    assert main(["data", "copy", str(sample_store), str(tmp_path / "copy"),
+                 "--layout", "ticker"]) == 0
+    assert main(["data", "copy", str(tmp_path / "copy"), f"{s3}/copy"]) == 0
+    remote, local = Store(f"{s3}/copy"), Store(tmp_path / "copy")
+    assert remote.remote and remote.layout == "ticker"
+    assert remote.snapshot_sha256 == local.snapshot_sha256
+    assert remote.verify() == []
+    del REQUESTS[:]
+    on_copy = run(config(tmp_path, f"{s3}/copy", name="copy.toml"), tmp_path / "on_copy",
+                  echo=lambda *_: None)
+    gets = [path for method, path in REQUESTS if method == "GET" and "/bars/ticker=" in path]
+    assert len(gets) == len(set(gets)) == 9  # three tickers' files of three quarters, once
+    on_store = run(config(tmp_path, sample_store, name="store.toml"), tmp_path / "on_store",
+                   echo=lambda *_: None)
+    for name in ("rows.parquet", "scores.parquet"):
+        assert (on_copy / name).read_bytes() == (on_store / name).read_bytes()
+    with pytest.raises(StoreError, match="read-only copy"):
+        remote.add_bars(local.read_bars().head(1), sources=[])
+    capsys.readouterr()
+    assert main(["data", "copy", str(sample_store), f"{s3}/other", "--layout", "ticker"]) == 2
+    assert "written on a local disk; write the copy there" in capsys.readouterr().err
+
+
 def test_a_run_fetches_each_partition_it_reads_in_one_request(tmp_path, s3_store,
                                                              sample_store):
     """Read by path, each column chunk of each row group of a partition was a request of its
