@@ -23,6 +23,7 @@ from finbench.data.store import Store, sha256_file, snapshot_hash
 from finbench.runner import run
 from finbench.tracks.intraday.plan import plan_run
 from tests.helpers import month_shards_config
+from tests.test_tools import calls
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +176,38 @@ def test_the_label_pass_reads_a_copy_by_quarter_and_finds_the_same(copied):
     days = ["2024-10-01", "2024-11-15", "2024-12-31", "2025-01-02"]
     spans = [u[3] for u in _read_units(on_copy, days, {}, ("high", "low"), ["AAPL"])]
     assert spans == [("2024-10-01", "2024-12-31"), ("2025-01-01", "2025-01-02")]
+
+
+@pytest.fixture(scope="module")
+def tool_pair(copied):
+    """An agent's tools over the store and over its copy."""
+    from finbench.tracks.intraday.config import TasksConfig
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    spec = TasksConfig(tickers=["AAPL"], start="2025-01-15", end="2025-01-15")
+    return [IntradayTools(store, spec) for store in copied]
+
+
+def same_answer(tool_pair, now, name, args):
+    a, b = (tools.call(name, json.dumps(args), now) for tools in tool_pair)
+    assert (b.content, b.items, b.max_available, b.refusal) == (
+        a.content, a.items, a.max_available, a.refusal)
+    return a
+
+
+@settings(max_examples=60)
+@given(call=calls())
+def test_an_agents_tools_answer_from_a_copy_what_they_answer_from_its_store(tool_pair, call):
+    # any tool, arguments and now (the gate's property test's calls): the same answer
+    same_answer(tool_pair, *call)
+
+
+def test_the_tools_answer_bars_and_sessions_from_a_copy(tool_pair):
+    now = pd.Timestamp("2025-01-14 20:00", tz="UTC")
+    bars = same_answer(tool_pair, now, "bars", {"ticker": "MSFT", "start": "2025-01-13T09:00",
+                                                "end": None, "resolution": "5min"})
+    daily = same_answer(tool_pair, now, "daily", {"ticker": "NVDA", "sessions": 10})
+    assert bars.items > 100 and daily.items == 10
 
 
 def test_the_command_copies_and_the_copy_is_valid(sample_store, tmp_path):
