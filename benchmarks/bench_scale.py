@@ -113,10 +113,12 @@ def generated_store(path: Path, tickers: int, sessions: int, said: str = "") -> 
     return days, rows
 
 
-def baselines_config(store: Path, tickers: int, days: list) -> str:
-    """A config over the ``tickers`` of :func:`write_store`'s ``store`` and its ``days``,
-    with the four binary baselines."""
-    names = ", ".join(f'"T{i:03d}"' for i in range(tickers))
+def baselines_config(store: Path, tickers: int | list[str], days: list) -> str:
+    """A config over the ``tickers`` of :func:`write_store`'s ``store`` (a number: the
+    first so many; or their names) and its ``days``, with the four binary baselines."""
+    if isinstance(tickers, int):
+        tickers = [f"T{i:03d}" for i in range(tickers)]
+    names = ", ".join(f'"{name}"' for name in tickers)
     return (f'[data]\nstore = "{store}"\n[tasks]\ntickers = [{names}]\n'
             f'start = "{pd.Timestamp(days[0]).date()}"\nend = "{pd.Timestamp(days[-1]).date()}"\n'
             + "".join(f'[[models]]\nname = "{k}"\nkind = "{k}"\n'

@@ -149,9 +149,7 @@ def copied(tmp: Path, tickers: int, sessions: int, wanted: list[str]) -> None:
     runs = {}
     for label, where in (("store", tmp / "store"), ("copy", tmp / "copy")):
         cfg = tmp / f"{label}.toml"
-        cfg.write_text(baselines_config(where, tickers, days).replace(
-            "tickers = [" + ", ".join(f'"{n}"' for n in (f"T{i:03d}" for i in range(tickers)))
-            + "]", "tickers = [" + ", ".join(f'"{n}"' for n in wanted) + "]"))
+        cfg.write_text(baselines_config(where, wanted, days))
         costs = []
         for i in range(RUNS):
             out = tmp / f"run-{label}-{i}"

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import StoreError
-from finbench.core.location import files_under, is_uri, read_bytes
+from finbench.core.location import is_uri, read_bytes
 from finbench.core.outputs import write_json, writing
 from finbench.core.progress import Countdown
 from finbench.data.schema import BARS_SCHEMA
@@ -45,7 +45,6 @@ FILE_SCHEMA = BARS_SCHEMA.append(pa.field("date", pa.date32()))
 ENCODING = {"compression": "lz4", "use_dictionary": ["ticker", "date"],
             "column_encoding": {"ts": "DELTA_BINARY_PACKED"}}
 _FILE = re.compile(r"bars/ticker=([^/]+)/quarter=(\d{4})Q([1-4])/part\.parquet")
-_DATE_FILE = re.compile(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet")
 _ANY_TICKER_FILE = re.compile(r"bars/ticker=[^/]*/[^/]*/[^/]*\.parquet")
 
 
@@ -288,20 +287,10 @@ def verify_by_ticker(store, *, echo=None) -> list[str]:
     them: files unlisted or missing, hashes, the snapshot's, then each file's rules (the
     ingest's, its ticker, its quarter, each bar's date, (date, ts) order, each row group's
     date statistics) and the manifest's ``bar_dates`` against the dates the files hold."""
-    from finbench.data.commit import COMMIT
-    from finbench.data.store import CHECKERS, MANIFEST
+    from finbench.data.store import CHECKERS, DATE_FILE, MANIFEST
 
-    problems: list[str] = []
-    found = files_under(store.fs, store.root)
-    on_disk = {rel for rel in found if _DATE_FILE.fullmatch(rel)
-               or _ANY_TICKER_FILE.fullmatch(rel)}
+    problems, on_disk = store.listing_problems(DATE_FILE, _ANY_TICKER_FILE)
     listed = set(store.manifest["partitions"])
-    if COMMIT in found:
-        problems.append(f"{COMMIT}: a change to the store is not finished")
-    for rel in sorted(on_disk - listed):
-        problems.append(f"{rel}: file is not listed in the manifest")
-    for rel in sorted(listed - on_disk):
-        problems.append(f"{rel}: listed in the manifest but missing")
     for rel in sorted(listed):
         if rel.startswith("bars/") and parse_file(rel) is None:
             problems.append(f"{rel}: not a file of a store laid out by ticker "
@@ -389,6 +378,16 @@ def file_problems(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
     if not step.all():
         problems.append(f"{rel}: row {np.flatnonzero(~step)[0] + 2}: not after the row before "
                         "in (date, ts) order")
+    for i, held in _misstated_groups(meta, days):
+        problems.append(f"{rel}: row group {i}: its date statistics are not its dates' "
+                        f"least and greatest ({held.min()}, {held.max()}): a read of a "
+                        "range of dates would skip or take it wrongly")
+    return problems
+
+
+def _misstated_groups(meta: pq.FileMetaData, days: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(row group, its dates) of each group whose ``date`` statistics are missing or are
+    not its dates' least and greatest (``days``: the file's dates, row by row)."""
     column = meta.schema.names.index("date")
     offset = 0
     for i in range(meta.num_row_groups):
@@ -399,10 +398,7 @@ def file_problems(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
         if len(held) and (stats is None or not stats.has_min_max
                           or np.datetime64(stats.min) != held.min()
                           or np.datetime64(stats.max) != held.max()):
-            problems.append(f"{rel}: row group {i}: its date statistics are not its dates' "
-                            f"least and greatest ({held.min()}, {held.max()}): a read of a "
-                            "range of dates would skip or take it wrongly")
-    return problems
+            yield i, held
 
 
 def _keeps_rules(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
@@ -425,16 +421,8 @@ def _keeps_rules(table: pa.Table, meta: pq.FileMetaData, rel: str, ticker: str,
     if days[0] < np.datetime64(first) or days[-1] > np.datetime64(last) or (
             np.diff(days.astype(np.int64)) < 0).any():
         return False
-    offset = 0
-    for i in range(meta.num_row_groups):
-        group = meta.row_group(i)
-        stats = group.column(meta.schema.names.index("date")).statistics
-        held = days[offset:offset + group.num_rows]
-        offset += group.num_rows
-        if len(held) and (stats is None or not stats.has_min_max
-                          or np.datetime64(stats.min) != held[0]
-                          or np.datetime64(stats.max) != held[-1]):
-            return False
+    if next(_misstated_groups(meta, days), None) is not None:
+        return False
     cuts = np.flatnonzero(np.r_[True, days[1:] != days[:-1], True])
     bars = table.drop_columns(["date"])
     return _clean([(days[a].astype(dt.date), rel, bars.slice(a, b - a))

@@ -37,6 +37,7 @@ ROW_GROUP_ROWS = 128 * 1024
 NS_UTC = pa.timestamp("ns", tz="UTC")  # bar instants as int64 ns, whatever unit a file uses
 CHECKERS = min(4, os.cpu_count() or 1)  # threads hashing and checking partitions in verify
 REMOTE_READERS = 8  # partitions fetched at once from object storage (each read mostly waits)
+DATE_FILE = re.compile(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet")  # a date partition's path
 CHECK_CHUNK = 32  # most consecutive bar partitions a checker takes at once (small ones are
 # checked together: finbench.data.partition_checks)
 
@@ -755,19 +756,8 @@ class Store:
             from finbench.data.by_ticker import verify_by_ticker
 
             return verify_by_ticker(self, echo=echo)
-        problems: list[str] = []
-        found = files_under(self.fs, self.root)
-        on_disk = {rel for rel in found
-                   if re.fullmatch(r"[^./][^/]*/date=[^/]*/[^/]*\.parquet", rel)}
+        problems, on_disk = self.listing_problems(DATE_FILE)
         listed = set(self.manifest["partitions"])
-        if COMMIT in found:
-            problems.append(f"{COMMIT}: a change to the store is not finished (a process is "
-                            "making it, or one was killed making it: opening the store where "
-                            "it can be written finishes it)")
-        for rel in sorted(on_disk - listed):
-            problems.append(f"{rel}: file is not listed in the manifest")
-        for rel in sorted(listed - on_disk):
-            problems.append(f"{rel}: listed in the manifest but missing")
         both = listed & on_disk
         bars = {f"bars/date={day.isoformat()}/part.parquet": day for day in self.dates("bars")}
         bars = {rel: day for rel, day in bars.items() if rel in on_disk}
@@ -789,6 +779,23 @@ class Store:
             hash_problems.append(f"{MANIFEST}: snapshot_sha256 does not match its settings and "
                                  "partitions")
         return problems + hash_problems + rule_problems
+
+    def listing_problems(self, *patterns: re.Pattern) -> tuple[list[str], set[str]]:
+        """(problems, the store's files on disk: those matching one of ``patterns``): a
+        change left unfinished, a file the manifest does not list, a listed one missing."""
+        problems: list[str] = []
+        found = files_under(self.fs, self.root)
+        on_disk = {rel for rel in found if any(p.fullmatch(rel) for p in patterns)}
+        listed = set(self.manifest["partitions"])
+        if COMMIT in found:
+            problems.append(f"{COMMIT}: a change to the store is not finished (a process is "
+                            "making it, or one was killed making it: opening the store where "
+                            "it can be written finishes it)")
+        for rel in sorted(on_disk - listed):
+            problems.append(f"{rel}: file is not listed in the manifest")
+        for rel in sorted(listed - on_disk):
+            problems.append(f"{rel}: listed in the manifest but missing")
+        return problems, on_disk
 
     def _check_chunk(self, rels: list[str], bars: dict[str, dt.date], *, hashed: set[str]
                      ) -> tuple[list[str], list[str]]:
