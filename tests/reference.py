@@ -543,6 +543,11 @@ def naive_dump_post(line: str, number: int) -> tuple[tuple | None, list[str]]:
     subreddit = obj.get("subreddit")
     if not isinstance(subreddit, str) or not subreddit:
         why.append(f"subreddit {subreddit!r}: a non-empty text")
+    for name, value in (("id", ident), ("subreddit", subreddit),
+                        ("title/selftext or body", text)):
+        if isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value):
+            why.append(f"{name}: holds an unpaired surrogate (an escape \\ud800-\\udfff "
+                       "alone), which is no Unicode text")
     if why:
         return None, [f"line {number}: {w}" for w in why]
     return (f"{kind}_{ident}", created * 1_000_000_000, subreddit,

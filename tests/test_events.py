@@ -762,13 +762,14 @@ def test_the_event_audit_names_a_column_taken_from_a_table(reference_run, tmp_pa
 
 
 DUMP_VALUES = {
-    "id": st.sampled_from(["abc", "", " ", "a b", "a\u2003b", "x\x1fy", 5, None, ["a"], "é1"]),
+    "id": st.sampled_from(["abc", "", " ", "a b", "a\u2003b", "x\x1fy", 5, None, ["a"], "é1",
+                           "a\udfff"]),
     "created_utc": st.sampled_from([1704207600, 1704207600.0, 1704207600.5, "1704207600",
                                     " 1704207600 ", "1.7e9", True, None, 10**400, 2**63,
                                     1104537599, 4102444800, 4102444799, -5, "nan", 1e400]),
     "subreddit": st.sampled_from(["x", "", None, 3, "wallstreetbets"]),
     "title": st.sampled_from(["T", "", None, 4]), "selftext": st.sampled_from(["", "  ", "b", None]),
-    "body": st.sampled_from(["words", "", None, 7, "ü"]),
+    "body": st.sampled_from(["words", "", None, 7, "ü", "\ud800x", "\U0001f600"]),
 }
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import io
 import math
 import re
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from finbench.core.errors import DataError
-from finbench.data.user_files import TEXT_ENCODING, json_object
+from finbench.data.user_files import json_object
 
 POSTS_SCHEMA = pa.schema([("post_id", pa.string()), ("created_utc", pa.timestamp("ns", "UTC")),
                           ("subreddit", pa.string()), ("kind", pa.string()),
@@ -30,27 +29,25 @@ POSTS_SCHEMA = pa.schema([("post_id", pa.string()), ("created_utc", pa.timestamp
 EARLIEST = int(dt.datetime(2005, 1, 1, tzinfo=dt.UTC).timestamp())  # Reddit's first year
 LATEST = int(dt.datetime(2100, 1, 1, tzinfo=dt.UTC).timestamp())
 BATCH_LINES = 100_000
+BLOCK_BYTES = 8 << 20  # a dump read a block of lines at a time
+BOM = "\ufeff".encode()
 MAX_PROBLEMS = 50
 # the dumps are compressed with long windows (zstd --long=31): the decoder must allow them
 MAX_WINDOW = 2 ** 31
 _NO_SPACE = re.compile(r"\S+")  # \S: what str.isspace() says is not whitespace
 
 
-class _Hashing(io.RawIOBase):
+class _Hashing:
     """A binary file read through, its SHA-256 taken on the way (one pass over the dump)."""
 
     def __init__(self, fh) -> None:
         self.fh, self.sha, self.size = fh, hashlib.sha256(), 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self.fh.read(len(buffer))
+    def read(self, n: int) -> bytes:
+        data = self.fh.read(n)
         self.sha.update(data)
         self.size += len(data)
-        buffer[:len(data)] = data
-        return len(data)
+        return data
 
 
 class _Truncated(Exception):
@@ -61,7 +58,7 @@ class _Truncated(Exception):
         super().__init__(offset, size)
 
 
-class _Frames(io.RawIOBase):
+class _Frames:
     """The decompressed bytes of a zstd file of one frame or several, read through
     ``source``. At the end of the file every frame must be complete: a frame that never
     completes (a dump cut short by a failed download or a full disk) raises
@@ -70,28 +67,19 @@ class _Frames(io.RawIOBase):
 
     CHUNK = 1 << 17
 
-    def __init__(self, source, zstandard) -> None:
+    def __init__(self, source: _Hashing, zstandard) -> None:
         self.source = source
         self.dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
         self.frame = None  # the decompressor of the frame being read
         self.frame_start = self.consumed = 0  # compressed bytes: where it began, read so far
-        self.out, self.at = memoryview(b""), 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while self.at >= len(self.out):
-            data = self.source.read(self.CHUNK)
-            if not data:
-                if self.frame is not None:
-                    raise _Truncated(self.frame_start, self.consumed)
-                return 0
-            self.out, self.at = memoryview(self._decompress(data)), 0
-        n = min(len(buffer), len(self.out) - self.at)
-        buffer[:n] = self.out[self.at:self.at + n]
-        self.at += n
-        return n
+    def pieces(self) -> Iterator[bytes]:
+        """The decompressed bytes, a piece at a time."""
+        while data := self.source.read(self.CHUNK):
+            if out := self._decompress(data):
+                yield out
+        if self.frame is not None:
+            raise _Truncated(self.frame_start, self.consumed)
 
     def _decompress(self, data: bytes) -> bytes:
         parts = []
@@ -109,49 +97,86 @@ class _Frames(io.RawIOBase):
         return b"".join(parts)
 
 
-def _lines(path: Path, hashing: _Hashing) -> Iterator[str]:
-    """The dump's lines, UTF-8 (a byte-order mark at its start skipped, as in every user
-    file: :data:`~finbench.data.user_files.TEXT_ENCODING`)."""
+def _pieces(path: Path, hashing: _Hashing) -> Iterator[bytes]:
+    """The dump's bytes (decompressed, for a ``.zst`` file), a piece at a time."""
     if path.suffix.lower() == ".zst":
         try:
             import zstandard
         except ImportError as exc:  # pragma: no cover - the events extra installs it
             raise DataError(f"{path}: reading .zst dumps needs the zstandard package "
                             "(pip install 'finbench[events]')") from exc
-        frames = io.BufferedReader(_Frames(hashing, zstandard), buffer_size=1 << 20)
-        yield from io.TextIOWrapper(frames, encoding=TEXT_ENCODING, errors="strict",
-                                    newline="\n")
+        yield from _Frames(hashing, zstandard).pieces()
     else:
-        yield from io.TextIOWrapper(io.BufferedReader(hashing), encoding=TEXT_ENCODING,
-                                    newline="\n")
+        while data := hashing.read(BLOCK_BYTES):
+            yield data
+
+
+def _blocks(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """Whole lines, about :data:`BLOCK_BYTES` at a time (a line longer than that whole:
+    the bytes held are joined again only when they have doubled). Where ``pieces`` raises,
+    the whole lines held are given first."""
+    held: list[bytes] = []
+    size, enough = 0, BLOCK_BYTES
+    try:
+        for piece in pieces:
+            held.append(piece)
+            size += len(piece)
+            if size >= enough:
+                data = b"".join(held)
+                cut = data.rfind(b"\n") + 1
+                held, size = [data[cut:]], len(data) - cut
+                enough = BLOCK_BYTES if cut else 2 * size
+                if cut:
+                    yield data[:cut]
+    except Exception:
+        data = b"".join(held)
+        if cut := data.rfind(b"\n") + 1:
+            yield data[:cut]
+        raise
+    if data := b"".join(held):
+        yield data
 
 
 def read_dump(path: str | Path, facts: dict) -> Iterator[pa.Table]:
-    """The dump's posts, a batch (:data:`BATCH_LINES` lines) at a time, as tables of
-    :data:`POSTS_SCHEMA`. Every broken rule is collected with its line number and raised as
-    one :class:`DataError` at the end (after the whole file is read); the caller writes
-    nothing then. Once read through, ``facts`` holds the dump's name, SHA-256, bytes and
-    lines."""
+    """The dump's posts, :data:`BATCH_LINES` at a time, as tables of :data:`POSTS_SCHEMA`:
+    a block of lines read at once (:mod:`~finbench.tracks.events.dump_blocks`), exactly as
+    :func:`_post` reads each line. Every broken rule is collected with its line number and
+    raised as one :class:`DataError` at the end (after the whole file is read); the caller
+    writes nothing then. Once read through, ``facts`` holds the dump's name, SHA-256, bytes
+    and lines."""
+    from finbench.tracks.events.dump_blocks import Block
+
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     problems: list[str] = []
     columns: dict[str, list] = {name: [] for name in POSTS_SCHEMA.names}
+    held: list[pa.Table] = []  # posts read and not yet given
     with open(path, "rb") as raw:
         hashing = _Hashing(raw)
-        number = 0
+        number = 0  # the lines read
         try:
-            for number, line in enumerate(_lines(path, hashing), 1):
-                if line.strip():
-                    _post(line, number, columns, problems)
-                if len(columns["post_id"]) >= BATCH_LINES:
-                    yield _table(columns)
+            for data in _blocks(_pieces(path, hashing)):
+                if not number:  # a UTF-8 byte-order mark at the start is dropped, as in
+                    data = data.removeprefix(BOM)  # every user file (TEXT_ENCODING)
+                block = Block(data, number + 1)
+                bad = block.undecodable()
+                if bad is not None:  # the lines before it are read; reading stops there
+                    k, exc = bad
+                    held.append(Block(data[:block.starts[k]], number + 1).read(
+                        _post, columns, problems))
+                    problems.append(f"line {number + k + 1}: cannot be decoded ({exc})")
+                    number += k
+                    break
+                held.append(block.read(_post, columns, problems))
+                number += len(block)
+                yield from _batches(held)
         except _Truncated as cut:
             problems.append(f"the zstd stream ends inside a frame that began at byte "
                             f"{cut.offset} and never completes: the file is truncated at byte "
                             f"{cut.size} (after line {number}); download or copy it again")
-        except (UnicodeDecodeError, OSError) as exc:
-            problems.append(f"line {number + 1}: cannot be decoded ({exc})")
+        except OSError as exc:
+            problems.append(f"line {number + 1}: cannot be read ({exc})")
         except Exception as exc:  # zstandard.ZstdError: a damaged or truncated frame
             if type(exc).__module__.startswith("zstandard") or "zstd" in repr(exc).lower():
                 problems.append(f"after line {number}: the zstd stream is damaged ({exc})")
@@ -162,10 +187,21 @@ def read_dump(path: str | Path, facts: dict) -> Iterator[pa.Table]:
         raise DataError(f"{path}: {len(problems)} problem(s); nothing was written",
                         [f"{path}: {p}" for p in problems[:MAX_PROBLEMS]]
                         + ([f"... and {more} more"] if more > 0 else []))
-    if columns["post_id"]:
-        yield _table(columns)
+    yield from _batches(held, every=True)
     facts.update({"file": path.name, "sha256": hashing.sha.hexdigest(),
-                      "bytes": hashing.size, "lines": number})
+                  "bytes": hashing.size, "lines": number})
+
+
+def _batches(held: list[pa.Table], *, every: bool = False) -> Iterator[pa.Table]:
+    """Tables of :data:`BATCH_LINES` posts (one chunk each; with ``every``, then one of the
+    rest) taken from the front of ``held``; what is left stays there."""
+    rows = sum(t.num_rows for t in held)
+    while rows >= BATCH_LINES or (every and rows):
+        table = pa.concat_tables(held) if len(held) > 1 else held[0]
+        size = min(BATCH_LINES, rows)
+        yield table.slice(0, size).combine_chunks()
+        held[:] = [table.slice(size)]
+        rows -= size
 
 
 def _post(line: str, number: int, columns: dict[str, list], problems: list[str]) -> None:
@@ -185,7 +221,7 @@ def _post(line: str, number: int, columns: dict[str, list], problems: list[str])
     # at once; any other line is checked rule by rule below, and named where it breaks one
     if not (type(ident) is str and _NO_SPACE.fullmatch(ident) and type(created) is int
             and EARLIEST <= created < LATEST and kind and type(text) is str
-            and type(subreddit) is str and subreddit):
+            and type(subreddit) is str and subreddit and _unicode(ident, subreddit, text)):
         why = _problems(obj, ident, kind, text, subreddit)
         if why:
             problems.extend(f"line {number}: {w}" for w in why)
@@ -212,7 +248,23 @@ def _problems(obj: dict, ident, kind, text, subreddit) -> list[str]:
         why.append("title/selftext or body: text")
     if not isinstance(subreddit, str) or not subreddit:
         why.append(f"subreddit {subreddit!r}: a non-empty text")
+    for name, value in (("id", ident), ("subreddit", subreddit),
+                        ("title/selftext or body", text)):
+        if isinstance(value, str) and not _unicode(value):
+            why.append(f"{name}: holds an unpaired surrogate (an escape \\ud800-\\udfff "
+                       "alone), which is no Unicode text")
     return why
+
+
+def _unicode(*texts: str) -> bool:
+    """Whether every text is Unicode that UTF-8 can hold: ``json.loads`` reads an unpaired
+    surrogate escape (``"\\ud800"``) into a text no file can store."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _seconds(value) -> int | None:
