@@ -1,6 +1,7 @@
 """Freed memory kept inside a command (finbench.core.memory): glibc's heap keeps a freed block
 of 16 MiB where it would have handed it back, once the function has run or once a command has
-started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees.
+started; in ``finbench run`` (and only there), pyarrow's allocator keeps the pages it frees;
+no command (nor what it starts) is given transparent huge pages.
 And every command gives numpy's OpenBLAS one thread (finbench.core.blas)."""
 
 import os
@@ -84,6 +85,35 @@ def test_a_run_keeps_the_pages_pyarrow_frees_and_other_commands_do_not(tmp_path)
     _, faults, setting = _arrow_probe("run", str(tmp_path / "missing.toml"),
                                       MIMALLOC_PURGE_DELAY="10")
     assert setting == "10" and faults >= 16 and kept * 4 < faults
+
+
+THP_PROBE = """
+import ctypes, subprocess, sys
+ctypes.CDLL("libc.so.6").prctl(41, 0, 0, 0, 0)  # on, whatever the test's own process says
+if sys.argv[1] == "command":
+    from finbench.cli import main
+    main(["audit", "/no/such/run"])  # fails at once, its set-up done
+def huge(status):
+    return [line.split()[1] for line in status.splitlines() if line.startswith("THP_enabled:")]
+child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True).stdout
+print(*huge(open("/proc/self/status").read()), *huge(child))
+"""
+_STATUS = Path("/proc/self/status")
+
+
+@pytest.mark.skipif(not _STATUS.exists() or "THP_enabled" not in _STATUS.read_text(),
+                    reason="Linux 5.0 or later says whether huge pages are on")
+def test_a_command_and_the_processes_it_starts_use_no_transparent_huge_pages():
+    """A process with huge pages on (and its child) may be given them; a command turns them
+    off, for itself and any process it starts (a store check's helper, a cluster's workers).
+    (A test process that called a command in-process has them off: the probe turns them on.)"""
+    def enabled(mode: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", THP_PROBE, mode], capture_output=True,
+                              text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return done.stdout.split()
+
+    assert enabled("plain") == ["1", "1"]
+    assert enabled("command") == ["0", "0"]
 
 
 def test_too_late_to_keep_arrow_pages_once_pyarrow_is_loaded(monkeypatch):

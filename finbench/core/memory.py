@@ -16,6 +16,14 @@ s); five years: 392,000-396,000 -> 181,000-184,000, system time 11.4-14.7 -> 9.2
 27.1-29.3 -> 25.5-27.9 s, peak 2.75-2.77 -> 3.06-3.14 GiB. The other commands leave mimalloc
 as it is: the report of five years, which holds whole tables while numpy works on others,
 peaked at 4.44 GiB with it (what one allocator keeps, the other cannot reuse).
+
+Transparent huge pages are turned off for each command and the processes it starts
+(``prctl(PR_SET_THP_DISABLE)``). Where the kernel backs memory with pages of 2 MiB, each
+first touch of memory handed back zeroes 2 MiB, and a virtual machine that reclaims memory as
+it goes hands much back: on one of 2 vCPUs, the year of 500 tickers spent 7.4-8.9 s of
+system time in its run, 8.7-8.9 s in its report and 9.6-13.4 s in its audit, most of it the
+kernel zeroing pages; with them off, 1.3-1.4 s, 1.6-2.5 s and 2.4-3.8 s, and each command's
+CPU 0.64x, 0.75x and 0.64x (three pairs each, in turn: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,16 +40,20 @@ KEPT = {
 }
 # mimalloc's option, read from the environment when pyarrow's library loads: -1, never purge
 ARROW_PAGES_KEPT = ("MIMALLOC_PURGE_DELAY", "-1")
+PR_SET_THP_DISABLE = 41  # Linux's prctl: no transparent huge pages, inherited by children
 
 
 def keep_freed_memory(*, arrow_pages: bool = False) -> bool:
     """Set glibc's malloc to keep freed memory (:data:`KEPT`) for the rest of this process;
-    False where there is no glibc (another system or C library): nothing changes there.
+    and memory in pages of 4 KiB, not transparent huge pages (for this process and those it
+    starts); False where there is no glibc (another system or C library) or Linux says no:
+    nothing changes there.
     ``arrow_pages``: pyarrow's mimalloc keeps the pages it frees as well
     (:data:`ARROW_PAGES_KEPT`, for this process and those it starts), unless the environment
     already says how it purges; False when pyarrow is already loaded (too late to say)."""
     arrow_kept = _keep_arrow_pages() if arrow_pages else True
-    return _keep_heap() and arrow_kept
+    small_pages = _no_huge_pages()
+    return _keep_heap() and arrow_kept and small_pages
 
 
 def _keep_heap() -> bool:
@@ -53,6 +65,18 @@ def _keep_heap() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return all(mallopt(param, value) == 1 for param, value in KEPT.items())
+
+
+def _no_huge_pages() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    prctl.restype = ctypes.c_int
+    return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
 
 
 def _keep_arrow_pages() -> bool:
