@@ -122,8 +122,8 @@ def _arrow_rows(block: Block, lines: np.ndarray, blank: np.ndarray
     try:
         got = pj.read_json(pa.BufferReader(pa.py_buffer(data)), read_options=_OPTIONS,
                            parse_options=_PARSE)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return none
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return none  # (a line of another type, a line longer than Arrow's block, ...)
     if got.num_rows != len(lines):
         return none
     ident, created, subreddit, title, selftext, body = (
