@@ -45,16 +45,15 @@ PR_SET_THP_DISABLE = 41  # Linux's prctl: no transparent huge pages, inherited b
 
 
 def keep_freed_memory(*, arrow_pages: bool = False) -> bool:
-    """Set glibc's malloc to keep freed memory (:data:`KEPT`) for the rest of this process;
-    and memory in pages of 4 KiB, not transparent huge pages (for this process and those it
-    starts); False where there is no glibc (another system or C library) or Linux says no:
-    nothing changes there.
+    """Set glibc's malloc to keep freed memory (:data:`KEPT`) for the rest of this process,
+    and ask Linux for no transparent huge pages (for this process and those it starts);
+    False where there is no glibc (another system or C library): the heap is as it was.
     ``arrow_pages``: pyarrow's mimalloc keeps the pages it frees as well
     (:data:`ARROW_PAGES_KEPT`, for this process and those it starts), unless the environment
     already says how it purges; False when pyarrow is already loaded (too late to say)."""
+    _no_huge_pages()  # (where Linux refuses, pages stay as they were: nothing to report)
     arrow_kept = _keep_arrow_pages() if arrow_pages else True
-    small_pages = _no_huge_pages()
-    return _keep_heap() and arrow_kept and small_pages
+    return _keep_heap() and arrow_kept
 
 
 def _keep_heap() -> bool:
@@ -72,7 +71,7 @@ def _no_huge_pages() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        prctl = ctypes.CDLL("libc.so.6").prctl
     except (OSError, AttributeError):
         return False
     prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4

@@ -138,14 +138,12 @@ def _arrow_rows(block: Block, lines: np.ndarray, blank: np.ndarray
     if _title_keys_doubtful(data, int(t3.sum())):  # a comment's line may hold one
         keep &= ~(t1 & np.isin(lines, _lines_holding(block, _TITLE_KEY)))
     rows = np.flatnonzero(keep)
-    at = pa.array(rows)
+    at, subs = pa.array(rows), pa.array(rows[t3[rows]])
     t3 = t3[rows]
-    subs = pa.array(np.flatnonzero(t3))
     text = body.take(at)
     if len(subs):
-        joined = [_join(t, s) for t, s in zip(title.take(at).take(subs).to_pylist(),
-                                              selftext.take(at).take(subs).to_pylist(),
-                                              strict=True)]
+        joined = [_join(t, s) for t, s in zip(title.take(subs).to_pylist(),
+                                              selftext.take(subs).to_pylist(), strict=True)]
         text = pc.replace_with_mask(text, pa.array(t3), pa.array(joined, pa.string()))
     table = pa.Table.from_arrays([
         pc.binary_join_element_wise(pa.array(np.where(t3, "t3", "t1")), ident.take(at), "_"),
