@@ -252,6 +252,39 @@ def test_a_copy_goes_into_a_new_folder_and_leaves_nothing_on_an_error(sample_sto
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "twins"]
 
 
+def test_a_killed_copys_folder_is_removed_by_the_next_copy_and_a_running_ones_kept(
+        sample_store, tmp_path):
+    """A copy killed with SIGKILL leaves its temporary folder beside the copy's place; the
+    next copy to that place removes it (its lock is free) and says so. A folder whose lock
+    a process holds (a copy still writing) is left as it is, and so is another place's."""
+    from finbench.core.folder_lock import FolderLock
+
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "import finbench.data.by_ticker as b\n"
+        "write = b._write_file\n"
+        "def once(path, table):\n"
+        "    write(path, table)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "b._write_file = once\n"
+        "b.copy_by_ticker(sys.argv[1], sys.argv[2])\n"), str(sample_store),
+        str(tmp_path / "t")], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".t.copying-"), left
+    assert any((tmp_path / left[0]).rglob("part.parquet"))  # what it wrote before the kill
+    (tmp_path / ".t.copying-1").mkdir()  # a copy still writing: its lock held
+    (tmp_path / ".tt.copying-2").mkdir()  # a copy to another place
+    said = []
+    with FolderLock(tmp_path / ".t.copying-1", command="a copy"):
+        copy = copy_by_ticker(sample_store, tmp_path / "t", echo=said.append)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".t.copying-1", ".tt.copying-2", "t"]
+    assert f"copy: removed {tmp_path / left[0]}, left by a copy that was stopped" in said
+    assert copy.verify() == [] and not (tmp_path / "t" / ".finbench.lock").exists()
+    assert copy.snapshot_sha256 == copy_by_ticker(sample_store, tmp_path / "u").snapshot_sha256
+    assert (tmp_path / ".t.copying-1").is_dir()  # a copy to another place leaves it
+
+
 def test_paths_are_one_spelling_per_ticker():
     assert file_of("BRK/B", dt.date(2025, 5, 1)) == "bars/ticker=BRK%2FB/quarter=2025Q2/part.parquet"
     assert parse_file("bars/ticker=BRK%2FB/quarter=2025Q2/part.parquet") == (

@@ -17,6 +17,7 @@ copied from, and copy it again.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from finbench.core.errors import StoreError
+from finbench.core.folder_lock import LOCK_FILE, FolderLock
 from finbench.core.location import is_uri, read_bytes
 from finbench.core.outputs import write_json, writing
 from finbench.core.progress import Countdown
@@ -163,8 +165,9 @@ def day_table(store, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
 def copy_by_ticker(source: str | Path, out: str | Path, *, echo=None):
     """Copy the store at ``source`` (laid out by date) to a new store at ``out`` laid out by
     ticker; returns it. The copy is written under a temporary name beside ``out`` and
-    renamed when whole: on an error nothing is left at ``out``. ``echo``: progress."""
-    from finbench.data.store import MANIFEST, Store, sha256_file, snapshot_hash
+    renamed when whole: on an error nothing is left at ``out``; the folders of copies to
+    ``out`` that were killed are removed first. ``echo``: progress."""
+    from finbench.data.store import Store
 
     if is_uri(out):
         raise StoreError(f"{out}: stores are written on a local disk; write the copy there, "
@@ -182,9 +185,47 @@ def copy_by_ticker(source: str | Path, out: str | Path, *, echo=None):
     for day in days:
         quarters.setdefault((day.year, (day.month - 1) // 3 + 1), []).append(day)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.copying-{os.getpid()}"
+    _remove_abandoned(out, echo)
+    tmp = out.parent / f"{_COPYING.format(name=out.name)}{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    with _CopyLock(tmp, command=f"finbench data copy {source} {out}"):  # (makes the folder)
+        _copy(store, source, out, tmp, days, quarters, echo)
+    return Store(out)
+
+
+_COPYING = ".{name}.copying-"  # a copy's folder while it is written: this and its process id
+
+
+class _CopyLock(FolderLock):
+    """The lock a copy holds on its temporary folder while it writes it: a folder whose lock
+    can be taken was left by a copy that was killed (:func:`_remove_abandoned`)."""
+
+    what = "copy's temporary folder"
+    error = StoreError
+
+
+def _remove_abandoned(out: Path, echo) -> None:
+    """Remove the temporary folders beside ``out`` of copies to it that were killed (``kill
+    -9``, a lost machine): those whose lock no process holds. A copy still writing holds
+    its lock, and its folder is left as it is."""
+    for old in sorted(out.parent.glob(glob.escape(_COPYING.format(name=out.name)) + "*")):
+        if not old.is_dir():
+            continue
+        try:
+            with _CopyLock(old, command="finbench data copy (removing a killed copy's files)"):
+                shutil.rmtree(old)
+        except StoreError:  # a copy still writing it
+            continue
+        if echo is not None:
+            echo(f"copy: removed {old}, left by a copy that was stopped")
+
+
+def _copy(store, source, out: Path, tmp: Path, days: list[dt.date],
+          quarters: dict[tuple[int, int], list[dt.date]], echo) -> None:
+    """Lay out ``store``'s bars by ticker in ``tmp``, with its headlines and a manifest, then
+    rename ``tmp`` to ``out``; on an error, ``tmp`` is removed."""
+    from finbench.data.store import MANIFEST, sha256_file, snapshot_hash
+
     progress = Countdown("copy", len(quarters), echo, unit="quarters of bars laid out by ticker")
     partitions: dict[str, str] = {}
     folded: dict[str, str] = {}  # each ticker's folder name in lower case: the ticker
@@ -217,11 +258,11 @@ def copy_by_ticker(source: str | Path, out: str | Path, *, echo=None):
         store.check_unchanged()  # what was read is one version of the store
         if out.exists():
             out.rmdir()
+        (tmp / LOCK_FILE).unlink()  # (held until the rename: the copy has no lock file)
         os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Store(out)
 
 
 def _quarter_by_ticker(store, days: list[dt.date]) -> Iterator[tuple[str, pa.Table]]:
