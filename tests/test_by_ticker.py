@@ -98,6 +98,14 @@ def test_every_read_of_a_copy_is_the_same_read_of_its_store(copied, data):
         assert_same_arrays(store.day_arrays(a), copy.day_arrays(b))
         assert_same_arrays(store.day_arrays(a, tickers=["MSFT"]),
                            copy.day_arrays(b, tickers=["MSFT"]))
+        for name in ("MSFT", "ZZZ"):  # one ticker's bars: from its own file in the copy
+            a, b = (s.read_day_now(one, columns, ticker=name) for s in (store, copy))
+            if name == "ZZZ":
+                assert a is None and b is None
+                continue
+            assert b.column_names == a.column_names
+            assert_same_arrays(store.day_arrays(a), copy.day_arrays(b))
+            assert list(store.day_arrays(a).bounds) == ["MSFT"]
     assert copy.read_day_now(dt.date(2024, 12, 25), ("high",)) is None  # no session
 
 
@@ -208,6 +216,31 @@ def test_the_tools_answer_bars_and_sessions_from_a_copy(tool_pair):
                                                 "end": None, "resolution": "5min"})
     daily = same_answer(tool_pair, now, "daily", {"ticker": "NVDA", "sessions": 10})
     assert bars.items > 100 and daily.items == 10
+
+
+def test_the_tools_read_a_tickers_own_files_from_a_copy(copied, monkeypatch):
+    """On a copy laid out by ticker, a tool asking one ticker's bars or sessions reads that
+    ticker's files alone (not every ticker's of the date), and holds them: asked again, it
+    reads nothing."""
+    import finbench.data.by_ticker as by_ticker
+    from finbench.tracks.intraday.config import TasksConfig
+    from finbench.tracks.intraday.tools import IntradayTools
+
+    read = []
+    whole = by_ticker.read_tickers
+    monkeypatch.setattr(by_ticker, "read_tickers", lambda store, tickers, *a: (
+        read.append(tickers), whole(store, tickers, *a))[1])
+    tools = IntradayTools(copied[1], TasksConfig(tickers=["AAPL"], start="2025-01-15",
+                                                 end="2025-01-15"))
+    now = pd.Timestamp("2025-01-14 20:00", tz="UTC")
+    reads = []
+    for _ in range(2):
+        assert tools.call("bars", json.dumps({"ticker": "MSFT", "start": "2025-01-13T09:00",
+                                              "end": None, "resolution": "5min"}), now).items
+        assert tools.call("daily", json.dumps({"ticker": "NVDA", "sessions": 3}), now).items
+        reads.append(len(read))
+    assert read.count(["MSFT"]) == 2 and read.count(["NVDA"]) == 4  # its dates, once each
+    assert reads[1] == reads[0] == len(read)  # asked again: held
 
 
 def test_the_command_copies_and_the_copy_is_valid(sample_store, tmp_path):

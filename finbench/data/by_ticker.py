@@ -146,11 +146,12 @@ def _groups_meeting(meta: pq.FileMetaData, start: dt.date | None, end: dt.date |
     return groups, inside
 
 
-def day_table(store, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
-    """The bars of local date ``day`` laid out as its date partition would be read
-    (``ticker`` dictionary-encoded, then ``ts`` and ``columns``, in (ticker, ts) order);
-    None when no ticker has bars that day."""
-    parts = read_tickers(store, None, day, day, columns)
+def day_table(store, day: dt.date, columns: tuple[str, ...], *,
+              tickers: Iterable[str] | None = None) -> pa.Table | None:
+    """The bars of local date ``day`` of ``tickers`` (None: every ticker) laid out as its
+    date partition would be read (``ticker`` dictionary-encoded, then ``ts`` and
+    ``columns``, in (ticker, ts) order); None when none has bars that day."""
+    parts = read_tickers(store, tickers, day, day, columns)
     if not parts:
         return None
     lengths = np.array([t.num_rows for _, t in parts], np.int64)

@@ -666,11 +666,30 @@ class Store:
                         else table.select(["ticker", "ts", *columns]))
         return self._read_day(day, columns)
 
-    def read_day_now(self, day: dt.date, columns: Iterable[str]) -> pa.Table | None:
+    def read_day_now(self, day: dt.date, columns: Iterable[str], *, ticker: str | None = None
+                     ) -> pa.Table | None:
         """:meth:`read_day_table`, read now on the calling thread: never handed over by the
         read-ahead (whose dates are the label pass's), so a reader of dates out of turn (an
-        agent's tools) leaves them to it."""
-        return self._read_day(day, tuple(columns))
+        agent's tools) leaves them to it. ``ticker``: its bars alone (None when it has none
+        that day), read from its own file in a store laid out by ticker (:attr:`by_ticker`);
+        a store laid out by date reads the day's file of every ticker and keeps its rows."""
+        if ticker is not None and self.layout != "date":
+            from finbench.data.by_ticker import day_table
+
+            return day_table(self, day, tuple(columns), tickers=[ticker])
+        table = self._read_day(day, tuple(columns))
+        if table is None or ticker is None:
+            return table
+        import pyarrow.compute as pc
+
+        table = table.filter(pc.equal(table.column("ticker").cast(pa.string()), ticker))
+        return table if table.num_rows else None
+
+    @property
+    def by_ticker(self) -> bool:
+        """Whether each ticker's bars lie in files of their own (a copy laid out by ticker),
+        so a read of one ticker's costs what its bars do, not what the date's do."""
+        return self.layout != "date"
 
     def _read_day(self, day: dt.date, columns: tuple[str, ...]) -> pa.Table | None:
         if self.layout != "date":  # every ticker's file of that quarter

@@ -51,6 +51,10 @@ BAR_COLUMNS = ("open", "high", "low", "close", "volume")
 # month, so that a context chunk's agents (a month of tasks, asked together) find theirs held
 DAYS_HELD = 32
 SUMMARIES_HELD = 1024  # dates of daily summaries held (a row per ticker each)
+# a store laid out by ticker: a ticker's bars of a date read from its own file and held,
+# about as much memory as the dates above (a ticker's date: about 20 kB), and its summaries
+TICKER_DAYS_HELD = 16_384
+TICKER_SUMMARIES_HELD = 65_536
 MAX_ITEMS = 1000  # bars one call answers at most: more is refused (ask a coarser resolution)
 MAX_SESSIONS = 60
 MAX_HEADLINES = 20
@@ -97,8 +101,9 @@ class IntradayTools(SchemaTools):
         self.store, self.spec = store, spec
         self.snapshot_sha256 = store.snapshot_sha256
         self._dates = set(store.dates("bars"))
-        self._days: OrderedDict = OrderedDict()  # date: its bars (:meth:`_day`)
-        self._summaries: OrderedDict = OrderedDict()  # date: its sessions summed up
+        self._days: OrderedDict = OrderedDict()  # date (or date, ticker): its bars (:meth:`_day`)
+        self._summaries: OrderedDict = OrderedDict()  # likewise: its sessions summed up
+        self._by_ticker = store.by_ticker  # (a ticker's bars read from its own files)
         self._sessions: dict = {}  # date: the calendar's session (the calendar tool)
         self._midnights: dict = {}  # date: its local midnight
         news = store.read_headlines()  # sorted by availability, then id
@@ -156,7 +161,7 @@ class IntradayTools(SchemaTools):
         today = now.tz_convert(self.spec.timezone).date()
         # the sessions before today, and today's (complete by now only once it closed)
         days = [*sessions_before(self.spec.calendar, today, sessions), today]
-        rows = [row for day in days if (row := self._summary(day).get(ticker)) is not None
+        rows = [row for day in days if (row := self._summary(day, ticker)) is not None
                 and row["available_ns"] <= now.value][-sessions:]
         available = np.array([r["available_ns"] for r in rows], dtype=np.int64)
         items = [{"session": r["session"], "open": r["open"], "high": r["high"],
@@ -183,15 +188,24 @@ class IntradayTools(SchemaTools):
         return item
 
     # -- the snapshot's dates, held ----------------------------------------------------------
-    def _day(self, day: dt.date):
-        """The bars of one date partition (every ticker) as BarArrays, None without one; the
-        last :data:`DAYS_HELD` held (a function of the snapshot alone: what a call answers
-        never depends on the calls before it)."""
-        if day in self._days:
-            self._days.move_to_end(day)
-            return self._days[day]
-        arrays = self._days[day] = self._read(day)
-        if len(self._days) > DAYS_HELD:
+    def _key(self, day: dt.date, ticker: str):
+        """What :meth:`_day` and :meth:`_summary` hold ``ticker``'s bars of ``day`` under:
+        the date (its partition holds every ticker's), or on a store laid out by ticker the
+        date and the ticker (its own file)."""
+        return (day, ticker) if self._by_ticker else day
+
+    def _day(self, day: dt.date, ticker: str):
+        """Bars of date ``day`` holding ``ticker``'s, as BarArrays (None without any): its
+        partition's of every ticker, or on a store laid out by ticker the ticker's alone;
+        the last :data:`DAYS_HELD` dates (:data:`TICKER_DAYS_HELD` tickers' dates) held (a
+        function of the snapshot alone: what a call answers never depends on the calls
+        before it)."""
+        key = self._key(day, ticker)
+        if key in self._days:
+            self._days.move_to_end(key)
+            return self._days[key]
+        arrays = self._days[key] = self._read(day, ticker)
+        if len(self._days) > (TICKER_DAYS_HELD if self._by_ticker else DAYS_HELD):
             self._days.popitem(last=False)
         return arrays
 
@@ -202,25 +216,33 @@ class IntradayTools(SchemaTools):
                                                           self.spec.timezone)[0])
         return self._midnights[day]
 
-    def _read(self, day: dt.date):
-        table = self.store.read_day_now(day, BAR_COLUMNS) if day in self._dates else None
+    def _read(self, day: dt.date, ticker: str):
+        """:meth:`_day`'s bars, read."""
+        if day not in self._dates:
+            return None
+        table = self.store.read_day_now(day, BAR_COLUMNS,
+                                        ticker=ticker if self._by_ticker else None)
         return None if table is None else self.store.day_arrays(table)
 
-    def _summary(self, day: dt.date) -> dict[str, dict]:
-        """Per ticker, the regular session of date ``day`` summed up (the gate's daily
-        summaries; none without a session or bars), the last :data:`SUMMARIES_HELD` held."""
+    def _summary(self, day: dt.date, ticker: str) -> dict | None:
+        """``ticker``'s regular session of date ``day`` summed up (the gate's daily summaries;
+        None without a session or bars), from :meth:`_day`'s bars, every ticker's summed up
+        at once; the last :data:`SUMMARIES_HELD` dates (:data:`TICKER_SUMMARIES_HELD`
+        tickers' dates) held."""
         from finbench.tracks.intraday.gate import daily_summaries
 
-        if day not in self._summaries:  # read apart: the dates held are those of bars asked
-            arrays = self._days.get(day) if day in self._days else self._read(day)
+        key = self._key(day, ticker)
+        if key not in self._summaries:  # read apart: the dates held are those of bars asked
+            arrays = self._days.get(key) if key in self._days else self._read(day, ticker)
             rows = {} if arrays is None else {
                 r["ticker"]: r for r in daily_summaries(
                     arrays, calendar=self.spec.calendar, timezone=self.spec.timezone
                 )[0].to_dict("records") if r["session"] == day.isoformat()}
-            self._summaries[day] = rows
-            if len(self._summaries) > SUMMARIES_HELD:
+            self._summaries[key] = rows
+            if len(self._summaries) > (TICKER_SUMMARIES_HELD if self._by_ticker
+                                       else SUMMARIES_HELD):
                 self._summaries.popitem(last=False)
-        return self._summaries[day]
+        return self._summaries[key].get(ticker)
 
     def _bar_items(self, ticker: str, first: pd.Timestamp, last: pd.Timestamp, width: int
                    ) -> tuple[ItemsText, np.ndarray]:
@@ -232,7 +254,7 @@ class IntradayTools(SchemaTools):
         lo_day, hi_day = first.tz_convert(zone).date(), last.tz_convert(zone).date()
         parts = []
         for day in (lo_day + dt.timedelta(days=k) for k in range((hi_day - lo_day).days + 1)):
-            arrays = self._day(day)
+            arrays = self._day(day, ticker)
             if arrays is None or ticker not in arrays.bounds:
                 continue
             lo, hi = arrays.bounds[ticker]
