@@ -21,6 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from finbench.core.memory import keep_freed_memory  # noqa: E402
+
+keep_freed_memory(arrow_pages=True)  # as `finbench run` does first, where a search is made
+
 from finbench.core.bm25 import PostIndex, candidates, top_k, window_scores  # noqa: E402
 from tests.reference import naive_bm25_scores  # noqa: E402
 

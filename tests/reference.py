@@ -455,7 +455,7 @@ def naive_term_scores(lengths, tf, idf, mean_length: float):
     """A term's BM25 score of each post, one post at a time, as ``bm25s`` computes a post's
     (its Lucene variant: ``tf / (k1 * ((1 - b) + b * length / mean_length) + tf)`` with the
     length a Python int and the mean a float64, times the term's float32 idf), in float64
-    before any rounding to float32: what :func:`finbench.core.bm25._term_scores` must give,
+    before any rounding to float32: what :func:`finbench.core.bm25._pair_scores` must give,
     bit for bit."""
     import numpy as np
 

@@ -414,27 +414,52 @@ def test_many_short_posts_score_as_an_index_of_their_window_alone(docs, data):
        st.integers(1, 10_000), st.floats(0.5, 400.0), st.data())
 def test_a_terms_scores_are_bm25s_float64_steps_before_rounding(posts, df, mean_length, data):
     """Each post's term score before it is rounded to float32, bit for bit the float64 a
-    post's score is in ``bm25s`` (tests/reference.py, a post at a time), on the direct path
-    and on the table of every length (taken when a term's posts outnumber the longest
-    post's terms): so a change of one ulp in float64, which the float32 scores compared
-    above would mostly round away, is found."""
-    from finbench.core.bm25 import _term_scores
+    post's score is in ``bm25s`` (tests/reference.py, a post at a time), so that a change of
+    one ulp in float64, which the float32 scores compared above would mostly round away, is
+    found; and a term's postings scored by their pairs (length, count), one at a time or
+    from a score of every pair the index holds (taken when the postings outnumber the
+    pairs), are those float64s rounded to float32."""
+    from finbench.core.bm25 import _pair_scores, _pairs, _term_scores
     from tests.reference import naive_term_scores
 
     lengths = np.array([n for n, _ in posts], np.int64)
-    tf = np.array([c for _, c in posts], np.float32)
+    tf = np.array([c for _, c in posts], np.int64)
     n = df + data.draw(st.integers(0, 10_000))
     idf = np.float32(np.log(1 + (n - df + 0.5) / (df + 0.5)))
     want = naive_term_scores(lengths, tf, idf, mean_length)
-    index = PostIndex.__new__(PostIndex)  # the two fields a term's scores read
-    index.lengths, index.longest = lengths, int(lengths.max())
-    at = np.arange(len(posts))
-    shown = [] if len(at) > index.longest else [_term_scores(index, at, tf, idf, mean_length)]
-    times = index.longest // len(at) + 1  # the same posts often enough to take the table
-    table = _term_scores(index, np.tile(at, times), np.tile(tf, times), idf, mean_length)
-    for got in [*shown, table[:len(at)], table[-len(at):]]:  # the steps; the table
-        assert got.dtype == np.float64
-        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+    got = _pair_scores(lengths, tf.astype(np.float32), idf, mean_length)
+    assert got.dtype == np.float64
+    assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+    index = PostIndex.__new__(PostIndex)  # the fields a term's scores read
+    index.pair, index.pair_length, index.pair_tf = _pairs(lengths, tf)
+    assert index.pair_length[index.pair].tolist() == lengths.tolist()
+    assert index.pair_tf[index.pair].tolist() == tf.tolist()
+    few = index.pair[:len(index.pair_tf)]  # no more postings than pairs: one at a time
+    many = np.tile(index.pair, len(index.pair_tf) // len(posts) + 1)  # more: the table
+    for codes in (few, many):
+        got = _term_scores(index, codes, idf, mean_length)
+        assert got.dtype == np.float32
+        assert got.tolist() == want.astype(np.float32)[np.resize(np.arange(len(posts)),
+                                                                  len(codes))].tolist()
+
+
+@settings(max_examples=100)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 40)), max_size=60),
+       st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 5_000)), max_size=60))
+def test_a_postings_pair_is_its_posts_length_and_its_count(short, long):
+    """The index's table of pairs (a post's length, a term's count in it) holds each pair
+    of its postings once, by length then count, and each posting's code names its own pair:
+    for posts of a few words (the pairs marked in an array) and of millions (sorted)."""
+    from finbench.core.bm25 import _pairs
+
+    for posts in (short, long, short + long):
+        lengths = np.array([n for n, _ in posts], np.int64)
+        tf = np.array([c for _, c in posts], np.int64)
+        code, length, count = _pairs(lengths, tf)
+        assert sorted(set(posts)) == list(zip(length.tolist(), count.tolist(), strict=True))
+        assert length[code].tolist() == lengths.tolist()
+        assert count[code].tolist() == tf.tolist()
+        assert count.dtype == np.float32 and code.dtype.kind == "u"
 
 
 def _llm_config(tmp_path: Path, server: ChatServer, source: Path = ROOT / "configs" /

@@ -23,27 +23,48 @@ K1, B = 1.5, 0.75  # bm25s' defaults, the Lucene variant
 
 class PostIndex:
     """An inverted index of ``texts`` (in their order, the posts sorted by time): per term, the
-    posts holding it (ascending) with its count in each, and every post's length in terms."""
+    posts holding it (ascending), each with the pair of the post's length in terms and the
+    term's count in it, as a code into the index's table of the pairs it holds (a term's
+    score of a post depends on that pair alone: its postings take their pairs' scores); and
+    the length of the texts before each post."""
 
     def __init__(self, texts: list[str]) -> None:
         import bm25s
 
         tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         self.vocab: dict[str, int] = tokens.vocab
-        self.lengths = np.fromiter((len(d) for d in tokens.ids), np.int64, len(texts))
-        self.cum_length = np.concatenate([[0], np.cumsum(self.lengths)])
+        lengths = np.fromiter((len(d) for d in tokens.ids), np.int64, len(texts))
+        self.cum_length = np.concatenate([[0], np.cumsum(lengths)])
         n = len(texts)
-        doc = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
-        term = np.fromiter(chain.from_iterable(tokens.ids), np.int64, int(self.lengths.sum()))
+        doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        term = np.fromiter(chain.from_iterable(tokens.ids), np.int64, int(lengths.sum()))
         pairs, tf = np.unique(term * max(n, 1) + doc, return_counts=True)  # by term, then post
-        self.post, self.tf = pairs % max(n, 1), tf.astype(np.float32)
+        self.post = pairs % max(n, 1)
         self.start = np.searchsorted(pairs // max(n, 1), np.arange(len(self.vocab) + 1))
-        self.longest = int(self.lengths.max()) if n else 0
+        self.pair, self.pair_length, self.pair_tf = _pairs(lengths[self.post], tf)
 
     def scores(self, lo: int, hi: int, query: str) -> np.ndarray:
         """The BM25 score of each post in ``[lo, hi)`` against ``query``, with the statistics
         of those posts alone (zero for a post sharing no term with it), as float32."""
         return window_scores([(self, lo, hi)], query)
+
+
+def _pairs(length: np.ndarray, tf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each posting's code into the table of the distinct pairs of its post's ``length`` and
+    the term's count ``tf`` in it (the pairs by length, then count), and the table: the pairs'
+    lengths (int64) and counts (float32, as bm25s holds them). A few hundred pairs in posts
+    of a few dozen words; the codes as narrow as their number allows."""
+    width = int(tf.max()) + 1 if len(tf) else 1
+    key = length * width + tf
+    if len(key) and int(key.max()) < max(4 * len(key), 1 << 20):  # a mark for every key
+        seen = np.zeros(int(key.max()) + 1, bool)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        code = (np.cumsum(seen) - 1)[key]
+    else:
+        keys, code = np.unique(key, return_inverse=True)
+    narrow = np.uint16 if len(keys) <= 1 << 16 else np.uint32
+    return code.astype(narrow), keys // width, (keys % width).astype(np.float32)
 
 
 def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
@@ -91,20 +112,20 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
         mine = []  # the term's posts in the window, as positions in it
         for ix, a, z, shift in hits:
             if at is None:
-                posts, tf = ix.post[a:z], ix.tf[a:z]
+                posts, codes = ix.post[a:z], ix.pair[a:z]
             else:  # the wanted posts of this index holding the term, found in its postings
                 posts = at[(at >= ix.post[a] + shift) & (at <= ix.post[z - 1] + shift)] - shift
                 j = a + np.searchsorted(ix.post[a:z], posts)
                 held = ix.post[np.minimum(j, z - 1)] == posts
-                posts, tf = posts[held], ix.tf[j[held]]
+                posts, codes = posts[held], ix.pair[j[held]]
                 if not len(posts):
                     continue
-            x = _term_scores(ix, posts, tf, idf, mean_length)
+            x = _term_scores(ix, codes, idf, mean_length)
             where = posts + shift if shift else posts
             if fresh:  # no term has scored a post yet: each is 0 + its score (a score is
-                out[where] = x  # above zero), cast to float32 as the sum would
+                out[where] = x  # above zero)
             else:
-                out[where] += x.astype(np.float32)
+                out[where] += x
             mine.append(where)
         fresh = fresh and not mine
         if touched is not None and mine:
@@ -112,17 +133,24 @@ def window_scores(parts: list[tuple[PostIndex, int, int]], query: str, *,
     return out
 
 
-def _term_scores(ix: PostIndex, posts: np.ndarray, tf: np.ndarray, idf: np.float32,
+def _term_scores(ix: PostIndex, codes: np.ndarray, idf: np.float32,
                  mean_length: float) -> np.ndarray:
-    """A term's score of each of ``posts`` (holding it ``tf`` times): ``idf * tf / (K1 *
-    ((1 - B) + B * length / mean_length) + tf)`` in float64, as bm25s computes it, step by
-    step in one array (the same bits, fewer copies); the length's part from a table of every
-    length when the posts outnumber the lengths (each entry the bits the steps give)."""
-    if len(posts) > ix.longest:
-        x = _length_part(np.arange(ix.longest + 1, dtype=np.int64), mean_length)[
-            ix.lengths[posts]]
-    else:
-        x = _length_part(ix.lengths[posts], mean_length)
+    """A term's score of each of its postings whose pairs (length, count) are ``codes``, as
+    float32 (:func:`_pair_scores` rounded); from a score of each of the index's pairs when
+    the postings outnumber the pairs."""
+    if len(codes) > len(ix.pair_tf):
+        return _pair_scores(ix.pair_length, ix.pair_tf, idf, mean_length).astype(
+            np.float32)[codes]
+    return _pair_scores(ix.pair_length[codes], ix.pair_tf[codes], idf, mean_length).astype(
+        np.float32)
+
+
+def _pair_scores(lengths: np.ndarray, tf: np.ndarray, idf: np.float32,
+                 mean_length: float) -> np.ndarray:
+    """A term's score of a post of each of ``lengths`` holding it ``tf`` times: ``idf * tf /
+    (K1 * ((1 - B) + B * length / mean_length) + tf)`` in float64, step by step in one
+    array as bm25s computes it (the same bits)."""
+    x = _length_part(lengths, mean_length)
     np.add(x, tf, out=x)
     np.divide(tf, x, out=x)
     np.multiply(x, idf, out=x)
