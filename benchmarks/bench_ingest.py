@@ -7,8 +7,9 @@ its own: posts a second and peak RSS (targets: >= 100k posts a second, and peak 
 the larger dump within 1.25x the smaller's). Beside it, the reference a line-by-line reader
 cannot beat, timed in the same run: decompressing the dump and `json.loads` of every line,
 nothing checked, nothing written.
-Synthetic posts, generated into a temporary folder.
-Run: .venv/bin/python benchmarks/bench_ingest.py [--posts 5000000 --days 90]
+Synthetic posts, generated into a temporary folder; ``--text-times`` writes each post's
+``created_utc`` as text (``"1704067200"``), as older dumps do.
+Run: .venv/bin/python benchmarks/bench_ingest.py [--posts 5000000 --days 90] [--text-times]
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ WORDS = np.array("the market rate cut fed vote poll odds yes no will price march
                  "bitcoin etf approval deadline report".split())
 
 
-def write_dump(path: Path, posts: int, days: int, seed: int = 5, words: np.ndarray = WORDS
-               ) -> None:
+def write_dump(path: Path, posts: int, days: int, seed: int = 5, words: np.ndarray = WORDS,
+               *, text_times: bool = False) -> None:
     """``posts`` lines over ``days`` days from 2024-01-01, in time order, zstd level 3, each
-    text drawn from ``words``."""
+    text drawn from ``words``; ``text_times``: ``created_utc`` written as text, as older
+    dumps have it."""
     import zstandard
 
     rng = np.random.default_rng(seed)
@@ -45,7 +47,8 @@ def write_dump(path: Path, posts: int, days: int, seed: int = 5, words: np.ndarr
             lines = []
             for k in range(at, min(at + block, posts)):
                 text = " ".join(words[rng.integers(0, len(words), 12 + k % 40)])
-                common = {"id": f"x{k:09x}", "created_utc": int(times[k]),
+                common = {"id": f"x{k:09x}",
+                          "created_utc": str(times[k]) if text_times else int(times[k]),
                           "subreddit": ("politics", "wallstreetbets", "sports")[k % 3],
                           "author": f"user{k % 9973}", "score": int(k % 50) - 5,
                           "edited": False if k % 7 else int(times[k]) + 60,
@@ -97,6 +100,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--posts", type=int, default=5_000_000)
     parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--text-times", action="store_true",
+                        help="created_utc written as text, as older dumps have it")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
@@ -104,7 +109,8 @@ def main() -> None:
         for posts in (args.posts // 4, args.posts):
             dump = tmp / f"posts-{posts}.zst"
             t0 = time.perf_counter()
-            write_dump(dump, posts, max(1, args.days * posts // args.posts))
+            write_dump(dump, posts, max(1, args.days * posts // args.posts),
+                       text_times=args.text_times)
             print(f"generated {posts:,} posts ({dump.stat().st_size / 1e6:.0f} MB) in "
                   f"{time.perf_counter() - t0:.0f}s", file=sys.stderr)
             reference, _, _ = timed(REFERENCE, str(dump))

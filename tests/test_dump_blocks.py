@@ -61,7 +61,19 @@ ODD = st.sampled_from([
     '{"id": "t2", ' + _ok + ', "title": "", "body": null}',
     "[1, 2]", "{x", "{}",
 ])
-LINES = st.lists(st.one_of(GOOD, GOOD, DUMP_LINES, ODD), min_size=1, max_size=30)
+# an older dump's times written as text: digits, and texts ``float`` reads otherwise than
+# ``int`` or not at all (a block of these alone is read by Arrow with the times as text)
+TEXT_TIMES = st.one_of(st.integers(0, 10**6).map(lambda t: str(DAY + t)), st.sampled_from([
+    "01704207600", "001704207600", " 1704207600", "1704207600 ", "1704207600.0", "1.7042076e9",
+    "1_704_207_600", "+1704207600", "-1704207600", "", "nan", "inf", "17042076000000000",
+    "1704207600000000", "١٧٠٤٢٠٧٦٠٠", "0x65941e70", "12"]))
+TEXT_TIMED = st.builds(lambda n, at, kind: json.dumps(
+    {"id": f"o{n}", "created_utc": at, "subreddit": "x",
+     **({"title": "T", "selftext": ""} if kind else {"body": "b"})}),
+    st.integers(0, 10**6), TEXT_TIMES, st.booleans())
+LINES = st.one_of(st.lists(st.one_of(GOOD, GOOD, DUMP_LINES, ODD, TEXT_TIMED), min_size=1,
+                           max_size=30),
+                  st.lists(TEXT_TIMED, min_size=1, max_size=30))
 
 
 def _naive(raw: bytes) -> tuple[list[tuple], list[str], int]:
@@ -168,6 +180,27 @@ def test_well_formed_lines_are_read_by_arrow_and_the_others_by_the_line_reader(
     _, problems, _, _ = _read(dump)
     assert handed == [8]
     assert problems == [f"{dump}: line 8: title/selftext or body: text"]
+
+
+def test_an_older_dumps_times_as_text_are_read_by_arrow(tmp_path, monkeypatch):
+    """A dump whose times are text (``"1704207600"``) is read by Arrow, no line handed to
+    the line reader, the times those of the numbers; a time that is other text (a fraction)
+    is handed over alone, and read as the line reader reads it."""
+    handed = []
+    real = posts._post
+    monkeypatch.setattr(posts, "_post", lambda line, n, *a: handed.append(n) or real(
+        line, n, *a))
+    lines = [json.dumps({"id": f"a{i}", "created_utc": str(DAY + i), "subreddit": "x",
+                         "body": "b"}) for i in range(20)]
+    dump = tmp_path / "old.jsonl"
+    dump.write_text("\n".join(lines) + "\n")
+    rows, problems, _, _ = _read(dump)
+    assert not problems and handed == []
+    assert [r[1] for r in rows] == [(DAY + i) * 10**9 for i in range(20)]
+    lines[3] = lines[3].replace(f'"{DAY + 3}"', f'"{DAY + 3}.0"')
+    dump.write_text("\n".join(lines) + "\n")
+    rows, problems, _, _ = _read(dump)
+    assert not problems and handed == [4] and rows[3][1] == (DAY + 3) * 10**9
 
 
 def test_an_unpaired_surrogate_is_named_not_raised(tmp_path):

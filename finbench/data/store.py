@@ -673,7 +673,7 @@ class Store:
         agent's tools) leaves them to it. ``ticker``: its bars alone (None when it has none
         that day), read from its own file in a store laid out by ticker (:attr:`by_ticker`);
         a store laid out by date reads the day's file of every ticker and keeps its rows."""
-        if ticker is not None and self.layout != "date":
+        if ticker is not None and self.by_ticker:
             from finbench.data.by_ticker import day_table
 
             return day_table(self, day, tuple(columns), tickers=[ticker])

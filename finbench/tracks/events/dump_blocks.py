@@ -14,6 +14,10 @@ are read). What the two readers agree on, and what is left to the line reader:
   says text, a fraction or an integer of 20 digits where it says an integer), two of one
   read key, an unpaired surrogate, a control character in a text: a block it refuses is read
   line by line. It does not check UTF-8, so the block is decoded first.
+- older dumps write ``created_utc`` as text (``"1234567890"``): a block Arrow refuses for
+  that field is read again with it as text, and a row's time taken where the text is 1-15
+  digits (what ``float`` and ``int`` read alike); any other text (a fraction, an exponent,
+  white space) goes to the line reader.
 - a row Arrow gives null for ``title`` and a text for ``body`` is a comment only where the
   line has no ``title`` key: a line holding ``"title"`` or an escape ``\\u00..`` (a key's
   letters written escaped) goes to the line reader, as does a row breaking any rule or with
@@ -35,6 +39,11 @@ READ = pa.schema([("id", pa.string()), ("created_utc", pa.int64()),
                   ("subreddit", pa.string()), ("title", pa.string()),
                   ("selftext", pa.string()), ("body", pa.string())])
 _PARSE = pj.ParseOptions(explicit_schema=READ, unexpected_field_behavior="ignore")
+_TEXT_TIMES = pj.ParseOptions(  # an older dump's times, written as text
+    explicit_schema=READ.set(READ.get_field_index("created_utc"),
+                             pa.field("created_utc", pa.string())),
+    unexpected_field_behavior="ignore")
+_SECONDS_TEXT = "^[0-9]{1,15}$"  # whole seconds a double holds exactly, as text
 _OPTIONS = pj.ReadOptions(use_threads=True, block_size=1 << 20)  # parts read on every core
 _ID = "^[!-~]+$"  # printable ASCII, no space: a subset of what ``\S+`` matches
 _TITLE_KEY = (b'"title"', b"\\u00")  # a key title, or a key's letter escaped
@@ -119,15 +128,14 @@ def _arrow_rows(block: Block, lines: np.ndarray, blank: np.ndarray
     if len(lines) + int(blank.sum()) < len(block):  # other lines are left to the line reader
         data = b"\n".join(data[s:e] for s, e in zip(block.starts[lines].tolist(),
                                                      block.ends[lines].tolist(), strict=True))
-    try:
-        got = pj.read_json(pa.BufferReader(pa.py_buffer(data)), read_options=_OPTIONS,
-                           parse_options=_PARSE)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return none  # (a line of another type, a line longer than Arrow's block, ...)
-    if got.num_rows != len(lines):
+    got = _json(data)
+    if got is None or got.num_rows != len(lines):
         return none
     ident, created, subreddit, title, selftext, body = (
         pa.concat_arrays(got.column(n).chunks) for n in READ.names)
+    if pa.types.is_string(created.type):  # times as text: digits alone, the others (0) fail
+        digits = pc.fill_null(pc.match_substring_regex(created, _SECONDS_TEXT), False)
+        created = pc.if_else(digits, created, pa.scalar("0")).cast(pa.int64())
     t3 = title.is_valid().to_numpy(zero_copy_only=False)
     t1 = ~t3 & body.is_valid().to_numpy(zero_copy_only=False)
     rules = pc.and_kleene(
@@ -151,6 +159,23 @@ def _arrow_rows(block: Block, lines: np.ndarray, blank: np.ndarray
         subreddit.take(at), pa.array(np.where(t3, "submission", "comment")), text],
         schema=POSTS_SCHEMA)
     return table, lines[rows]
+
+
+def _json(data: bytes) -> pa.Table | None:
+    """The block's lines read by Arrow (with ``created_utc`` as text where it refuses that
+    field as a number), or None where it refuses them (a line of another type, a line
+    longer than Arrow's block, ...)."""
+    try:
+        return pj.read_json(pa.BufferReader(pa.py_buffer(data)), read_options=_OPTIONS,
+                            parse_options=_PARSE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        if "created_utc" not in str(exc):
+            return None
+    try:
+        return pj.read_json(pa.BufferReader(pa.py_buffer(data)), read_options=_OPTIONS,
+                            parse_options=_TEXT_TIMES)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
 
 
 def _title_keys_doubtful(data: bytes, submissions: int) -> bool:

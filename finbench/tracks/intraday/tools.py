@@ -226,9 +226,9 @@ class IntradayTools(SchemaTools):
 
     def _summary(self, day: dt.date, ticker: str) -> dict | None:
         """``ticker``'s regular session of date ``day`` summed up (the gate's daily summaries;
-        None without a session or bars), from :meth:`_day`'s bars, every ticker's summed up
-        at once; the last :data:`SUMMARIES_HELD` dates (:data:`TICKER_SUMMARIES_HELD`
-        tickers' dates) held."""
+        None without a session or bars), from the bars :meth:`_day` holds it under (each of
+        their tickers summed up at once); the last :data:`SUMMARIES_HELD` dates
+        (:data:`TICKER_SUMMARIES_HELD` tickers' dates) held."""
         from finbench.tracks.intraday.gate import daily_summaries
 
         key = self._key(day, ticker)
