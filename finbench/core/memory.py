@@ -56,27 +56,28 @@ def keep_freed_memory(*, arrow_pages: bool = False) -> bool:
     return _keep_heap() and arrow_kept
 
 
-def _keep_heap() -> bool:
+def _libc(name: str, argtypes: list):
+    """glibc's function ``name`` (its arguments ``argtypes``, an int returned), or None off
+    Linux or where the C library has none (musl and others: no mallopt)."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # musl and others: no mallopt
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return all(mallopt(param, value) == 1 for param, value in KEPT.items())
+        function = getattr(ctypes.CDLL("libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
+
+
+def _keep_heap() -> bool:
+    mallopt = _libc("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and all(mallopt(param, value) == 1
+                                       for param, value in KEPT.items())
 
 
 def _no_huge_pages() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        prctl = ctypes.CDLL("libc.so.6").prctl
-    except (OSError, AttributeError):
-        return False
-    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-    prctl.restype = ctypes.c_int
-    return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+    prctl = _libc("prctl", [ctypes.c_int] + [ctypes.c_ulong] * 4)
+    return prctl is not None and prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
 
 
 def _keep_arrow_pages() -> bool:
