@@ -668,6 +668,40 @@ def test_the_runs_own_workers_keep_freed_memory_as_its_commands_do():
         cluster.close()
 
 
+def test_the_runs_own_cluster_samples_dasks_diagnostics_seldom():
+    """Dask's diagnostics for a dashboard (each worker's profiler looking at every thread's
+    stack every 10 ms, every server's event-loop check every 20 ms, the scheduler's system
+    monitor every 500 ms) cost CPU on every core of a run's own LocalCluster, where no one is
+    shown a dashboard: there the profiler is off and the checks are seldom, for its scheduler
+    and its workers alike; a cluster of the caller's keeps Dask's settings."""
+    from distributed import Client, LocalCluster
+
+    from finbench import cluster as cluster_module
+
+    def facts(dask_worker):
+        return ("profile" in dask_worker.periodic_callbacks,
+                dask_worker.periodic_callbacks["tick"].callback_time,
+                dask_worker.periodic_callbacks["monitor"].callback_time)
+
+    cluster = cluster_module._local_cluster(LocalCluster, 2)
+    try:
+        with Client(cluster) as client:
+            workers = client.run(facts)
+            callbacks = cluster.scheduler.periodic_callbacks
+            scheduler = (callbacks["tick"].callback_time, callbacks["monitor"].callback_time)
+    finally:
+        cluster.close()
+    assert list(workers.values()) == [(False, 1000, 5000)] * 2
+    assert scheduler == (1000, 5000)
+    theirs = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                          dashboard_address="127.0.0.1:0")
+    try:
+        with Client(theirs) as client:
+            assert list(client.run(facts).values()) == [(True, 20, 500)]
+    finally:
+        theirs.close()
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no forkserver on Windows")
 def test_the_runs_own_workers_are_forked_from_one_import_and_counted_in_its_cpu():
     """Dask's default starts each worker as a new Python that imports Dask and FinBench
