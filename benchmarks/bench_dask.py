@@ -4,8 +4,9 @@ process, each its CPU with every process it started (workers, nannies, helpers),
 that all three meet the same spells of load: RUNS invocations each, medians and the ratio
 of each pair (target: the cluster <= 1.5x the single process's CPU). Then where a cluster
 run's CPU goes: an empty LocalCluster started and closed (what Dask costs before any
-shard), one shard of six months run alone in a new process without scoring (as the
-cluster's shards run), and the merge of the two six-month shards in a new process.
+shard, with the process's imports of Dask and FinBench), one shard of six months run
+alone in a new process without scoring (as the cluster's shards run), and the merge of the
+two six-month shards in a new process.
 Every cluster run's scores are checked equal to the single process's, byte for byte.
 Synthetic data as benchmarks/bench_scale.py writes it, in a temporary folder under results/.
 Run: .venv/bin/python benchmarks/bench_dask.py [--tickers 500 --sessions 252]
@@ -44,6 +45,8 @@ if __name__ == "__main__":
 
 SHARD_ALONE = """\
 import resource, sys
+from finbench.core.memory import keep_freed_memory
+keep_freed_memory(arrow_pages=True)  # as a run and its workers keep freed memory
 from finbench.runner import run
 run(sys.argv[1], sys.argv[2], shard=(sys.argv[3], sys.argv[4]), echo=lambda *_: None,
     score=False)
@@ -112,8 +115,9 @@ def main() -> None:
         print(f"{name}: {statistics.median(ratios):.2f}x the single process's CPU (each pair: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)}; target <= 1.5x)")
     print("where a cluster run's CPU goes (each its own new process, CPU with its children):")
-    print(f"  an empty LocalCluster of {workers} workers (forked from a server that imported "
-          f"Dask and FinBench once), started and closed: {empty:.2f} s")
+    print(f"  an empty LocalCluster of {workers} workers (forked from a server forked from "
+          f"the process, which imported Dask and FinBench), started and closed, with the "
+          f"process's imports: {empty:.2f} s")
     print(f"  Python importing finbench's run (every process pays it): {startup:.2f} s")
     print(f"  one six-month shard alone, unscored ({start}..{end}): {alone:.2f} s")
     print(f"  the merge of the two six-month shards (reads, orders, writes, scores): "

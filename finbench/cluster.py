@@ -49,6 +49,7 @@ import pandas as pd
 from finbench.core.calendar import get_calendar
 from finbench.core.config import ConfigText, ExecutorConfig, executor_problem
 from finbench.core.errors import ConfigError, FinbenchError, RunError
+from finbench.core.fork_server import serve_from_here
 from finbench.core.location import copy_tree, is_uri, join
 from finbench.core.memory import keep_freed_memory
 from finbench.core.progress import Countdown
@@ -409,15 +410,18 @@ def _forked_workers(local: bool = True):
     them from a multiprocessing *forkserver* that has imported :data:`WORKER_PRELOAD` once
     (Dask's ``distributed.worker.multiprocessing-method``), where the platform has one (not
     Windows); Dask's default, ``spawn``, starts a new Python per worker, each importing
-    Dask and FinBench again: on 2 cores, about 1.3 s of CPU of a year's run.
+    Dask and FinBench again: on 2 cores, about 1.3 s of CPU of a year's run. Where it is safe
+    (:func:`~finbench.core.fork_server.serve_from_here`: Linux, no other thread running), the
+    forkserver is a fork of this process, which has imported them already; elsewhere it is
+    a new Python that imports them.
 
     The block starts the forkserver and stops it on leaving, so no process outlives the run
     and every worker's CPU is counted in this process's children (the forkserver reaps its
-    workers; this process, the forkserver). The workers' environment is this process's when
-    the first worker starts (Dask's ``pre-spawn-environ`` set in it first) and their signal
-    mask that of the thread starting it (:func:`_sigint_held`), as with ``spawn``. Where a
-    forkserver of the caller's already runs (its environment and mask its own), or this
-    Python's cannot be stopped, the workers are spawned."""
+    workers; this process, the forkserver). The workers' environment is this process's with
+    Dask's ``pre-spawn-environ`` over it (each worker sets it), and SIGINT is blocked in them
+    (:func:`_sigint_held`), as with ``spawn``. Where a forkserver of the caller's already
+    runs (its environment and mask its own), or this Python's cannot be stopped, the workers
+    are spawned."""
     import multiprocessing
 
     if not local or "forkserver" not in multiprocessing.get_all_start_methods():
@@ -435,6 +439,7 @@ def _forked_workers(local: bool = True):
         from distributed.utils import get_mp_context
 
         get_mp_context().set_forkserver_preload(WORKER_PRELOAD)  # after Dask's own (once)
+        serve_from_here(server, WORKER_PRELOAD)
         try:
             yield
         finally:

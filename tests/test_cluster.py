@@ -427,7 +427,8 @@ def test_a_shard_stopped_by_bad_input_hands_its_error_back_instead_of_raising(tm
 def _workers_of(pid: int) -> dict[int, str]:
     """The worker processes process ``pid`` has started, each with its /proc status text:
     forked by the multiprocessing forkserver it started (a LocalCluster's, where the platform
-    has one), or started by multiprocessing's spawn."""
+    has one: a new Python, or a fork of the process itself), or started by multiprocessing's
+    spawn."""
     processes = {}
     for entry in Path("/proc").iterdir():
         try:
@@ -435,8 +436,10 @@ def _workers_of(pid: int) -> dict[int, str]:
                                      (entry / "cmdline").read_bytes())
         except OSError:  # not a process, or one that ended meanwhile
             continue
+    own = processes.get(str(pid), ("", None))[1]
     servers = {name for name, (status, line) in processes.items()
-               if f"\nPPid:\t{pid}\n" in status and b"multiprocessing.forkserver" in line}
+               if f"\nPPid:\t{pid}\n" in status
+               and (b"multiprocessing.forkserver" in line or line == own)}
     return {int(name): status for name, (status, line) in processes.items()
             if (f"\nPPid:\t{pid}\n" in status and b"spawn_main" in line)
             or any(f"\nPPid:\t{server}\n" in status for server in servers)}
@@ -737,6 +740,61 @@ def test_the_runs_own_workers_are_forked_from_one_import_and_counted_in_its_cpu(
     assert forkserver._forkserver._forkserver_pid is None
     assert not _running(server)  # ended and reaped
     assert children_cpu() - before >= sum(cpu for _, _, cpu in facts.values())
+
+
+# what a process of its own reports of the forkserver its LocalCluster's workers come from
+FORK_SERVER_FACTS = """
+import json, os, signal, sys, threading, time
+from distributed import Client, LocalCluster
+from finbench import cluster
+if __name__ == "__main__":
+    if sys.argv[1] == "busy":  # a thread of the caller's running
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+    own = open("/proc/self/cmdline", "rb").read()
+    with cluster._forked_workers():
+        c = cluster._local_cluster(LocalCluster, 2)
+        with Client(c) as client:
+            from multiprocessing import forkserver
+            server = forkserver._forkserver._forkserver_pid
+            line = open(f"/proc/{server}/cmdline", "rb").read()
+            workers = client.run(eval, "(__import__('os').getppid(), "
+                                 "open('/proc/self/status').read())")
+        c.close()
+    mask = signal.SIGINT - 1
+    new = b"from multiprocessing." + b"forkserver import main"  # (not this text: it is in own)
+    print(json.dumps({"fork": line == own, "new_python": new in line,
+                      "parents": sorted({p == server for p, _ in workers.values()}),
+                      "sigint_blocked": [any(int(l.split()[1], 16) >> mask & 1
+                                             for l in st.splitlines()
+                                             if l.startswith(("SigBlk:", "SigIgn:")))
+                                         for _, st in workers.values()],
+                      "ended": not os.path.exists(f"/proc/{server}")}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server is forked on Linux")
+@pytest.mark.parametrize("caller", ["alone", "busy"])
+def test_the_forkserver_is_a_fork_of_the_run_unless_a_thread_of_its_runs(caller):
+    """The run has imported Dask and FinBench, and a forkserver started as a new Python
+    imported them again (1.5-1.9 s of CPU of a year's six-month shards on 2 cores): so the
+    server is a fork of the run's own process, where nothing but its main thread runs. Its
+    workers are as a new server's would make them: forked by it, SIGINT blocked; it ends with
+    the cluster. Where another thread of the
+    caller's runs (a lock it holds would stay held in the fork), the server is a new Python,
+    as multiprocessing starts it."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", FORK_SERVER_FACTS, caller], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.splitlines()[-1])
+    assert facts["fork"] is (caller == "alone")
+    assert facts["new_python"] is (caller == "busy")
+    assert facts["parents"] == [True]  # both workers forked by the server
+    assert facts["sigint_blocked"] == [True, True]
+    assert facts["ended"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="no forkserver on Windows")
