@@ -797,6 +797,39 @@ def test_the_forkserver_is_a_fork_of_the_run_unless_a_thread_of_its_runs(caller)
     assert facts["ended"]
 
 
+FORK_REFUSED = """
+import json, os
+from multiprocessing import forkserver
+from finbench.core import fork_server
+from multiprocessing import resource_tracker, util
+server = forkserver.ForkServer()
+resource_tracker.ensure_running()  # (its pipe: opened whether or not the server is forked)
+temp = util.get_temp_dir()
+before = (sorted(os.listdir("/proc/self/fd")), sorted(os.listdir(temp)))
+def refused():
+    raise BlockingIOError(11, "Resource temporarily unavailable")
+os.fork = refused
+said = fork_server.serve_from_here(server, [])
+after = (sorted(os.listdir("/proc/self/fd")), sorted(os.listdir(temp)))
+print(json.dumps([said, server._forkserver_pid, before == after]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server is forked on Linux")
+def test_a_fork_the_system_refuses_leaves_the_server_to_multiprocessing():
+    """Where the system refuses a fork (no memory or processes to spare), nothing is left of
+    the attempt (no descriptor, no socket file) and multiprocessing starts its server as
+    usual."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", FORK_REFUSED], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [False, None, True]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no forkserver on Windows")
 def test_a_forkserver_of_the_callers_own_is_left_alone_and_the_workers_spawned():
     """A process that runs a forkserver of its own (its environment and signal mask set when

@@ -51,8 +51,6 @@ def serve_from_here(server, preload: list[str]) -> bool:
             or not single_threaded()):
         return False
     resource_tracker.ensure_running()  # as multiprocessing does before its server starts
-    if not single_threaded():  # (the tracker is a process; this is a check, not a wait)
-        return False
     listener = socket.socket(socket.AF_UNIX)
     try:
         address = connection.arbitrary_address("AF_UNIX")
@@ -64,7 +62,14 @@ def serve_from_here(server, preload: list[str]) -> bool:
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
             if stream is not None:
                 stream.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # (no memory or processes to spare): multiprocessing's way, then
+            os.close(alive_r)
+            os.close(alive_w)
+            if not util.is_abstract_socket_namespace(address):
+                os.unlink(address)
+            return False
         if pid == 0:
             os.close(alive_w)  # (the server's end of the run is this pipe's other end closing)
             _serve(listener.fileno(), alive_r, preload)  # never returns
