@@ -779,9 +779,8 @@ def test_the_forkserver_is_a_fork_of_the_run_unless_a_thread_of_its_runs(caller)
     imported them again (1.5-1.9 s of CPU of a year's six-month shards on 2 cores): so the
     server is a fork of the run's own process, where nothing but its main thread runs. Its
     workers are as a new server's would make them: forked by it, SIGINT blocked; it ends with
-    the cluster. Where another thread of the
-    caller's runs (a lock it holds would stay held in the fork), the server is a new Python,
-    as multiprocessing starts it."""
+    the cluster. Where another thread of the caller's runs (a lock it holds would stay held in
+    the fork), the server is a new Python, as multiprocessing starts it."""
     import json
     import subprocess
 
@@ -799,9 +798,8 @@ def test_the_forkserver_is_a_fork_of_the_run_unless_a_thread_of_its_runs(caller)
 
 FORK_REFUSED = """
 import json, os
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker, util
 from finbench.core import fork_server
-from multiprocessing import resource_tracker, util
 server = forkserver.ForkServer()
 resource_tracker.ensure_running()  # (its pipe: opened whether or not the server is forked)
 temp = util.get_temp_dir()
@@ -818,8 +816,8 @@ print(json.dumps([said, server._forkserver_pid, before == after]))
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server is forked on Linux")
 def test_a_fork_the_system_refuses_leaves_the_server_to_multiprocessing():
     """Where the system refuses a fork (no memory or processes to spare), nothing is left of
-    the attempt (no descriptor, no socket file) and multiprocessing starts its server as
-    usual."""
+    the attempt (no descriptor, no socket file, no server recorded) and it says so, so that
+    multiprocessing starts its server as usual when the first worker starts."""
     import json
     import subprocess
 
