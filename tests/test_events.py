@@ -32,6 +32,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "events_sample"
 
 
+def test_an_event_stores_files_name_no_pandas_so_its_snapshot_is_the_rows_alone(tmp_path):
+    """pandas writes its own version into a Parquet file's metadata: a store's markets and
+    prices written so changed their bytes, and the snapshot, with each pandas release (the
+    sample's did with pandas 3.1.2). They carry no such metadata, and read back the same."""
+    import pyarrow.parquet as pq
+
+    store = write_event_sample(tmp_path / "s")
+    for name in ("markets.parquet", "prices.parquet"):
+        assert b"pandas" not in (pq.read_metadata(store.path / name).metadata or {}), name
+    for read in (store.markets, store.prices):
+        frame = read()
+        table = pa.Table.from_pandas(frame, preserve_index=False)  # (with pandas' metadata)
+        pd.testing.assert_frame_equal(table.to_pandas(), frame)
+
+
 def test_the_sample_is_reproducible_from_its_raw_files_in_the_public_shapes(tmp_path):
     store = write_event_sample(tmp_path / "s")
     assert store.snapshot_sha256 == EventStore(SAMPLE / "store").snapshot_sha256

@@ -337,7 +337,12 @@ def _post_rel(day: dt.date) -> str:
 
 
 def _writer(frame: pd.DataFrame):
-    return lambda tmp: frame.to_parquet(tmp, index=False)
+    """A writer of ``frame`` as Parquet without pandas' metadata, which names the pandas that
+    wrote it: the file's bytes, and so the store's snapshot, are then those of its rows alone,
+    whatever pandas ingested them (read back, the frame is the same: its columns' Arrow types
+    say all pandas needs)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    return lambda tmp: pq.write_table(table, tmp)
 
 
 def _moved(done: Path):
