@@ -24,7 +24,7 @@ it goes hands much back: on one of 2 vCPUs, the year of 500 tickers spent 7.4-8.
 system time in its run, 8.7-8.9 s in its report and 9.6-13.4 s in its audit, most of it the
 kernel zeroing pages; with them off, 1.3-1.4 s, 1.6-2.5 s and 2.4-3.8 s, and each command's
 CPU 0.64x, 0.75x and 0.64x (three pairs each, in turn); five years' report 0.48x, its run
-0.98x (docs/performance.md).
+0.98x (the CHANGELOG's entry).
 """
 
 from __future__ import annotations
