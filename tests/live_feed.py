@@ -26,6 +26,8 @@ class LiveFeed:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.fed_through: pd.Timestamp | None = None
         self.complete: set[dt.date] = set()
+        self._source: dict[Path, pd.DataFrame] = {}
+        self._ours: pd.DataFrame | None = None
         days = sorted({dt.date.fromisoformat(p.parent.name.removeprefix("date="))
                        for p in (self.sample / "bars").glob("date=*/*.parquet")})
         before = [d for d in days if d < first]
@@ -37,20 +39,29 @@ class LiveFeed:
         self.fed_through = start
 
     def _bars(self, keep) -> pd.DataFrame:
-        parts = [pd.read_parquet(p) for p in sorted((self.sample / "bars").glob("date=*/*.parquet"))
+        parts = [self._read(p) for p in sorted((self.sample / "bars").glob("date=*/*.parquet"))
                  if keep(dt.date.fromisoformat(p.parent.name.removeprefix("date=")))]
         bars = pd.concat(parts, ignore_index=True)
         return bars[bars["ticker"].isin(self.tickers)]
 
+    def _read(self, path: Path) -> pd.DataFrame:
+        """A bar partition of the source, read once (the source never changes: a season's feed
+        asks for the same partitions at every step of its clock)."""
+        if path not in self._source:
+            self._source[path] = pd.read_parquet(path)
+        return self._source[path]
+
     def _headlines(self, until: pd.Timestamp) -> pd.DataFrame:
         """The headlines about the feed's tickers available from its history's first session
         to ``until``."""
-        parts = [pd.read_parquet(p) for p in sorted(
-            (self.sample / "headlines").glob("date=*/*.parquet"))]
-        heads = pd.concat(parts, ignore_index=True)
-        ours = heads["tickers"].map(lambda t: any(x in self.tickers for x in t))
+        if self._ours is None:  # the source's headlines about the tickers, found once
+            parts = [pd.read_parquet(p) for p in sorted(
+                (self.sample / "headlines").glob("date=*/*.parquet"))]
+            heads = pd.concat(parts, ignore_index=True)
+            self._ours = heads[heads["tickers"].map(lambda t: any(x in self.tickers for x in t))]
+        heads = self._ours
         since = pd.Timestamp(self.since or dt.date(1970, 1, 1), tz=self.zone).tz_convert("UTC")
-        return heads[ours & (heads["available_at"] >= since) & (heads["available_at"] <= until)]
+        return heads[(heads["available_at"] >= since) & (heads["available_at"] <= until)]
 
     def _ingest(self, *, bars: pd.DataFrame | None = None,
                 headlines: pd.DataFrame | None = None) -> None:
