@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_spine.py
 	$(BIN)/python benchmarks/bench_llm.py
 	$(BIN)/python benchmarks/bench_bootstrap_coverage.py
+	$(BIN)/python benchmarks/bench_scores3.py
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -679,3 +679,90 @@ def naive_canonical_tables(tables: dict) -> str:
                   "rows": [[plain(v) for v in row.values()] for row in table.to_pylist()]}
            for name, table in tables.items()}
     return json.dumps(out, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def naive_class_table(config, rows: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The three-class scores per model and slice, each cell's rows filtered out of the whole
+    frame by its slice value and then by its model, and reduced by pandas (the table as
+    ``scores3`` computed it before it put the rows in order once)."""
+    from finbench.tracks.intraday.config import CLASS_BASELINE_KINDS
+    from finbench.tracks.intraday.scores3 import BELOW_MIN, SLICE_KINDS
+
+    references = [m.name for m in config.models
+                  if m.kind in CLASS_BASELINE_KINDS and m.name in names]
+    order = {h: i for i, h in enumerate(config.tasks.horizons)}
+    out = []
+    for kind in SLICE_KINDS:
+        key = None if kind == "overall" else kind
+        values = ["all"] if key is None else sorted(
+            rows[key].dropna().unique(), key=lambda v: (order.get(v, 99), v))
+        for value in values:
+            part = rows if key is None else rows[rows[key] == value]
+            for name in names:
+                mine = part[part["model"] == name]
+                scored = mine[mine["scored"]]
+                answered = int(mine["answered"].sum())
+                valid = mine[mine["valid"]]
+                excluded = valid["excluded_mass"].dropna()
+                row = {"model": name, "slice_kind": kind, "slice": str(value),
+                       "n_tasks": len(mine), "n_valid": len(valid),
+                       "n_error": len(mine) - answered,
+                       "validity": len(valid) / answered if answered else np.nan,
+                       "n": len(scored),
+                       **{m: scored[m].mean() if len(scored) else np.nan
+                          for m in ("brier", "log_loss", "rps", "accuracy")},
+                       "excluded_mass_mean": excluded.mean() if len(excluded) else np.nan,
+                       "excluded_mass_median": excluded.median() if len(excluded) else np.nan,
+                       "excluded_mass_max": excluded.max() if len(excluded) else np.nan,
+                       "n_below_min_mass": int(
+                           mine["error"].fillna("").str.startswith(BELOW_MIN).sum()),
+                       "n_fallback": int(valid["p_fallback"].notna().sum())}
+                for ref in references:
+                    theirs = part[(part["model"] == ref) & part["scored"]].set_index("task_id")
+                    both = scored[scored["task_id"].isin(theirs.index)]
+                    for loss, prefix in (("brier", "bss3"), ("rps", "rpss3")):
+                        own = both[loss].sum()
+                        other = theirs.loc[both["task_id"], loss].sum()
+                        row[f"{prefix}_{ref}"] = (1 - own / other if len(both) and other
+                                                  else np.nan)
+                    row[f"bss3_{ref}_n"] = len(both)
+                out.append(row)
+    return pd.DataFrame(out)
+
+
+def naive_class_intervals(table: pd.DataFrame, rows: pd.DataFrame, data) -> pd.DataFrame:
+    """The report's three-class table with its intervals, each row's cell filtered out of the
+    whole frame of scored rows by its slice and then by its model (as ``report3`` computed it
+    before it grouped the rows once)."""
+    from finbench.reports.stats import descriptive
+    from finbench.scoring.bootstrap import mean_ci, skill_ci
+    from finbench.tracks.intraday.config import CLASS_BASELINE_KINDS
+    from finbench.tracks.intraday.report_data import cluster_codes_of
+
+    rep = data.config.report
+    boot = {"replicates": rep.bootstrap_replicates, "seed": rep.seed, "level": rep.level,
+            "draws": data.draws}
+    refs = [m.name for m in data.config.models if m.kind in CLASS_BASELINE_KINDS]
+    clusters = cluster_codes_of(rows, rep.cluster)
+    out = table.copy()
+    out["sessions"], out["flag"] = 0, ""
+    for i, r in table.iterrows():
+        part = rows if r["slice_kind"] == "overall" else rows[rows[r["slice_kind"]] == r["slice"]]
+        mine = part[part["model"] == r["model"]]
+        out.loc[i, "sessions"] = sessions = int(mine["session"].nunique())
+        out.loc[i, "flag"] = descriptive(len(mine), sessions, min_n=rep.min_n,
+                                         min_clusters=rep.min_sessions)
+        if r["slice_kind"] == "ticker":
+            continue
+        cl = clusters[mine.index]
+        for col in ("brier", "rps"):
+            ci = mean_ci(mine[col].to_numpy(), cl, **boot)
+            out.loc[i, f"{col}_lo"], out.loc[i, f"{col}_hi"] = ci.lower, ci.upper
+        for ref in refs:
+            theirs = part[part["model"] == ref].set_index("task_id")["brier"]
+            both = mine[mine["task_id"].isin(theirs.index)]
+            if len(both):
+                ci = skill_ci(both["brier"].to_numpy(), theirs.loc[both["task_id"]].to_numpy(),
+                              clusters[both.index], **boot)
+                out.loc[i, f"bss3_{ref}_lo"], out.loc[i, f"bss3_{ref}_hi"] = ci.lower, ci.upper
+    return out

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
+from finbench.core.lookup import groups
 from finbench.runlog.costs import COST_COLUMNS, cost_frame
 from finbench.runlog.rows import ERROR
 from finbench.scoring import multiclass as mc
@@ -91,44 +92,109 @@ def _row3_table(rows: pd.DataFrame, names: list[str], tasks: pd.DataFrame,
 
 
 def _class_table(config: RunConfig, rows: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """The three-class scores per model and slice, from every such model's rows."""
+    """The three-class scores per model and slice, from every such model's rows: the rows
+    grouped once per kind of slice, by value and model (each cell's rows in the order they
+    stand), and each cell reduced from its own rows (:class:`_Cells`), so that the cost grows
+    with the rows and the cells, not with their product."""
     references = [m.name for m in config.models
                   if m.kind in CLASS_BASELINE_KINDS and m.name in names]
     order = {h: i for i, h in enumerate(config.tasks.horizons)}
+    model = pd.Series(rows["model"].to_numpy(object)).map(
+        {n: i for i, n in enumerate(names)}).fillna(-1).to_numpy(np.int64)
+    cells = _Cells(rows)
     out = []
     for kind in SLICE_KINDS:
-        key = None if kind == "overall" else kind
-        values = ["all"] if key is None else sorted(
-            rows[key].dropna().unique(), key=lambda v: (order.get(v, 99), v))
-        for value in values:
-            part = rows if key is None else rows[rows[key] == value]
+        if kind == "overall":
+            values, at = ["all"], np.zeros(len(rows), np.int64)
+        else:
+            codes, uniques = pd.factorize(rows[kind].to_numpy(object))
+            ranked = sorted(range(len(uniques)),
+                            key=lambda i: (order.get(uniques[i], 99), uniques[i]))
+            values = [uniques[i] for i in ranked]
+            rank = np.empty(len(uniques), np.int64)
+            rank[ranked] = np.arange(len(values))
+            at = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+        cells_of = groups(np.where((at >= 0) & (model >= 0), at * len(names) + model, -1),
+                          len(values) * len(names))
+        for v, value in enumerate(values):
+            mine = {name: cells_of[v * len(names) + i] for i, name in enumerate(names)}
             for name in names:
-                out.append(_cell(part, name, kind, value, references))
+                out.append(cells.row(mine[name], name, kind, value,
+                                     {ref: mine[ref] for ref in references}))
     return pd.DataFrame(out)
 
 
-def _cell(part: pd.DataFrame, name: str, kind: str, value, references: list[str]) -> dict:
-    mine = part[part["model"] == name]
-    scored = mine[mine["scored"]]
-    answered = int(mine["answered"].sum())
-    valid = mine[mine["valid"]]
-    excluded = valid["excluded_mass"].dropna()
-    row = {"model": name, "slice_kind": kind, "slice": str(value), "n_tasks": len(mine),
-           "n_valid": len(valid), "n_error": len(mine) - answered,
-           "validity": len(valid) / answered if answered else np.nan, "n": len(scored),
-           **{m: scored[m].mean() if len(scored) else np.nan
-              for m in ("brier", "log_loss", "rps", "accuracy")},
-           "excluded_mass_mean": excluded.mean() if len(excluded) else np.nan,
-           "excluded_mass_median": excluded.median() if len(excluded) else np.nan,
-           "excluded_mass_max": excluded.max() if len(excluded) else np.nan,
-           "n_below_min_mass": int(mine["error"].fillna("").str.startswith(BELOW_MIN).sum()),
-           "n_fallback": int(valid["p_fallback"].notna().sum())}
-    for ref in references:
-        theirs = part[(part["model"] == ref) & part["scored"]].set_index("task_id")
-        both = scored[scored["task_id"].isin(theirs.index)]
-        for loss, prefix in (("brier", "bss3"), ("rps", "rpss3")):
-            own = both[loss].sum()
-            other = theirs.loc[both["task_id"], loss].sum()
-            row[f"{prefix}_{ref}"] = 1 - own / other if len(both) and other else np.nan
-        row[f"bss3_{ref}_n"] = len(both)
-    return row
+class _Cells:
+    """One cell's row of the three-class table from the positions of its model's rows in it
+    (in the rows' order), each value reduced as pandas reduces the cell's own Series (its
+    mean: the sum of the values, a missing one as 0, over the count of those present; its
+    sum likewise; the median of those present): the same numbers, bit for bit, as the cell's
+    rows filtered out of the whole frame (``tests/reference.py``'s ``naive_class_table``)."""
+
+    def __init__(self, rows: pd.DataFrame) -> None:
+        def column(c: str) -> np.ndarray:
+            return rows[c].to_numpy(float)
+
+        self.scored = rows["scored"].to_numpy(bool)
+        self.valid = rows["valid"].to_numpy(bool)
+        self.answered = rows["answered"].to_numpy(bool)
+        self.losses = {m: column(m) for m in ("brier", "log_loss", "rps", "accuracy")}
+        self.excluded = column("excluded_mass")
+        self.below_min = rows["error"].fillna("").str.startswith(BELOW_MIN).to_numpy(bool)
+        self.fallback = rows["p_fallback"].notna().to_numpy(bool)
+        self.task = pd.factorize(rows["task_id"].to_numpy(object))[0]
+
+    def row(self, at: np.ndarray, name: str, kind: str, value,
+            references: dict[str, np.ndarray]) -> dict:
+        scored = at[self.scored[at]]
+        valid = at[self.valid[at]]
+        answered = int(self.answered[at].sum())
+        excluded = self.excluded[valid]
+        excluded = excluded[~np.isnan(excluded)]
+        row = {"model": name, "slice_kind": kind, "slice": str(value), "n_tasks": len(at),
+               "n_valid": len(valid), "n_error": len(at) - answered,
+               "validity": len(valid) / answered if answered else np.nan, "n": len(scored),
+               **{m: _mean(self.losses[m][scored]) if len(scored) else np.nan
+                  for m in ("brier", "log_loss", "rps", "accuracy")},
+               "excluded_mass_mean": _mean(excluded) if len(excluded) else np.nan,
+               "excluded_mass_median": np.nanmedian(excluded) if len(excluded) else np.nan,
+               "excluded_mass_max": excluded.max() if len(excluded) else np.nan,
+               "n_below_min_mass": int(self.below_min[at].sum()),
+               "n_fallback": int(self.fallback[valid].sum())}
+        for ref, theirs in references.items():
+            theirs = theirs[self.scored[theirs]]
+            both, matched = matched_tasks(self.task[scored], self.task[theirs])
+            both, matched = scored[both], theirs[matched]
+            for loss, prefix in (("brier", "bss3"), ("rps", "rpss3")):
+                own = _sum(self.losses[loss][both])
+                other = _sum(self.losses[loss][matched])
+                row[f"{prefix}_{ref}"] = 1 - own / other if len(both) and other else np.nan
+            row[f"bss3_{ref}_n"] = len(both)
+        return row
+
+
+def matched_tasks(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which of ``mine``'s tasks ``theirs`` has, in ``mine``'s order; for each of those, in
+    that order, the positions in ``theirs`` of its task, each task's in ``theirs``' order): a
+    filter on ``isin`` and a ``.loc`` by task on a frame indexed by ``theirs``."""
+    order = np.argsort(theirs, kind="stable")
+    ranked = theirs[order]
+    left, right = np.searchsorted(ranked, mine, "left"), np.searchsorted(ranked, mine, "right")
+    both = np.flatnonzero(right > left)
+    counts = (right - left)[both]
+    first = np.repeat(left[both] - np.cumsum(counts) + counts, counts)
+    return both, order[first + np.arange(int(counts.sum()))]
+
+
+def _sum(values: np.ndarray) -> np.float64:
+    """A Series' ``sum()``: its values summed, a missing one as 0."""
+    missing = np.isnan(values)
+    return (np.where(missing, 0.0, values) if missing.any() else values).sum()
+
+
+def _mean(values: np.ndarray) -> np.float64:
+    """A Series' ``mean()``: its values summed, a missing one as 0, over the count of those
+    present (NaN with none)."""
+    missing = np.isnan(values)
+    count = np.float64(len(values) - int(missing.sum()))
+    return _sum(values) / count if count > 0 else np.nan
