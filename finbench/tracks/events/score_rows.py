@@ -46,6 +46,13 @@ def log_loss(p: np.ndarray, y: np.ndarray, clip: float) -> float:
     return float(rules.log_loss(y, p, clip=clip).mean()) if len(p) else np.nan
 
 
+def distinct(groups: np.ndarray) -> int:
+    """How many distinct groups ``groups`` holds, missing ones aside (a Series' ``nunique``,
+    without making a Series of the texts)."""
+    found = pd.unique(np.asarray(groups, dtype=object))
+    return int(len(found) - pd.isna(found).sum())
+
+
 def effective_events(groups: np.ndarray) -> float:
     """Kish's effective number of independent events when rows of one group move together:
     ``(sum n_g)^2 / sum n_g^2`` (the number of groups when they are equal in size)."""
@@ -103,6 +110,8 @@ def slices(rows: pd.DataFrame, min_group: int) -> list[tuple[str, str, np.ndarra
     out += [("retrieval", "relevant posts before t0", relevant),
             ("retrieval", "no relevant posts before t0", ~relevant)]
     size = rows.drop_duplicates("task_id")["event_group"].value_counts()
+    code, found = pd.factorize(rows["event_group"])  # (codes compared, not texts)
+    at = {g: k for k, g in enumerate(found)}
     for g in sorted(size.index[size >= min_group]):
-        out.append(("event_group", g, (rows["event_group"] == g).to_numpy(bool)))
+        out.append(("event_group", g, code == at[g]))
     return out

@@ -19,6 +19,7 @@ from finbench.tracks.events.score_rows import (
     IN_SAMPLE_KIND,
     brier_interval,
     brier_parts,
+    distinct,
     effective_events,
     log_loss,
     score_rows,
@@ -83,8 +84,12 @@ def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s,
                "scored": mine["scored"].to_numpy(bool), "p": mine["p_up"].to_numpy(float),
                "y": mine["y"].to_numpy(float), "brier": mine["brier"].to_numpy(float),
                "group": mine["event_group"].to_numpy()}
-    return [_score_row({c: v[mask[at]] for c, v in columns.items()}, name, kind, slice_kind,
-                       value, s, draws) for slice_kind, value, mask in cuts]
+    out = []
+    for slice_kind, value, mask in cuts:
+        keep = np.flatnonzero(mask[at])  # (found once for every column)
+        out.append(_score_row({c: v[keep] for c, v in columns.items()}, name, kind,
+                              slice_kind, value, s, draws))
+    return out
 
 
 def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: str,
@@ -100,7 +105,7 @@ def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: st
             "validity": parts["n"] / answered if answered else np.nan, **parts,
             "no_positive_cases": parts["n"] > 0 and parts["positives"] == 0,
             "log_loss": log_loss(p, y, s.log_loss_clip), "brier_lo": lo, "brier_hi": hi,
-            "groups": int(pd.Series(groups).nunique()),
+            "groups": distinct(groups),
             "effective_events": effective_events(groups)}
 
 
@@ -135,8 +140,12 @@ def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s,
     columns = {c: both[c].to_numpy(float) for c in ("y", "p_up", "p_up_ref", "brier",
                                                     "brier_ref")}
     groups = both["event_group"].to_numpy()
-    return [_skill_row({c: v[mask[at]] for c, v in columns.items()}, groups[mask[at]], name,
-                       ref, slice_kind, value, s, draws) for slice_kind, value, mask in cuts]
+    out = []
+    for slice_kind, value, mask in cuts:
+        keep = np.flatnonzero(mask[at])  # (found once for every column)
+        out.append(_skill_row({c: v[keep] for c, v in columns.items()}, groups[keep], name,
+                              ref, slice_kind, value, s, draws))
+    return out
 
 
 def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref: str,
@@ -154,7 +163,7 @@ def _skill_row(pairs: dict[str, np.ndarray], groups: np.ndarray, name: str, ref:
                 "no paired rows" if not bm["n"] else ""),
             "bss_lo": lo, "bss_hi": hi, "log_loss_model": lm, "log_loss_reference": lr,
             "log_loss_skill": skill(lm, lr) if bm["n"] else np.nan,
-            "groups": int(pd.Series(groups).nunique())}
+            "groups": distinct(groups)}
 
 
 def _gap_row(rows: pd.DataFrame, name: str, market: str) -> dict:
