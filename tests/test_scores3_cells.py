@@ -105,6 +105,13 @@ def test_a_reference_given_a_task_twice_counts_it_twice_as_the_filters_do():
     assert overall.loc["class_uniform", "n"] == 13
 
 
+def test_rows_of_no_task_count_overall_and_in_no_other_slice():
+    rows = rows_of(9, 2, 2, no_ticker=1.0)  # (an edited forecast table: no task matches)
+    table = same(rows)
+    assert set(table["slice_kind"]) == {"overall"}
+    assert table.set_index("model").loc["llm3", "n_tasks"] == 12
+
+
 def test_cells_larger_than_numpys_blocks_sum_as_pandas_does():
     # 9,000 rows a model overall: numpy sums in blocks of 8,192 values at most
     same(rows_of(11, 2, 1500, nan_rate=0.01, shuffled=True))

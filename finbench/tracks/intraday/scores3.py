@@ -113,7 +113,7 @@ def _class_table(config: RunConfig, rows: pd.DataFrame, names: list[str]) -> pd.
             values = [uniques[i] for i in ranked]
             rank = np.empty(len(uniques), np.int64)
             rank[ranked] = np.arange(len(values))
-            at = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+            at = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1) if len(rank) else codes
         cells_of = groups(np.where((at >= 0) & (model >= 0), at * len(names) + model, -1),
                           len(values) * len(names))
         for v, value in enumerate(values):
