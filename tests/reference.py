@@ -390,7 +390,9 @@ def naive_event_score_row(rows: pd.DataFrame, name: str, cut, s) -> dict:
     pandas: what :func:`finbench.tracks.events.scores.slice_score_rows` must give per slice."""
     from finbench.tracks.events.score_rows import brier_parts, effective_events, log_loss
 
-    _, _, mask = cut
+    _, _, where = cut  # (the slice's rows, as positions)
+    mask = np.zeros(len(rows), bool)
+    mask[where] = True
     mine = rows[mask & (rows["model"] == name).to_numpy(bool)]
     scored = mine[mine["scored"]]
     p, y = scored["p_up"].to_numpy(float), scored["y"].to_numpy(float)
@@ -412,7 +414,9 @@ def naive_event_skill_row(rows: pd.DataFrame, name: str, ref: str, cut, s) -> di
     filtered with pandas and merged on the task."""
     from finbench.tracks.events.score_rows import brier_parts, log_loss
 
-    _, _, mask = cut
+    _, _, where = cut  # (the slice's rows, as positions)
+    mask = np.zeros(len(rows), bool)
+    mask[where] = True
     mine = rows[mask & (rows["model"] == name).to_numpy(bool) & rows["scored"].to_numpy(bool)]
     theirs = rows[mask & (rows["model"] == ref).to_numpy(bool) & rows["scored"].to_numpy(bool)]
     both = mine.merge(theirs[["task_id", "p_up", "brier", "log_loss"]], on="task_id",

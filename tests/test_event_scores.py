@@ -17,6 +17,7 @@ from finbench.tracks.events.score_rows import (
     brier_interval,
     brier_parts,
     effective_events,
+    within,
 )
 from tests.event_helpers import constants, event_config, make_store, market
 
@@ -166,7 +167,7 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
     for column in ("task_id", "model", "category", "event_group", "answer_status"):
         rows[column] = rows[column].astype("string[pyarrow]")  # as read from Parquet
     s = EventScoresConfig(bootstrap_replicates=200, min_group_cases=2)
-    cuts = slices(rows, s.min_group_cases) + [("category", "none", np.zeros(len(rows), bool))]
+    cuts = slices(rows, s.min_group_cases) + [("category", "none", np.zeros(0, np.int64))]
 
     def same(got: dict, want: dict) -> None:
         # bootstrap endpoints: a product over the draws against sums written out, within
@@ -192,3 +193,15 @@ def test_slices_of_paired_rows_equal_the_naive_filter_and_merge(seed):
                 identical(got_rows, slice_skill_rows(rows, name, ref, cuts, s))
                 for got, cut in zip(got_rows, cuts, strict=True):
                     same(got, naive_event_skill_row(rows, name, ref, cut, s))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, 40), max_size=60), st.sets(st.integers(0, 45), max_size=30))
+def test_a_slices_positions_pick_the_rows_its_mask_picks(at, rows):
+    """A slice's rows as positions (ascending) pick, among a model's rows or pairs ``at``
+    (non-decreasing, a row twice where its market was paired twice), what a mask of the
+    slice's rows picks."""
+    at, rows = np.sort(np.array(at, np.int64)), np.array(sorted(rows), np.int64)
+    mask = np.zeros(64, bool)
+    mask[rows] = True
+    assert within(at, rows).tolist() == np.flatnonzero(mask[at]).tolist()

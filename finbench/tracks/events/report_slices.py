@@ -44,8 +44,8 @@ def event_slice_tables(run_dir: Path, config) -> tuple[pd.DataFrame, pd.DataFram
             object))
         counts = value_of.value_counts()
         values = rows["task_id"].map(value_of).to_numpy(object)
-        cuts = [(declared.name, v, values == v) for v in value_order(declared.kind,
-                                                                      value_of.unique())]
+        cuts = [(declared.name, v, np.flatnonzero(values == v))
+                for v in value_order(declared.kind, value_of.unique())]
         tasks = {v: int(counts.get(v, 0)) for _, v, _ in cuts}
         for name in names:
             scores += [{**r, "tasks": tasks[r["slice"]]}

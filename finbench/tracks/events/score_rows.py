@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
+from finbench.core.lookup import groups
 from finbench.scoring import bootstrap, rules
 
 IN_SAMPLE = "in-sample frequency"  # the descriptive row's model name
@@ -101,17 +102,30 @@ def score_rows(forecasts: pd.DataFrame, labels: pd.DataFrame, clip: float) -> pd
 
 
 def slices(rows: pd.DataFrame, min_group: int) -> list[tuple[str, str, np.ndarray]]:
-    """(slice kind, slice, rows mask) of the rows: all, each category, retrieval found
-    relevant posts or not, each event group of at least ``min_group`` scored markets."""
-    out = [("overall", "all", np.ones(len(rows), bool))]
+    """(slice kind, slice, the slice's rows: their positions, ascending) of the rows: all,
+    each category, retrieval found relevant posts or not, each event group of at least
+    ``min_group`` scored markets. (Positions, not a mask over every row: thousands of event
+    groups would hold as many masks as long as the rows.)"""
+    out = [("overall", "all", np.arange(len(rows)))]
     for c in sorted(rows["category"].unique()):
-        out.append(("category", c, (rows["category"] == c).to_numpy(bool)))
+        out.append(("category", c, np.flatnonzero((rows["category"] == c).to_numpy(bool))))
     relevant = rows["retrieval_relevant"].to_numpy(bool)
-    out += [("retrieval", "relevant posts before t0", relevant),
-            ("retrieval", "no relevant posts before t0", ~relevant)]
+    out += [("retrieval", "relevant posts before t0", np.flatnonzero(relevant)),
+            ("retrieval", "no relevant posts before t0", np.flatnonzero(~relevant))]
     size = rows.drop_duplicates("task_id")["event_group"].value_counts()
-    code, found = pd.factorize(rows["event_group"])  # (codes compared, not texts)
+    code, found = pd.factorize(rows["event_group"])  # (codes grouped once, not texts compared)
     at = {g: k for k, g in enumerate(found)}
+    of_group = groups(code, len(found))
     for g in sorted(size.index[size >= min_group]):
-        out.append(("event_group", g, code == at[g]))
+        out.append(("event_group", g, of_group[at[g]]))
     return out
+
+
+def within(at: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Where in ``at`` (row positions, non-decreasing) a row of ``rows`` (positions,
+    ascending) stands, ascending: ``np.flatnonzero(mask[at])`` for the mask of ``rows``, in
+    time of ``rows`` alone."""
+    left, right = np.searchsorted(at, rows, "left"), np.searchsorted(at, rows, "right")
+    counts = right - left
+    first = np.repeat(left - np.cumsum(counts) + counts, counts)
+    return first + np.arange(int(counts.sum()))

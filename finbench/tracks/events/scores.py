@@ -25,6 +25,7 @@ from finbench.tracks.events.score_rows import (
     score_rows,
     skill_interval,
     slices,
+    within,
 )
 
 EVENT_FILES = ("scores.parquet", "scores.csv", "skill.parquet", "skill.csv", "rows.parquet",
@@ -85,8 +86,8 @@ def slice_score_rows(rows: pd.DataFrame, name: str, kind: str, cuts, s,
                "y": mine["y"].to_numpy(float), "brier": mine["brier"].to_numpy(float),
                "group": mine["event_group"].to_numpy()}
     out = []
-    for slice_kind, value, mask in cuts:
-        keep = np.flatnonzero(mask[at])  # (found once for every column)
+    for slice_kind, value, where in cuts:
+        keep = within(at, where)
         out.append(_score_row({c: v[keep] for c, v in columns.items()}, name, kind,
                               slice_kind, value, s, draws))
     return out
@@ -111,8 +112,9 @@ def _score_row(mine: dict[str, np.ndarray], name: str, kind: str, slice_kind: st
 
 def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
     """The frequency of YES among the slice's scored markets, scored on them: descriptive."""
-    slice_kind, value, mask = cut
-    y = truth.loc[mask, "y"].to_numpy(float)
+    slice_kind, value, where = cut
+    y = truth["y"].to_numpy(float)[where]
+    groups = truth["event_group"].to_numpy()[where]
     p = np.full(len(y), y.mean() if len(y) else np.nan)
     parts = brier_parts(p, y)
     return {"model": IN_SAMPLE, "kind": IN_SAMPLE_KIND, "slice_kind": slice_kind,
@@ -120,8 +122,8 @@ def _in_sample_row(truth: pd.DataFrame, cut, s) -> dict:
             "validity": 1.0 if len(y) else np.nan, **parts,
             "no_positive_cases": parts["n"] > 0 and parts["positives"] == 0,
             "log_loss": log_loss(p, y, s.log_loss_clip), "brier_lo": np.nan,
-            "brier_hi": np.nan, "groups": int(truth.loc[mask, "event_group"].nunique()),
-            "effective_events": effective_events(truth.loc[mask, "event_group"].to_numpy())}
+            "brier_hi": np.nan, "groups": distinct(groups),
+            "effective_events": effective_events(groups)}
 
 
 def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s,
@@ -137,12 +139,14 @@ def slice_skill_rows(rows: pd.DataFrame, name: str, ref: str, cuts, s,
         row=mine_at).merge(theirs[["task_id", "p_up", "brier"]], on="task_id",
                            suffixes=("", "_ref"))
     at = both["row"].to_numpy()
+    if len(at) > 1 and (at[1:] < at[:-1]).any():  # (an inner merge keeps the left's order)
+        raise RuntimeError("paired rows are not in the order of the model's rows")
     columns = {c: both[c].to_numpy(float) for c in ("y", "p_up", "p_up_ref", "brier",
                                                     "brier_ref")}
     groups = both["event_group"].to_numpy()
     out = []
-    for slice_kind, value, mask in cuts:
-        keep = np.flatnonzero(mask[at])  # (found once for every column)
+    for slice_kind, value, where in cuts:
+        keep = within(at, where)
         out.append(_skill_row({c: v[keep] for c, v in columns.items()}, groups[keep], name,
                               ref, slice_kind, value, s, draws))
     return out
