@@ -98,3 +98,10 @@ def groups(code: np.ndarray, n: int) -> list[np.ndarray]:
     order = np.argsort(code, kind="stable")
     cuts = np.searchsorted(code[order], np.arange(n + 1))
     return [order[cuts[i]:cuts[i + 1]] for i in range(n)]
+
+
+def spans(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The positions ``left[i] .. right[i] - 1`` of every span, one span after another: the
+    rows each of several keys finds in a sorted array (``searchsorted`` left and right)."""
+    counts = right - left
+    return np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.core.errors import RunError
-from finbench.core.lookup import groups
+from finbench.core.lookup import groups, spans
 from finbench.scoring import bootstrap, rules
 
 IN_SAMPLE = "in-sample frequency"  # the descriptive row's model name
@@ -125,7 +125,4 @@ def within(at: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Where in ``at`` (row positions, non-decreasing) a row of ``rows`` (positions,
     ascending) stands, ascending: ``np.flatnonzero(mask[at])`` for the mask of ``rows``, in
     time of ``rows`` alone."""
-    left, right = np.searchsorted(at, rows, "left"), np.searchsorted(at, rows, "right")
-    counts = right - left
-    first = np.repeat(left - np.cumsum(counts) + counts, counts)
-    return first + np.arange(int(counts.sum()))
+    return spans(np.searchsorted(at, rows, "left"), np.searchsorted(at, rows, "right"))

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from finbench.core.errors import RunError
-from finbench.core.lookup import groups
+from finbench.core.lookup import groups, spans
 from finbench.runlog.costs import COST_COLUMNS, cost_frame
 from finbench.runlog.rows import ERROR
 from finbench.scoring import multiclass as mc
@@ -181,9 +181,7 @@ def matched_tasks(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.
     ranked = theirs[order]
     left, right = np.searchsorted(ranked, mine, "left"), np.searchsorted(ranked, mine, "right")
     both = np.flatnonzero(right > left)
-    counts = (right - left)[both]
-    first = np.repeat(left[both] - np.cumsum(counts) + counts, counts)
-    return both, order[first + np.arange(int(counts.sum()))]
+    return both, order[spans(left[both], right[both])]
 
 
 def _sum(values: np.ndarray) -> np.float64:
